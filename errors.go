@@ -1,0 +1,37 @@
+package sluice
+
+import "errors"
+
+// Sentinel errors. Errors returned by sluice wrap one of these, with details,
+// so callers test them with [errors.Is].
+var (
+	// ErrInvalidConfig reports a limiter configuration that cannot work: a
+	// zero, negative, NaN or infinite rate, period, limit or burst, an
+	// option that does not apply to the algorithm, or a rate too slow or too
+	// fast to represent in nanoseconds.
+	ErrInvalidConfig = errors.New("sluice: invalid configuration")
+
+	// ErrInvalidCost reports a cost that is negative, NaN or infinite.
+	ErrInvalidCost = errors.New("sluice: invalid cost")
+
+	// ErrCostExceedsLimit reports a cost larger than the limit: it can never
+	// be admitted, however long the caller waits, so it is an error rather
+	// than a denial with a RetryAfter.
+	ErrCostExceedsLimit = errors.New("sluice: cost exceeds limit")
+
+	// ErrUnsupported reports a verb or algorithm that a limiter or store
+	// does not implement.
+	ErrUnsupported = errors.New("sluice: unsupported")
+
+	// ErrKeyConflict reports a key whose stored state belongs to a
+	// different algorithm: two limiters sharing a store used the same key.
+	ErrKeyConflict = errors.New("sluice: key holds another algorithm's state")
+
+	// ErrStoreClosed reports a call on a store after Close.
+	ErrStoreClosed = errors.New("sluice: store closed")
+
+	// ErrWouldExceedDeadline reports that Wait would have to sleep past the
+	// context's deadline. Wait returns it at once instead of sleeping; it
+	// also matches context.DeadlineExceeded.
+	ErrWouldExceedDeadline = errors.New("sluice: wait would exceed context deadline")
+)

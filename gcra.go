@@ -1,0 +1,74 @@
+package sluice
+
+import "math"
+
+// GCRA is the generic cell rate algorithm: a leaky bucket kept as one
+// number per key, the theoretical arrival time (TAT) at which the key would
+// be fresh again.
+//
+// With emission interval T = period/amount (the time one unit of cost
+// takes) and tolerance burst*T, a request of cost c arriving at now is
+// admitted iff
+//
+//	now >= max(TAT, now) + c*T - burst*T
+//
+// and then TAT becomes max(TAT, now) + c*T. A burst of exactly burst units is
+// admitted from rest, and the steady rate is exactly one unit per T.
+//
+// All arithmetic is in integer nanoseconds: T is rounded to the nearest
+// nanosecond once, when the limiter is built, and c*T and burst*T are
+// rounded to the nearest nanosecond, so the TAT does not drift however
+// many requests it admits, and RetryAfter and ResetAfter are exact.
+//
+// Guarantee: the cost admitted in any interval of length d is at most
+// burst + d/T.
+//
+// A GCRA is safe for concurrent use.
+type GCRA struct {
+	limiter
+}
+
+// NewGCRA returns a GCRA limiter admitting rate in the long run and bursts
+// of up to burst units from rest: NewGCRA(sluice.PerSecond(10), 5).
+func NewGCRA(rate Rate, burst float64, opts ...Option) (*GCRA, error) {
+	t, err := rate.interval()
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLimiter(Params{Kind: KindGCRA, Limit: burst, Interval: t}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &GCRA{l}, nil
+}
+
+func (p *Params) stepGCRA(s State, op Op) (State, Decision) {
+	var d Decision
+	t := p.Interval
+	tau := p.gcraNanos(p.Limit)
+	tat := max(s.Time, op.Now)
+	next := tat + p.gcraNanos(op.Cost)
+	if allowAt := next - tau; op.Now >= allowAt {
+		d.Allowed = true
+		tat = next
+		if op.Verb == VerbAllow {
+			s.Time = tat
+		}
+	} else {
+		d.RetryAfter = after(allowAt, op.Now)
+	}
+	backlog := tat - op.Now
+	p.describe(&d, float64(backlog)/float64(t))
+	if d.Remaining > 0 {
+		// Remaining from the nanosecond arithmetic, not Limit - Used, so
+		// that a burst's last unit reads as exactly zero.
+		d.Remaining = max(float64(tau-backlog)/float64(t), 0)
+	}
+	d.ResetAfter = after(tat, op.Now)
+	return s, d
+}
+
+// gcraNanos converts an amount to nanoseconds at the emission interval.
+func (p *Params) gcraNanos(amount float64) int64 {
+	return int64(math.Round(amount * float64(p.Interval)))
+}

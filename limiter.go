@@ -1,0 +1,137 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Limiter is what every sluice limiter does, whatever its algorithm and
+// store.
+type Limiter interface {
+	// Allow admits cost for key if it fits now and records it. A denied
+	// request records nothing; its decision says when to retry. The error
+	// is non-nil only for invalid input ([ErrInvalidCost],
+	// [ErrCostExceedsLimit]) or a failing store, never for a denial.
+	Allow(ctx context.Context, key string, cost float64) (Decision, error)
+
+	// CanAccept returns the decision Allow would make now, recording
+	// nothing.
+	CanAccept(ctx context.Context, key string, cost float64) (Decision, error)
+
+	// Reset forgets key: its next request sees a fresh state.
+	Reset(ctx context.Context, key string) error
+
+	// Wait blocks until cost is admitted for key, and records it. It
+	// returns ctx's error if ctx ends first, and returns at once with an
+	// error wrapping [ErrWouldExceedDeadline] if ctx's deadline comes before
+	// the earliest admission.
+	Wait(ctx context.Context, key string, cost float64) error
+}
+
+// Compile-time checks that every limiter is a Limiter.
+var (
+	_ Limiter = (*LeakyBucket)(nil)
+	_ Limiter = (*GCRA)(nil)
+	_ Limiter = (*TokenBucket)(nil)
+	_ Limiter = (*FixedWindow)(nil)
+	_ Limiter = (*SlidingLog)(nil)
+	_ Limiter = (*SlidingCounter)(nil)
+)
+
+// limiter carries what every algorithm's limiter shares: its Params, its
+// store and its clock. Its methods are promoted to the exported types.
+type limiter struct {
+	params Params
+	store  Store
+	clock  nanoClock
+	owned  *MemStore // the default store, closed by Close
+}
+
+func newLimiter(p Params, opts []Option) (limiter, error) {
+	s := settings{params: p}
+	for _, o := range opts {
+		if err := o.apply(&s); err != nil {
+			return limiter{}, err
+		}
+	}
+	if err := s.params.Validate(); err != nil {
+		return limiter{}, err
+	}
+	if s.clock == nil {
+		s.clock = SystemClock()
+	}
+	l := limiter{params: s.params, store: s.store, clock: newNanoClock(s.clock)}
+	if l.store == nil {
+		l.owned = NewMemStore(MemStoreConfig{})
+		l.store = l.owned
+	}
+	return l, nil
+}
+
+// Allow admits cost for key if it fits now and records it. A denied
+// request records nothing; its decision says when to retry. The error is
+// non-nil only for invalid input ([ErrInvalidCost], [ErrCostExceedsLimit])
+// or a failing store, never for a denial.
+func (l *limiter) Allow(ctx context.Context, key string, cost float64) (Decision, error) {
+	return l.do(ctx, key, VerbAllow, cost)
+}
+
+// CanAccept returns the decision Allow would make now, recording nothing.
+// Use CanAccept(ctx, key, 0) to read a key's remaining allowance.
+func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (Decision, error) {
+	return l.do(ctx, key, VerbCheck, cost)
+}
+
+// Reset forgets key: its next request sees a fresh state.
+func (l *limiter) Reset(ctx context.Context, key string) error {
+	return l.store.Reset(ctx, key)
+}
+
+// Wait blocks until cost is admitted for key, and records it, sleeping on
+// the limiter's clock. It returns ctx's error if ctx ends first, and
+// returns at once with an error wrapping [ErrWouldExceedDeadline] (and
+// context.DeadlineExceeded) if ctx's deadline comes before the earliest
+// admission. Waiters on one key are not queued: each retries when its
+// decision said it could.
+func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := l.Allow(ctx, key, cost)
+		if err != nil || d.Allowed {
+			return err
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
+			return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, d.RetryAfter, context.DeadlineExceeded)
+		}
+		select {
+		case <-l.clock.clock.After(d.RetryAfter):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Params returns the limiter's algorithm and configuration. Its Step
+// method is the algorithm as a pure function.
+func (l *limiter) Params() Params { return l.params }
+
+// Close releases the limiter's default in-memory store. It does nothing
+// to a store passed with [WithStore], which its owner closes.
+func (l *limiter) Close() error {
+	if l.owned != nil {
+		return l.owned.Close()
+	}
+	return nil
+}
+
+func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64) (Decision, error) {
+	op := Op{Verb: verb, Cost: cost}
+	if err := l.params.checkOp(op); err != nil {
+		return Decision{Limit: l.params.Limit}, err
+	}
+	op.Now = l.clock.now()
+	return l.store.Apply(ctx, key, &l.params, op)
+}

@@ -1,0 +1,234 @@
+package sluice
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Kind names an algorithm.
+type Kind uint8
+
+// The algorithms. Each one's file documents its State and guarantees.
+const (
+	KindLeakyBucket    Kind = iota + 1 // leaky bucket meter: level and last update
+	KindGCRA                           // generic cell rate algorithm: theoretical arrival time
+	KindTokenBucket                    // token bucket: tokens in use and last refill
+	KindFixedWindow                    // fixed window: count and window start
+	KindSlidingLog                     // sliding log: admitted requests of the last window
+	KindSlidingCounter                 // sliding counter: two window counts and window start
+)
+
+var kindNames = [...]string{
+	KindLeakyBucket:    "leaky bucket",
+	KindGCRA:           "GCRA",
+	KindTokenBucket:    "token bucket",
+	KindFixedWindow:    "fixed window",
+	KindSlidingLog:     "sliding log",
+	KindSlidingCounter: "sliding counter",
+}
+
+// String returns the algorithm's name.
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Params describes one configured algorithm completely: it is what a
+// [Store] receives with every decision, and [Params.Step] is the algorithm
+// itself. Build Params with a limiter constructor (and read them with its
+// Params method) rather than by hand, so that they are validated.
+type Params struct {
+	// Kind is the algorithm.
+	Kind Kind
+	// Limit is the most cost a key can hold: the leaky bucket's capacity,
+	// the GCRA and token bucket burst, the limit per window.
+	Limit float64
+	// Interval is a time in nanoseconds: GCRA's emission interval (the time
+	// one unit of cost takes), the leaky and token buckets' rate period, or
+	// the window length.
+	Interval int64
+	// Amount is how much the leaky bucket leaks, or the token bucket
+	// refills, per Interval. It is zero for the other algorithms.
+	Amount float64
+	// IntervalRefill makes the token bucket add tokens only once per whole
+	// elapsed Interval, instead of continuously.
+	IntervalRefill bool
+	// Anchored makes fixed windows start at a key's first request instead
+	// of at multiples of Interval since the Unix epoch.
+	Anchored bool
+	// MaxEntries bounds the sliding log's entries per key.
+	MaxEntries int
+}
+
+const (
+	// maxSpan bounds every duration the algorithms compute (about 36
+	// years), so that a time plus a span stays far from int64 overflow.
+	maxSpan = 1 << 60
+	// tolerance is the relative slack of float comparisons: amounts within
+	// Limit*tolerance of each other are equal, and durations computed from
+	// float amounts forgive the same relative error before rounding up.
+	tolerance = 0x1p-48
+	// maxLogEntries bounds MaxEntries.
+	maxLogEntries = 1 << 20
+)
+
+// String formats p for logs.
+func (p Params) String() string {
+	return fmt.Sprintf("%v{limit=%g interval=%v amount=%g}", p.Kind, p.Limit, time.Duration(p.Interval), p.Amount)
+}
+
+// Validate reports whether p describes a usable algorithm. The error wraps
+// [ErrInvalidConfig].
+func (p *Params) Validate() error {
+	if p.Kind == 0 || int(p.Kind) >= len(kindNames) {
+		return p.invalid("unknown algorithm")
+	}
+	if !(p.Limit > 0) || math.IsInf(p.Limit, 0) {
+		return p.invalid("limit must be positive and finite")
+	}
+	if p.Interval <= 0 || p.Interval > maxSpan {
+		return p.invalid("interval must be positive and at most " + time.Duration(maxSpan).String())
+	}
+	meter := p.Kind == KindLeakyBucket || p.Kind == KindTokenBucket
+	switch {
+	case meter && (!(p.Amount > 0) || math.IsInf(p.Amount, 0)):
+		return p.invalid("rate amount must be positive and finite")
+	case !meter && p.Amount != 0:
+		return p.invalid("rate amount applies only to the leaky and token buckets")
+	case p.IntervalRefill && p.Kind != KindTokenBucket:
+		return p.invalid("interval refill applies only to the token bucket")
+	case p.Anchored && p.Kind != KindFixedWindow:
+		return p.invalid("anchored windows apply only to the fixed window")
+	case p.Kind == KindSlidingLog && (p.MaxEntries < 1 || p.MaxEntries > maxLogEntries):
+		return p.invalid(fmt.Sprintf("max entries must be between 1 and %d", maxLogEntries))
+	case p.Kind != KindSlidingLog && p.MaxEntries != 0:
+		return p.invalid("max entries apply only to the sliding log")
+	}
+	// The longest span an algorithm computes must fit: the GCRA burst, and
+	// the time a full bucket takes to drain or refill.
+	var span float64
+	switch p.Kind {
+	case KindGCRA:
+		span = p.Limit * float64(p.Interval)
+	case KindLeakyBucket, KindTokenBucket:
+		span = math.Ceil(p.Limit/p.Amount) * float64(p.Interval)
+	}
+	if span > maxSpan {
+		return p.invalid("limit takes longer than " + time.Duration(maxSpan).String() + " to drain or refill")
+	}
+	return nil
+}
+
+func (p *Params) invalid(why string) error {
+	return fmt.Errorf("%w: %v: %s", ErrInvalidConfig, p.Kind, why)
+}
+
+// checkOp validates an operation against p.
+func (p *Params) checkOp(op Op) error {
+	if !(op.Cost >= 0) || math.IsInf(op.Cost, 0) {
+		return fmt.Errorf("%w: %v", ErrInvalidCost, op.Cost)
+	}
+	switch op.Verb {
+	case VerbAllow, VerbCheck:
+		if op.Cost > p.Limit {
+			return fmt.Errorf("%w: cost %v > limit %v", ErrCostExceedsLimit, op.Cost, p.Limit)
+		}
+	case VerbFill:
+		if p.Kind != KindLeakyBucket {
+			return fmt.Errorf("%w: %v does not support fill-ups", ErrUnsupported, p.Kind)
+		}
+	default:
+		return fmt.Errorf("%w: %v", ErrUnsupported, op.Verb)
+	}
+	return nil
+}
+
+// Step is the algorithm as a pure function: from a key's state, the time
+// and the request, it returns the key's new state and the decision. It
+// never reads a clock and keeps no state of its own, so callers can keep
+// State wherever they like; a denied request and VerbCheck return s
+// unchanged. Every [Store] gives the same decisions as Step.
+func (p Params) Step(s State, op Op) (State, Decision, error) {
+	if err := p.Validate(); err != nil {
+		return s, Decision{}, err
+	}
+	if err := p.checkOp(op); err != nil {
+		return s, Decision{Limit: p.Limit}, err
+	}
+	s2, d := p.step(s, op)
+	return s2, d, nil
+}
+
+// step runs the algorithm on validated params and op. A state that is
+// fresh again comes back as the zero State, so that keeping it and
+// forgetting the key are the same, even for a clock that later steps back.
+func (p *Params) step(s State, op Op) (State, Decision) {
+	s, d := p.stepKind(s, op)
+	if d.ResetAfter == 0 && (op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed) {
+		s = State{}
+	}
+	return s, d
+}
+
+func (p *Params) stepKind(s State, op Op) (State, Decision) {
+	switch p.Kind {
+	case KindLeakyBucket:
+		return p.stepMeter(s, op)
+	case KindGCRA:
+		return p.stepGCRA(s, op)
+	case KindTokenBucket:
+		if p.IntervalRefill {
+			return p.stepIntervalRefill(s, op)
+		}
+		return p.stepMeter(s, op)
+	case KindFixedWindow:
+		return p.stepFixedWindow(s, op)
+	case KindSlidingLog:
+		return p.stepSlidingLog(s, op)
+	default:
+		return p.stepSlidingCounter(s, op)
+	}
+}
+
+// slack is the amount below which float differences are rounding noise.
+func (p *Params) slack() float64 { return p.Limit * tolerance }
+
+// decide fills in the amounts of d from the allowance in use.
+func (p *Params) describe(d *Decision, used float64) {
+	d.Limit = p.Limit
+	d.Used = min(max(used, 0), p.Limit)
+	d.Remaining = p.Limit - d.Used
+}
+
+// ceilNanos rounds a float duration in nanoseconds up to a whole
+// nanosecond, forgiving float rounding noise, and caps it at maxSpan.
+func ceilNanos(ns float64) int64 {
+	if !(ns > 0) {
+		return 0
+	}
+	ns -= ns * tolerance
+	if ns >= maxSpan {
+		return maxSpan
+	}
+	return int64(math.Ceil(ns))
+}
+
+// floorDiv returns a/b rounded toward negative infinity, for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// after returns how long from now until t, never negative.
+func after(t, now int64) time.Duration {
+	if t <= now {
+		return 0
+	}
+	return time.Duration(t - now)
+}

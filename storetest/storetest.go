@@ -1,0 +1,355 @@
+// Package storetest is the conformance suite for sluice stores. Every store
+// (the in-memory one, Redis, PostgreSQL, or one of your own) runs it from
+// its tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) sluice.Store { return newStoreForTest(t) })
+//	}
+//
+// The store under test must use the caller's time (Op.Now), so that the
+// suite can drive it with simulated time. The suite replays seeded random
+// traces of every algorithm against the store and against [sluice.Params.Step],
+// the specification, and requires the same decisions.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Tolerances of the comparison with the specification. Allowed must match
+// exactly. Amounts may differ by AmountTolerance times the limit, for a
+// store whose arithmetic (SQL, Lua) rounds in another order. Durations must
+// be equal to the nanosecond for the integer algorithms (GCRA, fixed window,
+// sliding log) and may differ by DurationTolerance for the float ones.
+const (
+	AmountTolerance   = 1e-9
+	DurationTolerance = time.Nanosecond
+)
+
+// Algorithms returns one Params of each algorithm and variant, as the suite
+// runs them.
+func Algorithms() []sluice.Params {
+	const s = int64(time.Second)
+	return []sluice.Params{
+		{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5},
+		{Kind: sluice.KindLeakyBucket, Limit: 30.5, Interval: 7 * s, Amount: 3.25},
+		{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10},
+		{Kind: sluice.KindGCRA, Limit: 2.5, Interval: 333333333},
+		{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4},
+		{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true},
+		{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s},
+		{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s, Anchored: true},
+		{Kind: sluice.KindSlidingLog, Limit: 5, Interval: s, MaxEntries: 5},
+		{Kind: sluice.KindSlidingLog, Limit: 7.5, Interval: 3 * s, MaxEntries: 4},
+		{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: s},
+		{Kind: sluice.KindSlidingCounter, Limit: 12.25, Interval: 2 * s},
+	}
+}
+
+// Traces is how many random traces Run replays per algorithm: 50, or the
+// value of the environment variable SLUICE_TRACES.
+func Traces() int {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_TRACES")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
+// Run runs the whole suite against stores made by newStore. A store may be
+// shared by the subtests: each uses keys of its own.
+func Run(t *testing.T, newStore func(t *testing.T) sluice.Store) {
+	t.Run("TracesMatchSpecification", func(t *testing.T) { RunTraces(t, newStore(t), Traces()) })
+	t.Run("ConcurrentCallersAdmitExactlyTheBurst", func(t *testing.T) { RunConcurrent(t, newStore(t), 64) })
+	t.Run("ResetForgetsKey", func(t *testing.T) { RunReset(t, newStore(t)) })
+	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
+}
+
+// base is the simulated time traces start from: a realistic time since the
+// epoch, far above 2^53 nanoseconds, so that a store that loses precision
+// there fails.
+var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+
+// RunTraces replays traces random traces per algorithm against st and
+// against the specification.
+func RunTraces(t *testing.T, st sluice.Store, traces int) {
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	// One timeline for all traces, as a store sees one clock: each trace
+	// starts an hour after the previous one ended, when all is expired.
+	now := base
+	for ai, p := range Algorithms() {
+		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			for trace := range traces {
+				seed := uint64(ai)<<32 | uint64(trace)
+				rng := rand.New(rand.NewPCG(seed, 0x5eed))
+				keys := []string{
+					fmt.Sprintf("%sa%d.%d", prefix, ai, trace),
+					fmt.Sprintf("%sb%d.%d", prefix, ai, trace),
+				}
+				spec := specStore{states: map[string]sluice.State{}, expires: map[string]int64{}}
+				now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
+				for step := range 60 {
+					now += nextGap(rng, p)
+					key := keys[rng.IntN(len(keys))]
+					if rng.IntN(25) == 0 {
+						require.NoError(t, st.Reset(ctx, key))
+						spec.reset(key)
+						continue
+					}
+					op := sluice.Op{Verb: randomVerb(rng, p), Cost: randomCost(rng, p), Now: now}
+					got, err := st.Apply(ctx, key, &p, op)
+					where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
+					spec.apply(t, p, key, op, got, err, where)
+				}
+			}
+		})
+	}
+}
+
+// specStore keeps the specification's state of each key of a trace.
+type specStore struct {
+	states  map[string]sluice.State
+	expires map[string]int64 // when each state is fresh again
+	latest  int64            // the latest time the store has seen
+}
+
+func (s *specStore) reset(key string) {
+	delete(s.states, key)
+	delete(s.expires, key)
+}
+
+// apply checks the store's answer to op against the specification's, and
+// records the specification's new state.
+//
+// A store may forget a key once it has seen a time at or after the key's
+// expiry. When the clock then steps back before that expiry, the store may
+// answer from the state or from a fresh key, and both are accepted.
+func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.Op, got sluice.Decision, gotErr error, where string) {
+	t.Helper()
+	kept, want, wantErr := p.Step(cloneState(s.states[key]), op)
+	exp, found := s.expires[key]
+	if found && exp <= s.latest && op.Now < exp && wantErr == nil && gotErr == nil && !SameDecision(p, want, got) {
+		kept, want, wantErr = p.Step(sluice.State{}, op)
+		where += " (key forgotten after its expiry, before the clock stepped back)"
+	}
+	s.latest = max(s.latest, op.Now)
+	if wantErr != nil {
+		require.ErrorIs(t, gotErr, unwrapSentinel(wantErr), where)
+		return
+	}
+	require.NoError(t, gotErr, where)
+	RequireSameDecision(t, p, want, got, where)
+	if op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && want.Allowed {
+		s.states[key] = kept
+		s.expires[key] = op.Now + int64(want.ResetAfter)
+	}
+}
+
+func cloneState(s sluice.State) sluice.State {
+	s.Log = append([]sluice.Entry(nil), s.Log...)
+	return s
+}
+
+// unwrapSentinel returns the sluice sentinel err wraps.
+func unwrapSentinel(err error) error {
+	for _, s := range []error{sluice.ErrCostExceedsLimit, sluice.ErrInvalidCost, sluice.ErrUnsupported, sluice.ErrInvalidConfig} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
+}
+
+// nextGap draws the time to the next request: mostly bursts and steady
+// traffic around the algorithm's own time scale, sometimes exactly nothing,
+// a long idle, or a clock stepping backwards.
+func nextGap(rng *rand.Rand, p sluice.Params) int64 {
+	scale := p.Interval
+	if p.Kind == sluice.KindGCRA {
+		scale *= int64(math.Ceil(p.Limit))
+	}
+	switch r := rng.IntN(100); {
+	case r < 20:
+		return 0
+	case r < 30:
+		return rng.Int64N(1000) // nanoseconds apart
+	case r < 85:
+		return rng.Int64N(scale)
+	case r < 95:
+		return scale + rng.Int64N(4*scale)
+	case r < 98:
+		return rng.Int64N(int64(48 * time.Hour))
+	default:
+		return -rng.Int64N(scale) // the clock steps back
+	}
+}
+
+func randomVerb(rng *rand.Rand, p sluice.Params) sluice.Verb {
+	switch r := rng.IntN(10); {
+	case r < 2:
+		return sluice.VerbCheck
+	case r < 4 && p.Kind == sluice.KindLeakyBucket:
+		return sluice.VerbFill
+	}
+	return sluice.VerbAllow
+}
+
+func randomCost(rng *rand.Rand, p sluice.Params) float64 {
+	switch r := rng.IntN(20); {
+	case r < 10:
+		return 1
+	case r < 12:
+		return 0
+	case r < 15:
+		return float64(1 + rng.IntN(int(math.Ceil(p.Limit))))
+	case r < 19:
+		return math.Round(rng.Float64()*p.Limit*100) / 100 // like 30.50 of money
+	default:
+		return p.Limit + 1 // never fits: an error for Allow and Check
+	}
+}
+
+// SameDecision reports whether got equals want within the suite's
+// tolerances: Allowed exactly, amounts within AmountTolerance times the
+// limit, durations exactly or, for the float algorithms, within
+// DurationTolerance.
+func SameDecision(p sluice.Params, want, got sluice.Decision) bool {
+	return difference(p, want, got) == ""
+}
+
+// RequireSameDecision fails t unless SameDecision(p, want, got).
+func RequireSameDecision(t testing.TB, p sluice.Params, want, got sluice.Decision, where string) {
+	t.Helper()
+	if diff := difference(p, want, got); diff != "" {
+		t.Fatalf("%s differs: %s\nwant %+v\ngot  %+v", diff, where, want, got)
+	}
+}
+
+func difference(p sluice.Params, want, got sluice.Decision) string {
+	tol := AmountTolerance * p.Limit
+	dt := time.Duration(0)
+	switch p.Kind {
+	case sluice.KindLeakyBucket, sluice.KindTokenBucket, sluice.KindSlidingCounter:
+		dt = DurationTolerance
+	}
+	switch {
+	case want.Allowed != got.Allowed:
+		return "Allowed"
+	case math.Abs(want.Limit-got.Limit) > tol:
+		return "Limit"
+	case math.Abs(want.Used-got.Used) > tol:
+		return "Used"
+	case math.Abs(want.Remaining-got.Remaining) > tol:
+		return "Remaining"
+	case (want.RetryAfter - got.RetryAfter).Abs() > dt:
+		return "RetryAfter"
+	case (want.ResetAfter - got.ResetAfter).Abs() > dt:
+		return "ResetAfter"
+	}
+	return ""
+}
+
+// RunConcurrent has callers goroutines take one unit each from one key at
+// one instant, and requires that exactly the burst is admitted, for every
+// algorithm.
+func RunConcurrent(t *testing.T, st sluice.Store, callers int) {
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	for ai, p := range Algorithms() {
+		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			key := fmt.Sprintf("%sc%d", prefix, ai)
+			now := base
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			admitted, errs := 0, []error(nil)
+			for range callers {
+				wg.Go(func() {
+					d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						errs = append(errs, err)
+					} else if d.Allowed {
+						admitted++
+					}
+				})
+			}
+			wg.Wait()
+			require.Empty(t, errs)
+			require.Equal(t, burstFromRest(t, p), admitted)
+		})
+	}
+}
+
+// burstFromRest is how many unit requests the specification admits at one
+// instant from a fresh key.
+func burstFromRest(t *testing.T, p sluice.Params) int {
+	var s sluice.State
+	for n := 0; ; n++ {
+		var d sluice.Decision
+		var err error
+		s, d, err = p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base})
+		require.NoError(t, err)
+		if !d.Allowed {
+			return n
+		}
+	}
+}
+
+// RunReset requires that a reset key is fresh again.
+func RunReset(t *testing.T, st sluice.Store) {
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	for ai, p := range Algorithms() {
+		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			key := fmt.Sprintf("%sr%d", prefix, ai)
+			fill := sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit, Now: base}
+			d, err := st.Apply(ctx, key, &p, fill)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base})
+			require.NoError(t, err)
+			require.False(t, d.Allowed, "a full key admits nothing more")
+			require.NoError(t, st.Reset(ctx, key))
+			d, err = st.Apply(ctx, key, &p, fill)
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "after Reset the whole limit is admitted again")
+			require.NoError(t, st.Reset(ctx, key+"-never-used"), "resetting an absent key is not an error")
+		})
+	}
+}
+
+// RunCheck requires that VerbCheck never changes a key's state.
+func RunCheck(t *testing.T, st sluice.Store) {
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	for ai, p := range Algorithms() {
+		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			key := fmt.Sprintf("%sk%d", prefix, ai)
+			for range 3 * int(math.Ceil(p.Limit)) {
+				d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Cost: 1, Now: base})
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "checks alone never use up a key")
+			}
+		})
+	}
+}
+
+// uniquePrefix returns a key prefix no earlier run used, so that a shared
+// store's leftovers never meet a new test.
+func uniquePrefix() string {
+	return fmt.Sprintf("storetest:%d:%d:", time.Now().UnixNano(), rand.Uint32())
+}
