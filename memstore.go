@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -51,9 +52,9 @@ type MemStoreConfig struct {
 	// MaxKeys bounds the number of keys held, spread evenly over the
 	// shards. The default, zero, is no bound.
 	MaxKeys int
-	// SweepInterval, when positive, starts a goroutine that removes every
-	// expired key once per interval, by the latest time each shard has
-	// seen. The default, zero, relies on sweeping as keys are added.
+	// SweepInterval, when positive, starts a goroutine that calls Sweep
+	// once per interval. The default, zero, relies on sweeping as keys are
+	// added.
 	SweepInterval time.Duration
 }
 
@@ -207,15 +208,22 @@ func (m *MemStore) Len() int {
 	return n
 }
 
-// Sweep removes every key that has expired by the latest time its shard
+// Sweep removes every key that has expired by the latest time the store
 // has seen, and returns how many it removed.
 func (m *MemStore) Sweep() int {
+	now := int64(math.MinInt64)
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		now = max(now, sh.now)
+		sh.mu.Unlock()
+	}
 	n := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.keys {
-			if e.expires <= sh.now {
+			if e.expires <= now {
 				sh.remove(k)
 				n++
 			}

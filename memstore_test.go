@@ -1,7 +1,12 @@
 package sluice_test
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/storetest"
@@ -13,4 +18,101 @@ func TestMemStoreConformance(t *testing.T) {
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	})
+}
+
+func TestMemStoreForgetsKeysOnceFresh(t *testing.T) {
+	mock := newMock()
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1})
+	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, k := range keys(100) {
+		_, err := lim.Allow(ctx, k, 1)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 100, st.Len())
+	mock.Add(100 * time.Millisecond) // every key is fresh again
+	_, err = lim.Allow(ctx, "newcomer", 1)
+	require.NoError(t, err)
+	require.Less(t, st.Len(), 101, "adding a key sweeps expired ones")
+	require.Equal(t, st.Len()-1, st.Sweep(), "Sweep removes every expired key")
+	require.Equal(t, 1, st.Len())
+
+	_, err = lim.Allow(ctx, "zero-cost", 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Len(), "a request that leaves a key fresh stores nothing")
+}
+
+func TestMemStoreMaxKeysEvictsTheKeyClosestToFresh(t *testing.T) {
+	mock := newMock()
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1, MaxKeys: 16})
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 100, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+	ctx := context.Background()
+	// Key i holds i+2 units: key 0 is the closest to fresh.
+	for i, k := range keys(16) {
+		_, err := lim.Allow(ctx, k, float64(i+2))
+		require.NoError(t, err)
+	}
+	_, err = lim.Allow(ctx, "flood", 1)
+	require.NoError(t, err)
+	require.Equal(t, 16, st.Len(), "the bound holds")
+	d, err := lim.CanAccept(ctx, "client-0", 0)
+	require.NoError(t, err)
+	require.Equal(t, 100.0, d.Remaining, "the key closest to fresh was evicted")
+	d, err = lim.CanAccept(ctx, "client-15", 0)
+	require.NoError(t, err)
+	require.Equal(t, 83.0, d.Remaining, "the others are kept")
+}
+
+func TestMemStoreJanitorSweepsAndStopsOnClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := sluice.NewMemStore(sluice.MemStoreConfig{SweepInterval: time.Minute})
+		defer st.Close()
+		lim, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithStore(st))
+		require.NoError(t, err)
+		_, err = lim.Allow(context.Background(), "k", 1)
+		require.NoError(t, err)
+		time.Sleep(time.Second) // fake time: the bubble's clock jumps
+		_, err = lim.CanAccept(context.Background(), "other", 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Len())
+		time.Sleep(time.Minute) // the janitor's tick
+		synctest.Wait()
+		require.Zero(t, st.Len())
+		require.NoError(t, st.Close())
+		require.NoError(t, st.Close(), "Close twice is fine")
+		_, err = lim.Allow(context.Background(), "k", 1)
+		require.ErrorIs(t, err, sluice.ErrStoreClosed)
+		require.ErrorIs(t, lim.Reset(context.Background(), "k"), sluice.ErrStoreClosed)
+	}) // synctest fails if the janitor goroutine were still running
+}
+
+func TestMemStoreKeyConflictBetweenAlgorithms(t *testing.T) {
+	mock := newMock()
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	g, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+	w, err := sluice.NewFixedWindow(1, time.Second, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = g.Allow(ctx, "shared", 1)
+	require.NoError(t, err)
+	_, err = w.Allow(ctx, "shared", 1)
+	require.ErrorIs(t, err, sluice.ErrKeyConflict)
+	mock.Add(time.Second) // the GCRA state is fresh: the key is free
+	d, err := w.Allow(ctx, "shared", 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+}
+
+func TestMemStoreRejectsInvalidParams(t *testing.T) {
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	_, err := st.Apply(context.Background(), "k", &sluice.Params{Kind: sluice.KindGCRA}, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: 1}
+	_, err = st.Apply(context.Background(), "k", &p, sluice.Op{Verb: sluice.VerbFill, Cost: 1})
+	require.ErrorIs(t, err, sluice.ErrUnsupported)
+	_, err = st.Apply(context.Background(), "k", &p, sluice.Op{Verb: 0, Cost: 1})
+	require.ErrorIs(t, err, sluice.ErrUnsupported)
 }

@@ -51,9 +51,14 @@ func (r Rate) interval() (int64, error) {
 	if err := r.validate(); err != nil {
 		return 0, err
 	}
-	t := math.Round(float64(r.Period) / r.Amount)
+	exact := float64(r.Period) / r.Amount
+	t := math.Round(exact)
 	if t < 1 {
 		return 0, fmt.Errorf("%w: rate %v: faster than one unit per nanosecond", ErrInvalidConfig, r)
+	}
+	if math.Abs(t-exact) > exact*1e-6 {
+		// A rounded interval would change the rate by more than 1 ppm.
+		return 0, fmt.Errorf("%w: rate %v: %g ns per unit is not within 1 ppm of a whole nanosecond", ErrInvalidConfig, r, exact)
 	}
 	if t > maxSpan {
 		return 0, fmt.Errorf("%w: rate %v: slower than one unit per %v", ErrInvalidConfig, r, time.Duration(maxSpan))

@@ -1,0 +1,93 @@
+package sluice_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+// benchLimiters builds one limiter of each algorithm allowing limit per
+// hour, with bursts and windows of limit. A huge limit exercises the admit
+// path, a limit of one the deny path; either way each key's state lives for
+// the whole benchmark, so every call finds an existing key.
+func benchLimiters(b *testing.B, limit float64) map[string]sluice.Limiter {
+	b.Helper()
+	must := func(l sluice.Limiter, err error) sluice.Limiter {
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	rate := sluice.PerHour(min(limit, 3600))
+	return map[string]sluice.Limiter{
+		"LeakyBucket":    must(sluice.NewLeakyBucket(limit, rate)),
+		"GCRA":           must(sluice.NewGCRA(rate, limit)),
+		"TokenBucket":    must(sluice.NewTokenBucket(rate, sluice.WithBurst(limit))),
+		"FixedWindow":    must(sluice.NewFixedWindow(limit, time.Hour)),
+		"SlidingLog":     must(sluice.NewSlidingLog(limit, time.Hour, sluice.WithMaxEntries(64))),
+		"SlidingCounter": must(sluice.NewSlidingCounter(limit, time.Hour)),
+	}
+}
+
+var algorithms = []string{"LeakyBucket", "GCRA", "TokenBucket", "FixedWindow", "SlidingLog", "SlidingCounter"}
+
+func keys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = "client-" + strconv.Itoa(i)
+	}
+	return ks
+}
+
+// BenchmarkAllow measures Allow on existing keys of the default in-memory
+// store: one hot key and 10,000 keys, sequential and parallel, on the admit
+// path (a limit never reached) and the deny path (a limit always reached).
+func BenchmarkAllow(b *testing.B) {
+	ctx := context.Background()
+	for _, path := range []struct {
+		name  string
+		limit float64
+	}{{"admit", 1e9}, {"deny", 1}} {
+		lims := benchLimiters(b, path.limit)
+		for _, alg := range algorithms {
+			lim := lims[alg]
+			for _, n := range []int{1, 10_000} {
+				ks := keys(n)
+				for _, k := range ks { // the keys exist before timing
+					if _, err := lim.Allow(ctx, k, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				name := path.name + "/" + alg + "/keys=" + strconv.Itoa(n)
+				b.Run(name+"/seq", func(b *testing.B) {
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						if _, err := lim.Allow(ctx, ks[i%n], 1); err != nil {
+							b.Fatal(err)
+						}
+						i++
+					}
+				})
+				b.Run(name+"/parallel", func(b *testing.B) {
+					b.ReportAllocs()
+					var next atomic.Int64
+					b.RunParallel(func(pb *testing.PB) {
+						i := int(next.Add(7919)) // each goroutine starts elsewhere
+						for pb.Next() {
+							if _, err := lim.Allow(ctx, ks[i%n], 1); err != nil {
+								b.Error(err)
+								return
+							}
+							i++
+						}
+					})
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,48 @@
+// Package sluice is an embeddable rate limiter: per-client limits for
+// services and HTTP APIs, pacing of calls to third-party APIs, and spend
+// budgets.
+//
+// Each algorithm is a pure function of a small record per key and the
+// time: nothing drips in the background, and keys that are not touched cost
+// nothing. The algorithms are
+//
+//   - [LeakyBucket]: a meter with a float level ([LeakyBucket.Fillup],
+//     CanAccept, Allow): budgets and spend checks;
+//   - [GCRA]: one theoretical arrival time per key, exact to the
+//     nanosecond: the default choice for per-client request limits;
+//   - [TokenBucket]: burst and refill rate, refilled continuously or once
+//     per interval;
+//   - [FixedWindow]: a count per window, aligned to the clock or anchored
+//     at each key's first request;
+//   - [SlidingLog]: the exact sliding window; [SlidingCounter]: its
+//     two-counter approximation.
+//
+// Costs are float64: a request may cost 1, or 1,000 rows, or 30.50 of
+// money. Every limiter satisfies [Limiter]:
+//
+//	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5) // 10/s, bursts of 5
+//	if err != nil {
+//		return err
+//	}
+//	d, err := lim.Allow(ctx, clientIP, 1)
+//	if err != nil {
+//		return err // invalid input or a failing store, never a denial
+//	}
+//	if !d.Allowed {
+//		// d.RetryAfter says when to come back.
+//	}
+//
+// Wait blocks until a request is admitted, for pacing background work.
+//
+// State lives in a [Store]. The default, [MemStore], is sharded and
+// in-process; the Redis and PostgreSQL stores (modules
+// github.com/sluice-go/sluice/redisstore and .../pgstore) share limits
+// between processes and run every algorithm atomically with the same
+// decisions. [Params.Step] is each algorithm as a pure function, for
+// keeping state anywhere else.
+//
+// Invalid input is an error, never a panic or a silent wrong answer:
+// configuration is validated when a limiter is built ([ErrInvalidConfig]),
+// costs on every call ([ErrInvalidCost], [ErrCostExceedsLimit]). A clock
+// that steps backwards counts as no time passing.
+package sluice
