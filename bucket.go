@@ -56,10 +56,9 @@ func (b *LeakyBucket) Fillup(ctx context.Context, key string, cost float64) (Dec
 // made in the time domain: a cost fits once the excess over the limit has
 // had time to leak, so the instant of admission and RetryAfter agree to the
 // nanosecond.
-func (p *Params) stepMeter(s State, op Op) (State, Decision) {
-	var d Decision
+func (p *Params) stepMeter(s *State, op Op, d *Decision) {
 	elapsed := op.Now - s.Time
-	level := p.leaked(s, elapsed)
+	level := p.leaked(*s, elapsed)
 	last := max(s.Time, op.Now)
 	// A fill-up may cost more than the capacity: that never fits.
 	fits := op.Cost <= p.Limit && elapsed >= p.drain(s.A+op.Cost-p.Limit)
@@ -67,19 +66,18 @@ func (p *Params) stepMeter(s State, op Op) (State, Decision) {
 	case op.Verb == VerbFill:
 		d.Allowed = fits
 		level = p.fill(level, op.Cost)
-		s = State{Time: last, A: level}
+		*s = State{Time: last, A: level}
 	case fits:
 		d.Allowed = true
 		level = p.fill(level, op.Cost)
 		if op.Verb == VerbAllow {
-			s = State{Time: last, A: level}
+			*s = State{Time: last, A: level}
 		}
 	default:
 		d.RetryAfter = after(s.Time+p.drain(s.A+op.Cost-p.Limit), op.Now)
 	}
-	p.describe(&d, level)
+	p.describe(d, level)
 	d.ResetAfter = after(last+p.drain(level), op.Now)
-	return s, d
 }
 
 // drain returns how long x units take to leak away.

@@ -36,8 +36,7 @@ func NewFixedWindow(limit float64, window time.Duration, opts ...Option) (*Fixed
 	return &FixedWindow{l}, nil
 }
 
-func (p *Params) stepFixedWindow(s State, op Op) (State, Decision) {
-	var d Decision
+func (p *Params) stepFixedWindow(s *State, op Op, d *Decision) {
 	start, count := s.Time, s.A
 	switch {
 	case p.Anchored:
@@ -54,14 +53,13 @@ func (p *Params) stepFixedWindow(s State, op Op) (State, Decision) {
 		d.Allowed = true
 		count = p.fill(count, op.Cost)
 		if op.Verb == VerbAllow {
-			s = State{Time: start, A: count}
+			*s = State{Time: start, A: count}
 		}
 	} else {
 		d.RetryAfter = after(start+p.Interval, op.Now)
 	}
-	p.describe(&d, count)
+	p.describe(d, count)
 	if count > 0 {
 		d.ResetAfter = after(start+p.Interval, op.Now)
 	}
-	return s, d
 }

@@ -42,8 +42,7 @@ func NewGCRA(rate Rate, burst float64, opts ...Option) (*GCRA, error) {
 	return &GCRA{l}, nil
 }
 
-func (p *Params) stepGCRA(s State, op Op) (State, Decision) {
-	var d Decision
+func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 	t := p.Interval
 	tau := p.gcraNanos(p.Limit)
 	tat := max(s.Time, op.Now)
@@ -58,14 +57,13 @@ func (p *Params) stepGCRA(s State, op Op) (State, Decision) {
 		d.RetryAfter = after(allowAt, op.Now)
 	}
 	backlog := tat - op.Now
-	p.describe(&d, float64(backlog)/float64(t))
+	p.describe(d, float64(backlog)/float64(t))
 	if d.Remaining > 0 {
 		// Remaining from the nanosecond arithmetic, not Limit - Used, so
 		// that a burst's last unit reads as exactly zero.
-		d.Remaining = max(float64(tau-backlog)/float64(t), 0)
+		d.Remaining = float64(tau-backlog) / float64(t)
 	}
 	d.ResetAfter = after(tat, op.Now)
-	return s, d
 }
 
 // gcraNanos converts an amount to nanoseconds at the emission interval.

@@ -45,7 +45,8 @@ type limiter struct {
 	params Params
 	store  Store
 	clock  nanoClock
-	owned  *MemStore // the default store, closed by Close
+	mem    *MemStore // store, when it is a MemStore: called directly
+	owned  bool      // store was made by the limiter, and Close closes it
 }
 
 func newLimiter(p Params, opts []Option) (limiter, error) {
@@ -63,9 +64,9 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 	}
 	l := limiter{params: s.params, store: s.store, clock: newNanoClock(s.clock)}
 	if l.store == nil {
-		l.owned = NewMemStore(MemStoreConfig{})
-		l.store = l.owned
+		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
+	l.mem, _ = l.store.(*MemStore)
 	return l, nil
 }
 
@@ -121,8 +122,8 @@ func (l *limiter) Params() Params { return l.params }
 // Close releases the limiter's default in-memory store. It does nothing
 // to a store passed with [WithStore], which its owner closes.
 func (l *limiter) Close() error {
-	if l.owned != nil {
-		return l.owned.Close()
+	if l.owned {
+		return l.mem.Close()
 	}
 	return nil
 }
@@ -133,5 +134,8 @@ func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64) (
 		return Decision{Limit: l.params.Limit}, err
 	}
 	op.Now = l.clock.now()
+	if l.mem != nil {
+		return l.mem.apply(key, &l.params, op) // validated: skip Apply's checks
+	}
 	return l.store.Apply(ctx, key, &l.params, op)
 }

@@ -114,6 +114,11 @@ func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (Decis
 	if err := p.checkOp(op); err != nil {
 		return Decision{Limit: p.Limit}, err
 	}
+	return m.apply(key, p, op)
+}
+
+// apply is Apply for params and op already validated.
+func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 	if m.closed.Load() {
 		return Decision{}, ErrStoreClosed
 	}
@@ -132,7 +137,8 @@ func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (Decis
 	if found && p.Kind == KindSlidingLog {
 		s.Log = sh.logs[key]
 	}
-	s, d := p.step(s, op)
+	var d Decision
+	p.step(&s, op, &d)
 	if op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent

@@ -158,49 +158,54 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 	if err := p.checkOp(op); err != nil {
 		return s, Decision{Limit: p.Limit}, err
 	}
-	s2, d := p.step(s, op)
-	return s2, d, nil
+	var d Decision
+	p.step(&s, op, &d)
+	return s, d, nil
 }
 
 // step runs the algorithm on validated params and op. A state that is
 // fresh again comes back as the zero State, so that keeping it and
 // forgetting the key are the same, even for a clock that later steps back.
-func (p *Params) step(s State, op Op) (State, Decision) {
-	s, d := p.stepKind(s, op)
-	if d.ResetAfter == 0 && (op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed) {
-		s = State{}
-	}
-	return s, d
-}
-
-func (p *Params) stepKind(s State, op Op) (State, Decision) {
+//
+// The step functions update *s only when the request is recorded, and
+// fill in *d, which must be zero; pointers rather than values keep the hot
+// path free of copies.
+func (p *Params) step(s *State, op Op, d *Decision) {
 	switch p.Kind {
 	case KindLeakyBucket:
-		return p.stepMeter(s, op)
+		p.stepMeter(s, op, d)
 	case KindGCRA:
-		return p.stepGCRA(s, op)
+		p.stepGCRA(s, op, d)
 	case KindTokenBucket:
 		if p.IntervalRefill {
-			return p.stepIntervalRefill(s, op)
+			p.stepIntervalRefill(s, op, d)
+		} else {
+			p.stepMeter(s, op, d)
 		}
-		return p.stepMeter(s, op)
 	case KindFixedWindow:
-		return p.stepFixedWindow(s, op)
+		p.stepFixedWindow(s, op, d)
 	case KindSlidingLog:
-		return p.stepSlidingLog(s, op)
+		p.stepSlidingLog(s, op, d)
 	default:
-		return p.stepSlidingCounter(s, op)
+		p.stepSlidingCounter(s, op, d)
+	}
+	if d.ResetAfter == 0 && (op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed) {
+		*s = State{}
 	}
 }
 
 // slack is the amount below which float differences are rounding noise.
 func (p *Params) slack() float64 { return p.Limit * tolerance }
 
-// decide fills in the amounts of d from the allowance in use.
+// describe fills in the amounts of d from the allowance in use.
 func (p *Params) describe(d *Decision, used float64) {
-	d.Limit = p.Limit
-	d.Used = min(max(used, 0), p.Limit)
-	d.Remaining = p.Limit - d.Used
+	switch {
+	case used < 0:
+		used = 0
+	case used > p.Limit:
+		used = p.Limit
+	}
+	d.Limit, d.Used, d.Remaining = p.Limit, used, p.Limit-used
 }
 
 // ceilNanos rounds a float duration in nanoseconds up to a whole

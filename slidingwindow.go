@@ -41,8 +41,7 @@ func NewSlidingLog(limit float64, window time.Duration, opts ...Option) (*Slidin
 
 const defaultLogEntries = 1024
 
-func (p *Params) stepSlidingLog(s State, op Op) (State, Decision) {
-	var d Decision
+func (p *Params) stepSlidingLog(s *State, op Op, d *Decision) {
 	live := s.Log
 	for len(live) > 0 && live[0].Time+p.Interval <= op.Now {
 		live = live[1:]
@@ -76,11 +75,10 @@ func (p *Params) stepSlidingLog(s State, op Op) (State, Decision) {
 			}
 		}
 	}
-	p.describe(&d, sum)
+	p.describe(d, sum)
 	if !empty {
 		d.ResetAfter = after(newest+p.Interval, op.Now)
 	}
-	return s, d
 }
 
 // record appends op to the log, dropping the entries that left the window
@@ -134,8 +132,7 @@ func NewSlidingCounter(limit float64, window time.Duration, opts ...Option) (*Sl
 	return &SlidingCounter{l}, nil
 }
 
-func (p *Params) stepSlidingCounter(s State, op Op) (State, Decision) {
-	var d Decision
+func (p *Params) stepSlidingCounter(s *State, op Op, d *Decision) {
 	w := p.Interval
 	start, cur, prev := s.Time, s.A, s.B
 	if ws := floorDiv(op.Now, w) * w; ws > start {
@@ -153,19 +150,18 @@ func (p *Params) stepSlidingCounter(s State, op Op) (State, Decision) {
 		estimate += op.Cost
 		cur += op.Cost
 		if op.Verb == VerbAllow {
-			s = State{Time: start, A: cur, B: prev}
+			*s = State{Time: start, A: cur, B: prev}
 		}
 	} else {
 		d.RetryAfter = after(at, op.Now)
 	}
-	p.describe(&d, estimate)
+	p.describe(d, estimate)
 	switch {
 	case cur > 0:
 		d.ResetAfter = after(start+2*w, op.Now)
 	case prev > 0:
 		d.ResetAfter = after(start+w, op.Now)
 	}
-	return s, d
 }
 
 // counterAdmitAt returns the first instant at which cost fits, given the

@@ -42,8 +42,7 @@ func NewTokenBucket(rate Rate, opts ...Option) (*TokenBucket, error) {
 
 // stepIntervalRefill is the token bucket whose tokens arrive rate.Amount
 // at a time, once per whole Interval since the last refill.
-func (p *Params) stepIntervalRefill(s State, op Op) (State, Decision) {
-	var d Decision
+func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	used, last := s.A, s.Time
 	if used > 0 && op.Now > last {
 		k := (op.Now - last) / p.Interval
@@ -59,14 +58,13 @@ func (p *Params) stepIntervalRefill(s State, op Op) (State, Decision) {
 		d.Allowed = true
 		used = p.fill(used, op.Cost)
 		if op.Verb == VerbAllow && used > 0 {
-			s = State{Time: last, A: used}
+			*s = State{Time: last, A: used}
 		}
 	} else {
 		d.RetryAfter = after(last+p.refills(x)*p.Interval, op.Now)
 	}
-	p.describe(&d, used)
+	p.describe(d, used)
 	d.ResetAfter = after(last+p.refills(used)*p.Interval, op.Now)
-	return s, d
 }
 
 // refills returns how many refills it takes to free x tokens.
