@@ -25,49 +25,39 @@ type systemClock struct{}
 func (systemClock) Now() time.Time                         { return time.Now() }
 func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// maxTime bounds the times a limiter passes to a store (about the year
-// 2116, and as far before 1970), so that a time plus a span cannot
-// overflow.
+// maxTime bounds the times of requests (2^62 ns since the Unix epoch is in
+// 2116), so that a time plus a span cannot overflow. Times before the
+// epoch are refused too, so that the zero State, whose times are zero, is
+// never in a request's future.
 const maxTime = 1 << 62
 
+// base is the instant every limiter measures time from: read once, when
+// the process starts, and never changed.
+var base = time.Now()
+
+var baseNanos = base.UnixNano()
+
 // nanoClock turns a Clock's times into nanoseconds since the Unix epoch.
-// It measures them as the time elapsed since a base reading, so that when
-// the clock's times carry a monotonic reading (as time.Now's do) a wall
-// clock step does not move a limiter's time.
+// It measures them as the time elapsed since base, so that the times of a
+// clock that carries a monotonic reading (time.Now's) do not jump when the
+// wall clock is stepped, and all limiters of a process, sharing base,
+// agree. A fake clock's times have no monotonic reading, and are measured
+// by their wall clock reading.
 type nanoClock struct {
-	clock     Clock
-	base      time.Time
-	baseNanos int64
+	clock Clock
 }
 
-func newNanoClock(c Clock) nanoClock {
-	base := c.Now()
-	return nanoClock{clock: c, base: base, baseNanos: clampTime(base.Unix(), int64(base.Nanosecond()))}
-}
-
-// now returns the clock's time in nanoseconds since the Unix epoch,
-// clamped to ±maxTime.
-func (c *nanoClock) now() int64 {
-	d := int64(c.clock.Now().Sub(c.base)) // Sub saturates rather than overflowing
-	t := c.baseNanos + d                  // but this sum may wrap
+// now returns the clock's time in nanoseconds since the Unix epoch. A time
+// outside [0, maxTime] comes out outside it, and checkOp refuses it.
+func (c nanoClock) now() int64 {
+	d := int64(c.clock.Now().Sub(base)) // Sub saturates rather than overflowing
+	t := baseNanos + d                  // but this sum may wrap
 	switch {
-	case d > 0 && t < c.baseNanos:
+	case d > 0 && t < baseNanos:
 		t = math.MaxInt64
-	case d < 0 && t > c.baseNanos:
+	case d < 0 && t > baseNanos:
 		t = math.MinInt64
 	}
-	return min(max(t, -maxTime), maxTime)
+	return t
 }
 
-// clampTime returns sec seconds plus nsec nanoseconds since the Unix epoch,
-// clamped to ±maxTime.
-func clampTime(sec, nsec int64) int64 {
-	const limit = maxTime / int64(time.Second)
-	switch {
-	case sec >= limit:
-		return maxTime
-	case sec <= -limit:
-		return -maxTime
-	}
-	return sec*int64(time.Second) + nsec
-}

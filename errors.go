@@ -30,6 +30,10 @@ var (
 	// ErrStoreClosed reports a call on a store after Close.
 	ErrStoreClosed = errors.New("sluice: store closed")
 
+	// ErrTimeOutOfRange reports a time before the Unix epoch or after
+	// 2116 (2^62 nanoseconds since the epoch): a clock that is far off.
+	ErrTimeOutOfRange = errors.New("sluice: time out of range")
+
 	// ErrWouldExceedDeadline reports that Wait would have to sleep past the
 	// context's deadline. Wait returns it at once instead of sleeping; it
 	// also matches context.DeadlineExceeded.

@@ -62,7 +62,7 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 	if s.clock == nil {
 		s.clock = SystemClock()
 	}
-	l := limiter{params: s.params, store: s.store, clock: newNanoClock(s.clock)}
+	l := limiter{params: s.params, store: s.store, clock: nanoClock{s.clock}}
 	if l.store == nil {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
@@ -129,11 +129,10 @@ func (l *limiter) Close() error {
 }
 
 func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64) (Decision, error) {
-	op := Op{Verb: verb, Cost: cost}
+	op := Op{Verb: verb, Cost: cost, Now: l.clock.now()}
 	if err := l.params.checkOp(op); err != nil {
 		return Decision{Limit: l.params.Limit}, err
 	}
-	op.Now = l.clock.now()
 	if l.mem != nil {
 		return l.mem.apply(key, &l.params, op) // validated: skip Apply's checks
 	}

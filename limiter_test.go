@@ -536,3 +536,51 @@ func TestWaitOnAFakeClockWakesWhenTheClockAdvances(t *testing.T) {
 		}
 	}
 }
+
+func TestClocksOutOfRangeAreErrorsNotOverflows(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, -1),
+		time.Date(2116, 12, 31, 0, 0, 0, 0, time.UTC),
+		time.Date(2262, 4, 11, 23, 47, 16, 854775807, time.UTC), // the last time.Duration from 1970
+		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+	} {
+		for name, build := range limiterBuilders() {
+			t.Run(at.Format("2006")+"/"+name, func(t *testing.T) {
+				mock := clock.NewMock()
+				mock.Set(at)
+				lim, err := build(mock)
+				require.NoError(t, err)
+				_, err = lim.Allow(context.Background(), "k", 1)
+				require.ErrorIs(t, err, sluice.ErrTimeOutOfRange)
+			})
+		}
+	}
+}
+
+func TestClocksAtTheEdgesOfTheRangeDecideNormally(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Unix(0, 0),
+		time.Unix(0, 1<<62-int64(3*time.Second)),
+	} {
+		for name, build := range limiterBuilders() {
+			t.Run(at.Format("2006")+"/"+name, func(t *testing.T) {
+				mock := clock.NewMock()
+				mock.Set(at)
+				lim, err := build(mock)
+				require.NoError(t, err)
+				ctx := context.Background()
+				for range 6 {
+					d, err := lim.Allow(ctx, "k", 1)
+					require.NoError(t, err)
+					require.GreaterOrEqual(t, d.RetryAfter, time.Duration(0))
+					require.GreaterOrEqual(t, d.ResetAfter, time.Duration(0))
+					require.LessOrEqual(t, d.ResetAfter, 2*time.Second)
+				}
+				d, err := lim.Allow(ctx, "k", 1)
+				require.NoError(t, err)
+				require.False(t, d.Allowed, "the limit still holds")
+			})
+		}
+	}
+}

@@ -131,6 +131,9 @@ func (p *Params) checkOp(op Op) error {
 	if !(op.Cost >= 0) || math.IsInf(op.Cost, 0) {
 		return fmt.Errorf("%w: %v", ErrInvalidCost, op.Cost)
 	}
+	if op.Now < 0 || op.Now > maxTime {
+		return fmt.Errorf("%w: %v", ErrTimeOutOfRange, time.Unix(0, op.Now).UTC())
+	}
 	switch op.Verb {
 	case VerbAllow, VerbCheck:
 		if op.Cost > p.Limit {

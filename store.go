@@ -109,8 +109,8 @@ type Op struct {
 	Verb Verb
 	// Cost is the amount the request consumes: finite and not negative.
 	Cost float64
-	// Now is the caller's time in nanoseconds since the Unix epoch. A store
-	// that uses its own clock ignores it.
+	// Now is the caller's time in nanoseconds since the Unix epoch, from 0
+	// to 2^62 (in 2116). A store that uses its own clock ignores it.
 	Now int64
 }
 

@@ -87,11 +87,12 @@ var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 func RunTraces(t *testing.T, st sluice.Store, traces int) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
-	// One timeline for all traces, as a store sees one clock: each trace
-	// starts an hour after the previous one ended, when all is expired.
-	now := base
 	for ai, p := range Algorithms() {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			// One timeline for the algorithm's traces, as a store sees one
+			// clock: each trace starts an hour after the previous one
+			// ended, when all is expired.
+			now := base
 			for trace := range traces {
 				seed := uint64(ai)<<32 | uint64(trace)
 				rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -191,7 +192,7 @@ func nextGap(rng *rand.Rand, p sluice.Params) int64 {
 	case r < 95:
 		return scale + rng.Int64N(4*scale)
 	case r < 98:
-		return rng.Int64N(int64(48 * time.Hour))
+		return rng.Int64N(int64(6 * time.Hour))
 	default:
 		return -rng.Int64N(scale) // the clock steps back
 	}
