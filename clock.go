@@ -60,4 +60,3 @@ func (c nanoClock) now() int64 {
 	}
 	return t
 }
-
