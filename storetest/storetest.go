@@ -166,7 +166,7 @@ func cloneState(s sluice.State) sluice.State {
 
 // unwrapSentinel returns the sluice sentinel err wraps.
 func unwrapSentinel(err error) error {
-	for _, s := range []error{sluice.ErrCostExceedsLimit, sluice.ErrInvalidCost, sluice.ErrUnsupported, sluice.ErrInvalidConfig} {
+	for _, s := range []error{sluice.ErrCostExceedsLimit, sluice.ErrInvalidCost, sluice.ErrTimeOutOfRange, sluice.ErrUnsupported, sluice.ErrInvalidConfig} {
 		if errors.Is(err, s) {
 			return s
 		}

@@ -1,0 +1,62 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+)
+
+// BenchmarkApply measures one decision's round trip to a local Redis, one
+// at a time, and the throughput of 16 and 64 concurrent callers, with the
+// server's clock, on 1024 keys.
+func BenchmarkApply(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+	b.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	for _, p := range []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)},
+		{Kind: sluice.KindSlidingLog, Limit: 100, Interval: int64(time.Second), MaxEntries: 100},
+	} {
+		b.Run(fmt.Sprintf("%v/Sequential", p.Kind), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, err := st.Apply(b.Context(), keys[i%len(keys)], &p, allow(1, 0)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		for _, callers := range []int{16, 64} {
+			b.Run(fmt.Sprintf("%v/Callers%d", p.Kind, callers), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
+				var next atomic.Uint64
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						key := keys[next.Add(1)%uint64(len(keys))]
+						if _, err := st.Apply(b.Context(), key, &p, allow(1, 0)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}

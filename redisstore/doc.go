@@ -1,0 +1,53 @@
+// Package redisstore keeps sluice limiters' state in Redis, so that many
+// processes and hosts share one limit per key.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
+//	...
+//	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
+//
+// Every algorithm of sluice runs here, each decision as one Lua script call
+// (EVALSHA, which loads the script again after a restart or SCRIPT FLUSH):
+// Redis runs the script atomically, so concurrent callers on one key are
+// serialized without WATCH, transactions or retries, and a hot key is
+// limited, never failed. The script is an exact translation of
+// [sluice.Params.Step], and gives its decisions bit for bit.
+//
+// # Clocks
+//
+// By default a decision's time is the Redis server's clock (TIME, to the
+// microsecond), read inside the script, so that hosts whose clocks disagree
+// still share one timeline; the limiter's own clock is ignored.
+// [WithCallerClock] uses the time the limiter passes instead (its Clock):
+// for tests with simulated time, and for processes whose clocks are known
+// to agree within a given skew.
+//
+// # Keys and expiry
+//
+// A sluice key is one Redis hash named prefix + "{" + key + "}". The braces
+// are a Cluster hash tag, so everything a decision touches lives in one
+// slot. The hash expires when its state is fresh again (Decision.ResetAfter
+// after the decision, rounded up to milliseconds), so Redis holds only keys
+// in use, and a decision that leaves a key fresh deletes it. In
+// caller-clock mode the expiry is later by the tolerated clock skew, so
+// that a caller whose clock runs behind still finds the state.
+//
+// # Limits
+//
+// Lua numbers are doubles, exact for integers up to 2^53: the script keeps
+// times as seconds and nanoseconds, but the spans an algorithm computes
+// with must be shorter than 2^53 ns (about 104 days). Apply returns an
+// error wrapping [sluice.ErrUnsupported] for Params whose longest span is
+// longer: the window (twice it for the sliding counter), GCRA's burst
+// times its emission interval, or the time a full bucket takes to drain or
+// refill.
+//
+// The store needs Redis 5 or later (or a compatible server): scripts that
+// read TIME before writing rely on effects replication. A sliding log
+// decision reads and rewrites all of the key's entries (at most MaxEntries).
+//
+// Errors from Redis are returned, wrapped, never hidden: a limiter built on
+// this store fails when Redis is unreachable, and what to do then (deny or
+// allow) is the caller's choice. Set the client's ContextTimeoutEnabled so
+// that a context's deadline bounds every call.
+package redisstore

@@ -1,0 +1,480 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+	"github.com/sluice-go/sluice/storetest"
+)
+
+// newClient returns a client of the server at addr whose calls end at
+// their context's deadline.
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newStore returns a store on c whose keys no other test uses.
+func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	prefix := fmt.Sprintf("test:%s:%d:", t.Name(), rand.Uint64())
+	st, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
+	require.NoError(t, err)
+	return st
+}
+
+// testSkew is the clock skew tolerated by stores in caller-clock mode: so
+// large that no key expires during a test while the simulated time lags
+// behind real time.
+const testSkew = time.Hour
+
+// base is a realistic time since the epoch, far above 2^53 ns.
+var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+
+func TestConformance(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	storetest.Run(t, func(t *testing.T) sluice.Store {
+		return newStore(t, c, redisstore.WithCallerClock(testSkew))
+	})
+}
+
+// TestConformanceOnCluster runs the suite through a Cluster client, which
+// routes each script call by its key's slot.
+func TestConformanceOnCluster(t *testing.T) {
+	srv := testserver.StartRedisCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	storetest.Run(t, func(t *testing.T) sluice.Store {
+		return newStore(t, c, redisstore.WithCallerClock(testSkew))
+	})
+}
+
+// extremes are Params at the edges of what the script computes: intervals
+// that do not divide a second, of a few nanoseconds, or close to 2^53 ns.
+var extremes = []sluice.Params{
+	{Kind: sluice.KindLeakyBucket, Limit: 1e6, Interval: 3 * int64(time.Second), Amount: 0.37},
+	{Kind: sluice.KindGCRA, Limit: 3, Interval: 1<<50 + 1},
+	{Kind: sluice.KindGCRA, Limit: 0.5, Interval: 1<<53 - 1},
+	{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
+	{Kind: sluice.KindTokenBucket, Limit: 2, Interval: 7, Amount: 0.3, IntervalRefill: true},
+	{Kind: sluice.KindFixedWindow, Limit: 3, Interval: 333333333},
+	{Kind: sluice.KindFixedWindow, Limit: 2, Interval: 1<<52 + 12345},
+	{Kind: sluice.KindFixedWindow, Limit: 2, Interval: 1<<53 - 1, Anchored: true},
+	{Kind: sluice.KindSlidingLog, Limit: 10, Interval: 1<<52 + 1, MaxEntries: 2},
+	{Kind: sluice.KindSlidingCounter, Limit: 4, Interval: 1<<52 - 3},
+	{Kind: sluice.KindSlidingCounter, Limit: 3.5, Interval: 7},
+}
+
+// TestDecisionsAreBitIdenticalToStep replays random traces, from times
+// near the epoch, today and near the latest time sluice takes (2^62 ns, in
+// 2116), and requires the very same decisions as Params.Step, with no
+// tolerance.
+func TestDecisionsAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	for ai, p := range append(storetest.Algorithms(), extremes...) {
+		for _, start := range []int64{0, base, 1<<62 - int64(10000*24*time.Hour)} {
+			t.Run(fmt.Sprintf("%d_%v_from_%d", ai, p, start), func(t *testing.T) {
+				key := fmt.Sprintf("%d.%d", ai, start)
+				replayExactly(t, st, key, p, start, rand.New(rand.NewPCG(uint64(ai), uint64(start))))
+			})
+		}
+	}
+}
+
+// replayExactly runs a random trace on key from now, and requires the
+// decisions of Params.Step.
+func replayExactly(t *testing.T, st sluice.Store, key string, p sluice.Params, now int64, rng *rand.Rand) {
+	scale := p.Interval
+	switch p.Kind {
+	case sluice.KindGCRA:
+		scale = int64(math.Ceil(p.Limit * float64(p.Interval)))
+	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
+		scale = int64(math.Ceil(p.Limit/p.Amount) * float64(p.Interval))
+	}
+	var s sluice.State
+	for step := range 300 {
+		switch r := rng.IntN(20); {
+		case r < 6:
+		case r < 17:
+			now += rng.Int64N(scale)
+		case r < 19:
+			now = max(now-rng.Int64N(scale), 0) // the clock steps back
+		default:
+			now += rng.Int64N(int64(200 * 24 * time.Hour)) // beyond 2^53 ns
+		}
+		op := sluice.Op{Verb: sluice.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
+		switch r := rng.IntN(10); {
+		case r < 2:
+			op.Verb = sluice.VerbCheck
+		case r < 4 && p.Kind == sluice.KindLeakyBucket:
+			op.Verb, op.Cost = sluice.VerbFill, op.Cost*1.5
+		}
+		next, want, err := p.Step(s, op)
+		require.NoError(t, err)
+		got, err := st.Apply(t.Context(), key, &p, op)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "step %d op %+v state %+v", step, op, s)
+		s = next
+	}
+}
+
+// TestLongSlidingLogIsBitIdenticalToStep fills a sliding log to a thousand
+// entries, which then leave the window one by one.
+func TestLongSlidingLogIsBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	p := sluice.Params{Kind: sluice.KindSlidingLog, Limit: 1000, Interval: int64(time.Second), MaxEntries: 1000}
+	var s sluice.State
+	for i := range 3000 {
+		op := allow(1, base+int64(i)*int64(700*time.Microsecond))
+		if i%7 == 0 {
+			op.Cost = 0.25
+		}
+		next, want, err := p.Step(s, op)
+		require.NoError(t, err)
+		got, err := st.Apply(t.Context(), "log", &p, op)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "request %d", i)
+		s = next
+	}
+	require.Len(t, s.Log, 1000, "the log was full")
+}
+
+// allow is the op of a request of cost at now.
+func allow(cost float64, now int64) sluice.Op {
+	return sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: now}
+}
+
+// TestTTLIsTimeUntilFresh pins each key's expiry to the decision's
+// ResetAfter, rounded up to milliseconds, plus the tolerated skew in
+// caller-clock mode. The expiry is bracketed by the server's clock read before and after
+// the decision, so the check is exact without timing assumptions; the
+// algorithms' intervals are hours, so that no key expires before it is
+// checked.
+func TestTTLIsTimeUntilFresh(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	for _, mode := range []struct {
+		name   string
+		opts   []redisstore.Option
+		margin time.Duration
+	}{
+		{"ServerClock", nil, 0},
+		{"CallerClock", []redisstore.Option{redisstore.WithCallerClock(1500 * time.Microsecond)}, 2 * time.Millisecond},
+	} {
+		st := newStore(t, c, mode.opts...)
+		for ai, p := range storetest.Algorithms() {
+			p.Interval *= 3600
+			t.Run(fmt.Sprintf("%s/%d_%v", mode.name, ai, p.Kind), func(t *testing.T) {
+				ctx := t.Context()
+				key := fmt.Sprintf("ttl%d", ai)
+				before, err := c.Time(ctx).Result()
+				require.NoError(t, err)
+				d, err := st.Apply(ctx, key, &p, allow(1, base))
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+				after, err := c.Time(ctx).Result()
+				require.NoError(t, err)
+
+				require.Positive(t, d.ResetAfter)
+				ttl := (d.ResetAfter + time.Millisecond - 1).Truncate(time.Millisecond) + mode.margin
+				expiry, err := c.PExpireTime(ctx, st.Key(key)).Result()
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, expiry, time.Duration(before.UnixMilli())*time.Millisecond+ttl)
+				require.LessOrEqual(t, expiry, time.Duration(after.UnixMilli())*time.Millisecond+ttl)
+			})
+		}
+	}
+}
+
+func TestFreshStateLeavesNoKey(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	leaky := sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 5, Interval: int64(time.Second), Amount: 1}
+	tests := []struct {
+		name string
+		p    sluice.Params
+		ops  []sluice.Op
+	}{
+		{"FreeRequestOnFreshKey", gcra, []sluice.Op{allow(0, base)}},
+		{"StateDecayedBackToFresh", gcra, []sluice.Op{allow(1, base), allow(0, base+int64(time.Second))}},
+		{"EmptyFillup", leaky, []sluice.Op{{Verb: sluice.VerbFill, Cost: 0, Now: base}}},
+		{"LeakedDryFillup", leaky, []sluice.Op{
+			{Verb: sluice.VerbFill, Cost: 2, Now: base},
+			{Verb: sluice.VerbFill, Cost: 0, Now: base + 2*int64(time.Second)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, op := range tt.ops {
+				d, err := st.Apply(t.Context(), tt.name, &tt.p, op)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			n, err := c.Exists(t.Context(), st.Key(tt.name)).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "a fresh state is no key")
+		})
+	}
+}
+
+func TestKeyExpiresAfterItsTTL(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Millisecond)}
+	_, err := st.Apply(t.Context(), "brief", &p, allow(1, 0))
+	require.NoError(t, err)
+	// Redis expires the key on its own clock: wait for it, boundedly.
+	require.Eventually(t, func() bool {
+		return c.Exists(t.Context(), st.Key("brief")).Val() == 0
+	}, 10*time.Second, time.Millisecond)
+}
+
+func TestResetDeletesKey(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: int64(time.Hour), Anchored: true}
+	ctx := t.Context()
+	d, err := st.Apply(ctx, "k", &p, allow(1, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.EqualValues(t, 1, c.Exists(ctx, st.Key("k")).Val())
+
+	require.NoError(t, st.Reset(ctx, "k"))
+	require.Zero(t, c.Exists(ctx, st.Key("k")).Val())
+	d, err = st.Apply(ctx, "k", &p, allow(1, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a reset key is fresh")
+}
+
+// TestServerClockDecides builds limiters on a store using the server's
+// clock, with rates slow enough that the test's own duration cannot refill
+// them, and requires the burst from rest and then a denial.
+func TestServerClockDecides(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	const period = time.Hour
+	tests := []struct {
+		name  string
+		build func() (sluice.Limiter, error)
+		burst int
+		retry time.Duration // the longest RetryAfter of the next request
+	}{
+		{"GCRA", func() (sluice.Limiter, error) {
+			return sluice.NewGCRA(sluice.Per(1, period), 5, sluice.WithStore(st))
+		}, 5, period},
+		{"LeakyBucket", func() (sluice.Limiter, error) {
+			return sluice.NewLeakyBucket(3, sluice.Per(1, period), sluice.WithStore(st))
+		}, 3, period},
+		{"TokenBucket", func() (sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.Per(4, period), sluice.WithStore(st))
+		}, 4, period / 4},
+		{"IntervalRefill", func() (sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.Per(4, period), sluice.WithIntervalRefill(), sluice.WithStore(st))
+		}, 4, period},
+		{"AnchoredWindow", func() (sluice.Limiter, error) {
+			return sluice.NewFixedWindow(2, period, sluice.WithAnchoredWindows(), sluice.WithStore(st))
+		}, 2, period},
+		{"SlidingLog", func() (sluice.Limiter, error) {
+			return sluice.NewSlidingLog(3, period, sluice.WithStore(st))
+		}, 3, period},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim, err := tt.build()
+			require.NoError(t, err)
+			ctx := t.Context()
+			for i := range tt.burst {
+				d, err := lim.Allow(ctx, tt.name, 1)
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "request %d of the burst", i)
+			}
+			d, err := lim.Allow(ctx, tt.name, 1)
+			require.NoError(t, err)
+			require.False(t, d.Allowed, "the request after the burst")
+			require.Positive(t, d.RetryAfter)
+			require.LessOrEqual(t, d.RetryAfter, tt.retry)
+			require.Less(t, d.Remaining, 1.0, "less than a unit is left")
+		})
+	}
+}
+
+// TestServerClockIgnoresCallerTime stores the server's time, whatever
+// Op.Now says.
+func TestServerClockIgnoresCallerTime(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	ctx := t.Context()
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 4, Interval: int64(time.Minute)}
+	before, err := c.Time(ctx).Result()
+	require.NoError(t, err)
+	for _, now := range []int64{-1, 0, 1 << 62, math.MaxInt64} {
+		d, err := st.Apply(ctx, "k", &p, allow(1, now))
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	after, err := c.Time(ctx).Result()
+	require.NoError(t, err)
+	// The theoretical arrival time is four minutes after the server's now.
+	sec, err := c.HGet(ctx, st.Key("k"), "sec").Int64()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, sec, before.Add(4*time.Minute).Unix())
+	require.LessOrEqual(t, sec, after.Add(4*time.Minute).Unix())
+}
+
+func TestKeysArePrefixedAndHashTagged(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	prefix := fmt.Sprintf("app%d:", rand.Uint64())
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	require.NoError(t, err)
+	require.Equal(t, prefix+"{user:42}", st.Key("user:42"))
+
+	p := sluice.Params{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: int64(time.Minute)}
+	_, err = st.Apply(t.Context(), "user:42", &p, allow(1, 0))
+	require.NoError(t, err)
+	keys, err := c.Keys(t.Context(), prefix+"*").Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{prefix + "{user:42}"}, keys)
+}
+
+func TestApplySurvivesScriptFlush(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
+	for range 2 {
+		_, err := st.Apply(t.Context(), "k", &p, allow(1, 0))
+		require.NoError(t, err)
+		require.NoError(t, c.ScriptFlush(t.Context()).Err())
+	}
+}
+
+// TestStoreRecoversWhenRedisComesBack stops the server under a store:
+// calls fail within their context's deadline, and the same store and
+// client work again once the server is back.
+func TestStoreRecoversWhenRedisComesBack(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	c := newClient(t, srv.Addr)
+	st := newStore(t, c)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
+	apply := func(timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
+		defer cancel()
+		_, err := st.Apply(ctx, "k", &p, allow(1, 0))
+		return err
+	}
+	require.NoError(t, apply(10*time.Second))
+
+	srv.Stop(t)
+	require.Error(t, apply(2*time.Second))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	require.Error(t, st.Reset(ctx, "k"))
+
+	srv.Start(t)
+	require.NoError(t, apply(10*time.Second))
+}
+
+func TestKeyConflict(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	ctx := t.Context()
+	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
+	_, err := st.Apply(ctx, "shared", &gcra, allow(2, base))
+	require.NoError(t, err)
+
+	for _, verb := range []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck} {
+		d, err := st.Apply(ctx, "shared", &window, sluice.Op{Verb: verb, Cost: 1, Now: base + 1})
+		require.ErrorIs(t, err, sluice.ErrKeyConflict)
+		require.ErrorContains(t, err, "GCRA")
+		require.Equal(t, sluice.Decision{Limit: 2}, d)
+	}
+
+	// Once the GCRA state is fresh again, the key is free to reuse.
+	d, err := st.Apply(ctx, "shared", &window, allow(1, base+int64(2*time.Second)))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = st.Apply(ctx, "shared", &window, allow(1, base+int64(2*time.Second)))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = st.Apply(ctx, "shared", &window, allow(1, base+int64(2*time.Second)))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "the window's state replaced the GCRA's")
+}
+
+func TestKeyOfAnotherTypeIsAnError(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	require.NoError(t, c.Set(t.Context(), st.Key("k"), "not a hash", 0).Err())
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	_, err := st.Apply(t.Context(), "k", &p, allow(1, 0))
+	require.ErrorContains(t, err, "WRONGTYPE")
+}
+
+// TestInvalidInputFailsBeforeRedis uses a client of a port where no server
+// listens: every error here comes from validation.
+func TestInvalidInputFailsBeforeRedis(t *testing.T) {
+	c := newClient(t, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	const s = int64(time.Second)
+	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: s}
+	tests := []struct {
+		name string
+		p    sluice.Params
+		op   sluice.Op
+		want error
+	}{
+		{"ZeroLimit", sluice.Params{Kind: sluice.KindGCRA, Interval: s}, allow(1, base), sluice.ErrInvalidConfig},
+		{"NegativeCost", gcra, allow(-1, base), sluice.ErrInvalidCost},
+		{"NaNCost", gcra, allow(math.NaN(), base), sluice.ErrInvalidCost},
+		{"InfiniteCost", gcra, sluice.Op{Verb: sluice.VerbFill, Cost: math.Inf(1), Now: base}, sluice.ErrInvalidCost},
+		{"CostAboveLimit", gcra, allow(3, base), sluice.ErrCostExceedsLimit},
+		{"FillupOfGCRA", gcra, sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"UnknownVerb", gcra, sluice.Op{Verb: 9, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"TimeBeforeEpoch", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
+		{"TimeAfter2116", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
+		{"WindowOf2To53", sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: 1 << 53}, allow(1, base), sluice.ErrUnsupported},
+		{"CounterOf2To52", sluice.Params{Kind: sluice.KindSlidingCounter, Limit: 1, Interval: 1 << 52}, allow(1, base), sluice.ErrUnsupported},
+		{"LongGCRABurst", sluice.Params{Kind: sluice.KindGCRA, Limit: 4, Interval: 1 << 51}, allow(1, base), sluice.ErrUnsupported},
+		{"SlowLeak", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 1e7, Interval: s, Amount: 1}, allow(1, base), sluice.ErrUnsupported},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := st.Apply(t.Context(), "k", &tt.p, tt.op)
+			require.ErrorIs(t, err, tt.want)
+			_, _, specErr := tt.p.Step(sluice.State{}, tt.op)
+			if !errors.Is(tt.want, sluice.ErrUnsupported) || specErr != nil {
+				require.ErrorIs(t, specErr, tt.want, "the specification agrees")
+			}
+		})
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	c := newClient(t, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
+	for name, build := range map[string]func() (*redisstore.Store, error){
+		"NilClient":     func() (*redisstore.Store, error) { return redisstore.New(nil) },
+		"BraceInPrefix": func() (*redisstore.Store, error) { return redisstore.New(c, redisstore.WithPrefix("{app}:")) },
+		"ClosingBrace":  func() (*redisstore.Store, error) { return redisstore.New(c, redisstore.WithPrefix("app}")) },
+		"NegativeSkew":  func() (*redisstore.Store, error) { return redisstore.New(c, redisstore.WithCallerClock(-time.Second)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := build()
+			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+		})
+	}
+}
