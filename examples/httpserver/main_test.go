@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+)
+
+// fakeClock is a sluice.Clock that moves only when the test advances it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// After jumps the clock forward by d; the server never waits on it.
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.Advance(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// testServer runs the API on a loopback listener with the default limits
+// (a burst of 5, 1 unit per second), trusting X-Forwarded-For from
+// loopback so that the test can act as several clients.
+func testServer(t *testing.T) (*httptest.Server, *fakeClock) {
+	t.Helper()
+	clock := &fakeClock{now: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}
+	h, err := newHandler(config{
+		rate:           sluice.PerSecond(1),
+		burst:          5,
+		trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		clock:          clock,
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, clock
+}
+
+// result is what the test checks of a response.
+type result struct {
+	status     int
+	rateLimit  string
+	retryAfter string
+}
+
+// send makes a request as the client at address client and returns what
+// came back, checking the fields every response must carry.
+func send(t *testing.T, srv *httptest.Server, method, path, client, body string) result {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-Forwarded-For", client)
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.Equal(t, `"per-ip";q=5;w=5`, resp.Header.Get("RateLimit-Policy"))
+	var payload map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&payload))
+	return result{status: resp.StatusCode, rateLimit: resp.Header.Get("RateLimit"), retryAfter: resp.Header.Get("Retry-After")}
+}
+
+func TestRequestsTurnFrom200To429PerClient(t *testing.T) {
+	srv, clock := testServer(t)
+	const alice, bob = "203.0.113.1", "203.0.113.2"
+	steps := []struct {
+		advance time.Duration
+		client  string
+		want    result
+	}{
+		0: {client: alice, want: result{status: 200, rateLimit: `"per-ip";r=4;t=1`}},
+		1: {client: alice, want: result{status: 200, rateLimit: `"per-ip";r=3;t=2`}},
+		2: {client: alice, want: result{status: 200, rateLimit: `"per-ip";r=2;t=3`}},
+		3: {client: alice, want: result{status: 200, rateLimit: `"per-ip";r=1;t=4`}},
+		4: {client: alice, want: result{status: 200, rateLimit: `"per-ip";r=0;t=5`}},
+		5: {client: alice, want: result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"}},
+		6: {client: bob, want: result{status: 200, rateLimit: `"per-ip";r=4;t=1`}},
+		7: {advance: 400 * time.Millisecond, client: alice, want: result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"}},
+		8: {advance: 600 * time.Millisecond, client: alice, want: result{status: 200, rateLimit: `"per-ip";r=0;t=5`}},
+		9: {client: alice, want: result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"}},
+	}
+	for i, step := range steps {
+		clock.Advance(step.advance)
+		require.Equal(t, step.want, send(t, srv, http.MethodGet, "/items", step.client, ""), "step %d", i)
+	}
+}
+
+func TestBatchCostsOneUnitPerItem(t *testing.T) {
+	srv, _ := testServer(t)
+	const client = "198.51.100.7"
+	steps := []struct {
+		body string
+		want result
+	}{
+		0: {body: `{"items":[1,2,3]}`, want: result{status: 200, rateLimit: `"per-ip";r=2;t=3`}},
+		1: {body: `{"items":[1,2,3]}`, want: result{status: 429, rateLimit: `"per-ip";r=2;t=3`, retryAfter: "1"}},
+		2: {body: `{"items":[1,2]}`, want: result{status: 200, rateLimit: `"per-ip";r=0;t=5`}},
+		3: {body: `{"items":[1,2,3,4,5,6]}`, want: result{status: 413}},
+		4: {body: `{"items":`, want: result{status: 400}},
+	}
+	for i, step := range steps {
+		require.Equal(t, step.want, send(t, srv, http.MethodPost, "/batch", client, step.body), "step %d", i)
+	}
+	// A batch spends the same allowance as GET /items.
+	require.Equal(t, result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"},
+		send(t, srv, http.MethodGet, "/items", client, ""))
+}

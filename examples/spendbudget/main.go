@@ -1,0 +1,208 @@
+// Command spendbudget keeps a monthly spending budget with a sluice leaky
+// bucket: 1000 units per 30 days, regained continuously as the bucket
+// leaks. It shows the three verbs of a leaky bucket (CanAccept, Allow,
+// Fillup) and why checking with CanAccept and then recording with Fillup
+// overspends when two spenders race, while Allow never does.
+//
+// Time is simulated, so the output is the same on every run.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+const (
+	capacity = 1000
+	month    = 30 * 24 * time.Hour
+	day      = 24 * time.Hour
+)
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(w io.Writer) error {
+	ctx := context.Background()
+	clock := &simClock{now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)}
+	budget, err := sluice.NewLeakyBucket(capacity, sluice.Per(capacity, month), sluice.WithClock(clock))
+	if err != nil {
+		return err
+	}
+	defer budget.Close()
+
+	fmt.Fprintf(w, "Budget: %d units per 30 days, regained continuously.\n\n", capacity)
+	if err := spend(ctx, w, budget, clock); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := checkThenFill(ctx, w, budget); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return allow(ctx, w, budget)
+}
+
+// spend walks one team through the three verbs.
+func spend(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket, clock *simClock) error {
+	const team = "team-a"
+	d, err := budget.CanAccept(ctx, team, 300)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "day  0  CanAccept(300): %s, would leave %.0f; nothing recorded\n", yesNo(d.Allowed), d.Remaining)
+
+	d, err = budget.Allow(ctx, team, 300)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "day  0  Allow(300):     %s; %.0f left\n", admitted(d), d.Remaining)
+
+	// A bill for work that already happened: it is recorded whatever the
+	// budget says.
+	d, err = budget.Fillup(ctx, team, 250)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "day  0  Fillup(250):    recorded; %.0f left\n", d.Remaining)
+
+	d, err = budget.Allow(ctx, team, 600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "day  0  Allow(600):     %s; %.0f left, retry in %.1f days\n", admitted(d), d.Remaining, d.RetryAfter.Hours()/24)
+
+	clock.Advance(6 * day) // 6/30 of the budget leaks away: 200 units
+	d, err = budget.Allow(ctx, team, 600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "day  6  Allow(600):     %s; %.0f left, whole again in %.1f days\n", admitted(d), d.Remaining, d.ResetAfter.Hours()/24)
+	return nil
+}
+
+// checkThenFill has two spenders of 300 each check the budget with
+// CanAccept and then record with Fillup, on a budget with 400 left. Both
+// checks happen before either fill-up, as they can in production: both
+// pass, and together they spend 600.
+func checkThenFill(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket) error {
+	const team, cost = "team-b", 300
+	if _, err := budget.Fillup(ctx, team, 600); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Two spenders of %d, 400 left, CanAccept then Fillup:\n", cost)
+	var checked, done sync.WaitGroup
+	checked.Add(2)
+	passed := make([]bool, 2)
+	fitted := make([]bool, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		done.Go(func() {
+			d, err := budget.CanAccept(ctx, team, cost)
+			passed[i], errs[i] = d.Allowed, err
+			checked.Done()
+			checked.Wait() // both have checked: the window of the race
+			if err == nil && d.Allowed {
+				d, errs[i] = budget.Fillup(ctx, team, cost)
+				fitted[i] = d.Allowed
+			}
+		})
+	}
+	done.Wait()
+	spent, late := 0, 0
+	for i := range 2 {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if passed[i] {
+			spent += cost
+		}
+		if !fitted[i] {
+			late++
+		}
+	}
+	fmt.Fprintf(w, "  both CanAccept(%d): %s and %s, so both spend\n", cost, yesNo(passed[0]), yesNo(passed[1]))
+	fmt.Fprintf(w, "  spent %d of the 400 left: %d over budget\n", spent, spent-400)
+	fmt.Fprintf(w, "  Fillup reported %d of 2 over capacity, after the money was gone\n", late)
+	return nil
+}
+
+// allow has the same two spenders use Allow, which checks and records in
+// one atomic step.
+func allow(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket) error {
+	const team, cost = "team-c", 300
+	if _, err := budget.Fillup(ctx, team, 600); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Two spenders of %d, 400 left, Allow:\n", cost)
+	var done sync.WaitGroup
+	decisions := make([]sluice.Decision, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		done.Go(func() { decisions[i], errs[i] = budget.Allow(ctx, team, cost) })
+	}
+	done.Wait()
+	spent := 0
+	for i := range 2 {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if decisions[i].Allowed {
+			spent += cost
+		}
+	}
+	// Which spender wins is up to the scheduler; that one wins is not.
+	fmt.Fprintf(w, "  admitted %d of 2: spent %d of the 400 left, never more\n", spent/cost, spent)
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func admitted(d sluice.Decision) string {
+	if d.Allowed {
+		return "admitted"
+	}
+	return "denied"
+}
+
+// simClock is simulated time: it moves only when the program advances it.
+type simClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *simClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// After jumps the simulated time forward by d, as a simulation does when
+// something sleeps. This program never waits; After completes sluice.Clock.
+func (c *simClock) After(d time.Duration) <-chan time.Time {
+	c.Advance(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+// Advance moves the simulated time forward by d.
+func (c *simClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

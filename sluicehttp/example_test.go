@@ -1,0 +1,123 @@
+package sluicehttp_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/sluicehttp"
+)
+
+func ExampleMiddleware() {
+	// Simulated time makes the output below exact: a server leaves
+	// sluice.WithClock out and runs on the system clock.
+	clock := newClock()
+
+	// Each client IP may send 2 requests per minute.
+	lim, err := sluice.NewFixedWindow(2, time.Minute, sluice.WithClock(clock))
+	if err != nil {
+		log.Fatal(err)
+	}
+	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `{"ok":true}`)
+	})
+	handler := sluicehttp.Middleware(lim)(api)
+
+	for range 3 {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		fmt.Println(w.Code, "RateLimit-Policy:", w.Header().Get("RateLimit-Policy"))
+		fmt.Println("    RateLimit:", w.Header().Get("RateLimit"))
+		if retry := w.Header().Get("Retry-After"); retry != "" {
+			fmt.Println("    Retry-After:", retry)
+		}
+	}
+	// Output:
+	// 200 RateLimit-Policy: "default";q=2;w=60
+	//     RateLimit: "default";r=1;t=60
+	// 200 RateLimit-Policy: "default";q=2;w=60
+	//     RateLimit: "default";r=0;t=60
+	// 429 RateLimit-Policy: "default";q=2;w=60
+	//     RateLimit: "default";r=0;t=60
+	//     Retry-After: 60
+}
+
+func ExampleClientIP() {
+	// The server sits behind a load balancer in 10.0.0.0/8 that appends
+	// the address of its peer to X-Forwarded-For.
+	key := sluicehttp.ClientIP{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+	}.Key
+
+	show := func(remoteAddr, xff string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remoteAddr
+		r.Header.Set("X-Forwarded-For", xff)
+		k, err := key(r)
+		fmt.Printf("%-22s %-30q -> %s %v\n", remoteAddr, xff, k, err)
+	}
+	show("10.0.0.1:5000", "203.0.113.7")
+	show("10.0.0.1:5000", "198.51.100.1, 203.0.113.7") // the client wrote the first entry
+	show("192.0.2.1:5000", "203.0.113.7")              // not through the proxy: the header is ignored
+	show("10.0.0.1:5000", "2001:db8:1:2::77")          // IPv6 clients are keyed by /64
+	// Output:
+	// 10.0.0.1:5000          "203.0.113.7"                  -> 203.0.113.7 <nil>
+	// 10.0.0.1:5000          "198.51.100.1, 203.0.113.7"    -> 203.0.113.7 <nil>
+	// 192.0.2.1:5000         "203.0.113.7"                  -> 192.0.2.1 <nil>
+	// 10.0.0.1:5000          "2001:db8:1:2::77"             -> 2001:db8:1:2::/64 <nil>
+}
+
+func ExampleHeaderKey() {
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithClock(newClock()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := sluicehttp.Middleware(lim,
+		sluicehttp.WithKey(sluicehttp.HeaderKey("X-API-Key")),
+		sluicehttp.WithPolicyName("per-key"),
+	)
+	handler := limit(http.NotFoundHandler())
+
+	for _, apiKey := range []string{"k-1", ""} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if apiKey != "" {
+			r.Header.Set("X-API-Key", apiKey)
+		}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Values("RateLimit"))
+	}
+	// Output:
+	// 404 ["per-key";r=9;t=1]
+	// 400 []
+}
+
+func ExampleWithCost() {
+	lim, err := sluice.NewFixedWindow(100, time.Minute, sluice.WithClock(newClock()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A batch costs one unit per line of its body. The cost function
+	// reads the body, so it leaves a copy for the handler.
+	perLine := func(r *http.Request) (float64, error) {
+		var b strings.Builder
+		if _, err := io.Copy(&b, http.MaxBytesReader(nil, r.Body, 1<<20)); err != nil {
+			return 0, err
+		}
+		r.Body = io.NopCloser(strings.NewReader(b.String()))
+		return float64(strings.Count(b.String(), "\n")), nil
+	}
+	handler := sluicehttp.Middleware(lim, sluicehttp.WithCost(perLine))(http.NotFoundHandler())
+
+	w := httptest.NewRecorder()
+	handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/batch", strings.NewReader("a\nb\nc\n")))
+	fmt.Println(w.Header().Get("RateLimit"))
+	// Output:
+	// "default";r=97;t=60
+}
