@@ -1,0 +1,23 @@
+// Package pgstore keeps sluice limiters' state in PostgreSQL, through a
+// pgx connection pool, so that processes sharing a database share their
+// limits.
+//
+// A [Store] runs every decision as one SQL statement that computes the
+// key's new state from its locked row inside the database, with the
+// algorithm translated exactly from [sluice.Params.Step]. Create its table
+// with [Store.CreateSchema] (or the DDL of [Store.Schema]), pass the store
+// to a limiter with [sluice.WithStore], and call [Store.Prune] periodically
+// to delete expired rows:
+//
+//	st, err := pgstore.New(pool)
+//	if err != nil {
+//		return err
+//	}
+//	if err := st.CreateSchema(ctx); err != nil {
+//		return err
+//	}
+//	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
+//
+// The README in this directory describes the schema, the clock, pruning,
+// performance, and when to choose PostgreSQL over Redis.
+package pgstore

@@ -1,0 +1,343 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Store is a [sluice.Store] that keeps limiters' state in one PostgreSQL
+// table, one row per key. It is safe for concurrent use, by any number of
+// processes sharing the table.
+//
+// Every decision is one SQL statement, one round trip: an INSERT ... ON
+// CONFLICT ... DO UPDATE that computes the key's new state from its
+// current row, locked, inside the database, with the algorithm translated
+// to SQL from [sluice.Params.Step]. Concurrent decisions on one key are
+// serialized by the row lock, never retried. CanAccept (VerbCheck) is a
+// plain SELECT and writes nothing. Every algorithm is supported.
+//
+// Statements run outside transactions, at the server's default isolation
+// level, which must be READ COMMITTED (PostgreSQL's default): under
+// REPEATABLE READ or SERIALIZABLE, decisions on a hot key fail with
+// serialization errors.
+//
+// Rows are not deleted when their state decays to fresh; [Store.Prune]
+// deletes them. Keys must be valid UTF-8 without NUL bytes, as PostgreSQL
+// text requires.
+type Store struct {
+	pool        *pgxpool.Pool
+	callerClock bool
+	batch       int
+	statements  map[variant]statements
+	schema      string
+	reset       string
+	prune       string
+}
+
+// variant is what selects an algorithm's SQL: the Kind and the options
+// that change its step.
+type variant struct {
+	kind           sluice.Kind
+	intervalRefill bool
+	anchored       bool
+}
+
+// variants are all the valid variants.
+var variants = []variant{
+	{kind: sluice.KindLeakyBucket},
+	{kind: sluice.KindGCRA},
+	{kind: sluice.KindTokenBucket},
+	{kind: sluice.KindTokenBucket, intervalRefill: true},
+	{kind: sluice.KindFixedWindow},
+	{kind: sluice.KindFixedWindow, anchored: true},
+	{kind: sluice.KindSlidingLog},
+	{kind: sluice.KindSlidingCounter},
+}
+
+// DefaultTable is the table a Store uses unless [WithTable] names another.
+const DefaultTable = "sluice_buckets"
+
+// DefaultPruneBatch is how many rows one of Prune's statements deletes at
+// most, unless [WithPruneBatch] sets another bound.
+const DefaultPruneBatch = 1000
+
+// An Option configures a [Store].
+type Option func(*config) error
+
+type config struct {
+	table       []string // optional schema, and name
+	callerClock bool
+	batch       int
+}
+
+// identifier is what WithTable accepts of each part of a table name.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// WithTable makes the store use the table name, optionally qualified by a
+// schema ("limits.buckets"), instead of [DefaultTable]. Each part must be
+// letters, digits and underscores, not starting with a digit, and the
+// table's own name at most 48 bytes, so that its index's name fits
+// PostgreSQL's 63. Names are quoted, so they are case-sensitive.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		parts := strings.Split(name, ".")
+		if len(parts) > 2 || len(parts[len(parts)-1]) > 48 {
+			return fmt.Errorf("%w: pgstore: table name %q: want [schema.]name with a name of at most 48 bytes", sluice.ErrInvalidConfig, name)
+		}
+		for _, part := range parts {
+			if len(part) > 63 || !identifier.MatchString(part) {
+				return fmt.Errorf("%w: pgstore: table name %q: want letters, digits and underscores", sluice.ErrInvalidConfig, name)
+			}
+		}
+		c.table = parts
+		return nil
+	}
+}
+
+// WithCallerClock makes the store decide at the caller's time, Op.Now (the
+// limiter's clock), instead of the database's clock_timestamp(). Use it
+// when all the processes sharing the table have synchronized clocks, or
+// in tests, which drive it with simulated time; the database's clock
+// needs neither.
+func WithCallerClock() Option {
+	return func(c *config) error {
+		c.callerClock = true
+		return nil
+	}
+}
+
+// WithPruneBatch sets how many rows one of Prune's statements deletes at
+// most: smaller batches hold fewer locks for a shorter time. The default
+// is [DefaultPruneBatch].
+func WithPruneBatch(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: pgstore: prune batch %d is not positive", sluice.ErrInvalidConfig, n)
+		}
+		c.batch = n
+		return nil
+	}
+}
+
+// New returns a store keeping its state in pool's database. It does not
+// touch the database: create the table with [Store.CreateSchema], or with
+// the DDL of [Store.Schema] in a migration.
+func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pgstore: nil pool", sluice.ErrInvalidConfig)
+	}
+	c := config{table: []string{DefaultTable}, batch: DefaultPruneBatch}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	table := pgx.Identifier(c.table).Sanitize()
+	index := pgx.Identifier{c.table[len(c.table)-1] + "_expires_at_idx"}.Sanitize()
+	st := &Store{
+		pool:        pool,
+		callerClock: c.callerClock,
+		batch:       c.batch,
+		statements:  make(map[variant]statements, len(variants)),
+		schema:      fmt.Sprintf(schema, table, index),
+		reset:       "DELETE FROM " + table + " WHERE key = $1",
+		prune:       pruneStatement(table, c.callerClock),
+	}
+	for _, v := range variants {
+		st.statements[v] = buildStatements(table, v, c.callerClock)
+	}
+	return st, nil
+}
+
+// schema is the DDL of the table (%[1]s) and its index (%[2]s).
+const schema = `CREATE TABLE IF NOT EXISTS %[1]s (
+    key              text COLLATE "C" PRIMARY KEY,
+    kind             smallint NOT NULL, -- the algorithm (sluice.Kind)
+    time_ns          bigint NOT NULL,   -- State.Time, ns since the Unix epoch
+    a                float8 NOT NULL,   -- State.A
+    b                float8 NOT NULL,   -- State.B
+    log_times        bigint[],          -- the sliding log: entry times (ns)
+    log_costs        float8[],          -- and costs, oldest first
+    expires_at       bigint NOT NULL,   -- ns since the epoch when the state is fresh
+    last_allowed     boolean NOT NULL,  -- the decision of the row's latest
+    last_used        float8 NOT NULL,   -- statement, which its RETURNING
+    last_remaining   float8 NOT NULL,   -- clause reads (durations in ns)
+    last_retry_after bigint NOT NULL,
+    last_reset_after bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at);
+`
+
+// Schema returns the DDL that creates the store's table and its index, as
+// CreateSchema runs it, for teams that run migrations themselves.
+func (st *Store) Schema() string { return st.schema }
+
+// CreateSchema creates the store's table and its index unless they exist.
+// Concurrent calls, from any process, are safe.
+func (st *Store) CreateSchema(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		// CREATE ... IF NOT EXISTS is not safe against a concurrent
+		// CREATE of the same name: serialize the callers.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('sluice/pgstore schema'))"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, st.schema)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: creating the schema: %w", err)
+	}
+	return nil
+}
+
+// Apply runs op against key's state in one statement, atomically. It
+// implements [sluice.Store]. A key holding the live state of another
+// algorithm gives an error wrapping [sluice.ErrKeyConflict].
+func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	if err := p.Validate(); err != nil {
+		return sluice.Decision{}, err
+	}
+	d := sluice.Decision{Limit: p.Limit}
+	if err := st.checkOp(p, op); err != nil {
+		return d, err
+	}
+	if err := checkKey(key); err != nil {
+		return d, err
+	}
+	stmts := st.statements[variant{kind: p.Kind, intervalRefill: p.IntervalRefill, anchored: p.Anchored}]
+	sql := stmts.apply
+	if op.Verb == sluice.VerbCheck {
+		sql = stmts.check
+	}
+	var retry, reset int64
+	err := st.pool.QueryRow(ctx, sql, st.args(key, p, op)...).Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
+	case err != nil:
+		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q: %w", p.Kind, key, err)
+	}
+	d.RetryAfter, d.ResetAfter = time.Duration(retry), time.Duration(reset)
+	return d, nil
+}
+
+// args returns the parameters of the statements, in the order of the CTE
+// params.
+func (st *Store) args(key string, p *sluice.Params, op sluice.Op) []any {
+	var tau, costNanos int64
+	if p.Kind == sluice.KindGCRA {
+		tau, costNanos = gcraNanos(p, p.Limit), gcraNanos(p, op.Cost)
+	}
+	args := []any{key, int16(op.Verb), op.Cost, p.Limit, p.Interval, p.Limit * tolerance, p.Amount, tau, costNanos, int32(p.MaxEntries)}
+	if st.callerClock {
+		args = append(args, op.Now)
+	}
+	return args
+}
+
+const (
+	// tolerance is sluice's relative float slack.
+	tolerance = 0x1p-48
+	// maxTime is the latest time sluice accepts, in 2116.
+	maxTime = 1 << 62
+)
+
+// gcraNanos is sluice's Params.gcraNanos: amount in nanoseconds at the
+// emission interval, rounded half away from zero.
+func gcraNanos(p *sluice.Params, amount float64) int64 {
+	return int64(math.Round(amount * float64(p.Interval)))
+}
+
+// checkOp mirrors sluice's validation of an operation. The caller's time
+// is checked only when the store uses it.
+func (st *Store) checkOp(p *sluice.Params, op sluice.Op) error {
+	if !(op.Cost >= 0) || math.IsInf(op.Cost, 0) {
+		return fmt.Errorf("%w: %v", sluice.ErrInvalidCost, op.Cost)
+	}
+	if st.callerClock && (op.Now < 0 || op.Now > maxTime) {
+		return fmt.Errorf("%w: %v", sluice.ErrTimeOutOfRange, time.Unix(0, op.Now).UTC())
+	}
+	switch op.Verb {
+	case sluice.VerbAllow, sluice.VerbCheck:
+		if op.Cost > p.Limit {
+			return fmt.Errorf("%w: cost %v > limit %v", sluice.ErrCostExceedsLimit, op.Cost, p.Limit)
+		}
+	case sluice.VerbFill:
+		if p.Kind != sluice.KindLeakyBucket {
+			return fmt.Errorf("%w: %v does not support fill-ups", sluice.ErrUnsupported, p.Kind)
+		}
+	default:
+		return fmt.Errorf("%w: %v", sluice.ErrUnsupported, op.Verb)
+	}
+	return nil
+}
+
+// checkKey reports a key that PostgreSQL text cannot hold, before a round
+// trip.
+func checkKey(key string) error {
+	if !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("pgstore: key %q is not valid UTF-8 without NUL bytes", key)
+	}
+	return nil
+}
+
+// Reset deletes key's row. It implements [sluice.Store].
+func (st *Store) Reset(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if _, err := st.pool.Exec(ctx, st.reset, key); err != nil {
+		return fmt.Errorf("pgstore: resetting key %q: %w", key, err)
+	}
+	return nil
+}
+
+// Prune deletes the rows whose state is fresh again by now, and returns
+// how many it deleted. Now is the database's clock or, with
+// [WithCallerClock], this process's clock. It deletes in batches of at
+// most [WithPruneBatch] rows, one statement each, along the expires_at
+// index, skipping rows that decisions hold locked, until a batch comes
+// out short or ctx ends. Deleting an expired row never changes a decision,
+// so Prune may run at any time, from any process: call it periodically.
+func (st *Store) Prune(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		args := []any{st.batch}
+		if st.callerClock {
+			args = append(args, time.Now().UnixNano())
+		}
+		tag, err := st.pool.Exec(ctx, st.prune, args...)
+		if err != nil {
+			return total, fmt.Errorf("pgstore: pruning: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(st.batch) {
+			return total, nil
+		}
+	}
+}
+
+// pruneStatement deletes one batch ($1 rows) of expired rows. The outer
+// condition on expires_at is checked again on the row as it is when
+// deleted, in case a decision renewed it meanwhile.
+func pruneStatement(table string, callerClock bool) string {
+	now := serverNow
+	if callerClock {
+		now = "$2::int8"
+	}
+	return fmt.Sprintf(`WITH n AS (SELECT %[2]s AS now)
+DELETE FROM %[1]s WHERE expires_at <= (SELECT now FROM n) AND key IN (
+	SELECT key FROM %[1]s WHERE expires_at <= (SELECT now FROM n)
+	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`, table, now)
+}
