@@ -60,8 +60,9 @@ func (p *Params) stepMeter(s *State, op Op, d *Decision) {
 	elapsed := op.Now - s.Time
 	level := p.leaked(*s, elapsed)
 	last := max(s.Time, op.Now)
-	// A fill-up may cost more than the capacity: that never fits.
-	fits := op.Cost <= p.Limit && elapsed >= p.drain(s.A+op.Cost-p.Limit)
+	// A fill-up may cost more than the capacity: that never fits. A clock
+	// that stepped back has leaked nothing, but what fits still fits.
+	fits := op.Cost <= p.Limit && max(elapsed, 0) >= p.drain(s.A+op.Cost-p.Limit)
 	switch {
 	case op.Verb == VerbFill:
 		d.Allowed = fits

@@ -61,7 +61,7 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 	if d.Remaining > 0 {
 		// Remaining from the nanosecond arithmetic, not Limit - Used, so
 		// that a burst's last unit reads as exactly zero.
-		d.Remaining = float64(tau-backlog) / float64(t)
+		d.Remaining = min(float64(tau-backlog)/float64(t), p.Limit)
 	}
 	d.ResetAfter = after(tat, op.Now)
 }

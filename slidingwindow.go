@@ -112,7 +112,10 @@ func (p *Params) record(log, live []Entry, op Op) []Entry {
 // the worst case (limit at the very end of one window and, as the weight
 // of that window falls, nearly limit again within the next); requests
 // bunched at its start are over-counted, which only makes it stricter.
-// Under steady traffic it is exact. The project's tests measure the error.
+// Under steady traffic within the limit it admits everything; under
+// sustained overload it admits about limit-1 per window, because the last
+// unit of a window fits only once the previous window's weight is zero.
+// The project's tests measure both.
 //
 // State per key: two counts and the current window's start, whatever the
 // limit.

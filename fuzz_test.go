@@ -1,0 +1,252 @@
+package sluice_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/reference"
+)
+
+// The fuzz targets feed each algorithm's Params.Step arbitrary parameters
+// and operations, and require: no panic, an error (wrapping the right
+// sentinel, with the state unchanged) exactly for invalid input, and
+// otherwise every check of the property tests: the invariants of every
+// decision (no NaN, Used and Remaining within [0, Limit], durations not
+// negative, RetryAfter zero iff admitted), states that never go back in
+// time, and decisions that agree with the exact reference model within the
+// tolerances of reference.Compare. The seed corpus is in
+// testdata/fuzz/FuzzXxx. Run one target with
+//
+//	go test -run '^$' -fuzz '^FuzzGCRA$' -fuzztime 10s .
+
+// fuzzStart is where a fuzzed trace's time begins: a realistic time.
+var fuzzStart = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+
+// opSize is how many bytes encode one fuzzed operation, and maxOps how
+// many operations of an input are replayed: enough for any state to be
+// reached, few enough that every input runs in milliseconds.
+const (
+	opSize = 6
+	maxOps = 256
+)
+
+// fuzzSteps decodes ops and replays them against p.Step and the reference
+// model. Each operation takes opSize bytes:
+//
+//	byte 0, bits 0-1: verb (allow, check, fill, reset)
+//	byte 0, bits 2-3: unit of the time step (1ns, Interval/64, Interval,
+//	                  the time the whole limit takes to come back)
+//	bytes 1-2:        the time step in that unit, a signed int16: negative
+//	                  steps are a clock stepping back
+//	byte 3:           the cost: k/8 for k < 128 (exact in float), else
+//	                  (k-128)/100 of the limit (rounded in float); more than
+//	                  the limit is an error for allow and check
+//	bytes 4-5:        extra nanoseconds added to the time step
+func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
+	if err := p.Validate(); err != nil {
+		requireRejected(t, p, err)
+		return
+	}
+	c, err := newChecker(p, fmt.Sprintf("fuzz ops %x", ops))
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := [4]int64{1, max(p.Interval/64, 1), p.Interval, min(timeScale(p), 1<<60)}
+	now := fuzzStart
+	ops = ops[:min(len(ops), maxOps*opSize)]
+	for ; len(ops) >= opSize; ops = ops[opSize:] {
+		step := int64(int16(binary.LittleEndian.Uint16(ops[1:]))) * units[ops[0]>>2&3]
+		now += step + int64(binary.LittleEndian.Uint16(ops[4:]))
+		now = min(max(now, 0), maxTime)
+		var verb sluice.Verb
+		switch ops[0] & 3 {
+		case 0:
+			verb = sluice.VerbAllow
+		case 1:
+			verb = sluice.VerbCheck
+		case 2:
+			verb = sluice.VerbFill
+		default:
+			c.reset()
+			continue
+		}
+		cost := float64(ops[3]) / 8
+		if ops[3] >= 128 {
+			cost = float64(ops[3]-128) / 100 * p.Limit
+		}
+		op := sluice.Op{Verb: verb, Cost: cost, Now: now}
+		if wantErr := invalidOp(p, op); wantErr != nil {
+			before := cloneState(c.state)
+			next, _, err := p.Step(cloneState(c.state), op)
+			if !errors.Is(err, wantErr) || !reflect.DeepEqual(next, before) {
+				t.Fatal(c.fail("Step(%+v) = %v with state %+v, want %v and the state unchanged", op, err, next, wantErr))
+			}
+			continue
+		}
+		if _, err := c.apply(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// invalidOp returns the error Step must return for op, or nil if op is
+// valid for p.
+func invalidOp(p sluice.Params, op sluice.Op) error {
+	switch {
+	case op.Verb == sluice.VerbFill && p.Kind != sluice.KindLeakyBucket:
+		return sluice.ErrUnsupported
+	case op.Verb != sluice.VerbFill && op.Cost > p.Limit:
+		return sluice.ErrCostExceedsLimit
+	}
+	return nil
+}
+
+// requireRejected requires invalid params to be refused by Step too, and
+// with ErrInvalidConfig.
+func requireRejected(t *testing.T, p sluice.Params, err error) {
+	if !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Fatalf("Validate(%+v) = %v, want an error wrapping ErrInvalidConfig", p, err)
+	}
+	if _, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 0, Now: fuzzStart}); !errors.Is(err, sluice.ErrInvalidConfig) {
+		t.Fatalf("Step with invalid %+v = %v, want ErrInvalidConfig", p, err)
+	}
+}
+
+func FuzzLeakyBucket(f *testing.F) {
+	f.Add(3.0, int64(time.Second), 1.5, []byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 8, 0, 0, 2, 1, 0, 16, 0, 0})
+	f.Fuzz(func(t *testing.T, limit float64, interval int64, amount float64, ops []byte) {
+		fuzzSteps(t, sluice.Params{Kind: sluice.KindLeakyBucket, Limit: limit, Interval: interval, Amount: amount}, ops)
+	})
+}
+
+func FuzzGCRA(f *testing.F) {
+	f.Add(2.5, int64(333333333), []byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 8, 0, 0, 4, 1, 0, 8, 0, 0})
+	f.Fuzz(func(t *testing.T, burst float64, interval int64, ops []byte) {
+		fuzzSteps(t, sluice.Params{Kind: sluice.KindGCRA, Limit: burst, Interval: interval}, ops)
+	})
+}
+
+func FuzzTokenBucket(f *testing.F) {
+	f.Add(10.0, int64(time.Second), 4.0, true, []byte{0, 0, 0, 80, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Fuzz(func(t *testing.T, burst float64, interval int64, amount float64, intervalRefill bool, ops []byte) {
+		fuzzSteps(t, sluice.Params{Kind: sluice.KindTokenBucket, Limit: burst, Interval: interval, Amount: amount, IntervalRefill: intervalRefill}, ops)
+	})
+}
+
+func FuzzFixedWindow(f *testing.F) {
+	f.Add(5.0, int64(time.Second), false, []byte{0, 0, 0, 40, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Fuzz(func(t *testing.T, limit float64, window int64, anchored bool, ops []byte) {
+		fuzzSteps(t, sluice.Params{Kind: sluice.KindFixedWindow, Limit: limit, Interval: window, Anchored: anchored}, ops)
+	})
+}
+
+func FuzzSlidingLog(f *testing.F) {
+	f.Add(7.5, int64(3*time.Second), 4, []byte{0, 0, 0, 8, 0, 0, 4, 1, 0, 16, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Fuzz(func(t *testing.T, limit float64, window int64, maxEntries int, ops []byte) {
+		fuzzSteps(t, sluice.Params{Kind: sluice.KindSlidingLog, Limit: limit, Interval: window, MaxEntries: maxEntries}, ops)
+	})
+}
+
+func FuzzSlidingCounter(f *testing.F) {
+	f.Add(12.25, int64(2*time.Second), []byte{0, 0, 0, 8, 0, 0, 4, 1, 0, 16, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Fuzz(func(t *testing.T, limit float64, window int64, ops []byte) {
+		fuzzSteps(t, sluice.Params{Kind: sluice.KindSlidingCounter, Limit: limit, Interval: window}, ops)
+	})
+}
+
+// FuzzValidate checks configuration: Validate never panics, refuses with
+// ErrInvalidConfig, and agrees with the constructors, which build exactly
+// the Params that Validate accepts from the same numbers.
+func FuzzValidate(f *testing.F) {
+	f.Add(uint8(sluice.KindLeakyBucket), 3.0, int64(time.Second), 1.5, false, false, 0)
+	f.Add(uint8(sluice.KindSlidingLog), 5.0, int64(time.Second), 0.0, false, false, 5)
+	f.Fuzz(func(t *testing.T, kind uint8, limit float64, interval int64, amount float64, intervalRefill, anchored bool, maxEntries int) {
+		p := sluice.Params{Kind: sluice.Kind(kind), Limit: limit, Interval: interval, Amount: amount,
+			IntervalRefill: intervalRefill, Anchored: anchored, MaxEntries: maxEntries}
+		err := p.Validate()
+		if err != nil {
+			requireRejected(t, p, err)
+		} else if _, err := reference.New(p); err != nil {
+			t.Fatalf("the reference cannot model valid %+v: %v", p, err)
+		}
+		built, buildErr := construct(p)
+		switch {
+		case buildErr != nil && !errors.Is(buildErr, sluice.ErrInvalidConfig):
+			t.Fatalf("constructor for %+v: %v, want an error wrapping ErrInvalidConfig", p, buildErr)
+		case buildErr == nil && built.Validate() != nil:
+			t.Fatalf("constructor for %+v built invalid %+v: %v", p, built, built.Validate())
+		case err == nil && buildErr != nil:
+			t.Fatalf("constructor refused valid %+v: %v", p, buildErr)
+		case err == nil && built != p:
+			t.Fatalf("constructor built %+v from valid %+v", built, p)
+		}
+	})
+}
+
+// construct builds the limiter of p's kind from p's numbers with its
+// constructor and options, and returns its Params. A Kind with no
+// constructor returns the zero Params and an ErrInvalidConfig.
+func construct(p sluice.Params) (sluice.Params, error) {
+	var opts []sluice.Option
+	if p.IntervalRefill {
+		opts = append(opts, sluice.WithIntervalRefill())
+	}
+	if p.Anchored {
+		opts = append(opts, sluice.WithAnchoredWindows())
+	}
+	if p.MaxEntries != 0 || p.Kind == sluice.KindSlidingLog {
+		opts = append(opts, sluice.WithMaxEntries(p.MaxEntries))
+	}
+	var (
+		l   limiterParams
+		err error
+	)
+	window := time.Duration(p.Interval)
+	switch p.Kind {
+	case sluice.KindLeakyBucket:
+		l, err = checked(sluice.NewLeakyBucket(p.Limit, sluice.Per(p.Amount, window), opts...))
+	case sluice.KindGCRA:
+		if p.Amount != 0 {
+			return sluice.Params{}, fmt.Errorf("%w: GCRA has no amount", sluice.ErrInvalidConfig)
+		}
+		l, err = checked(sluice.NewGCRA(sluice.Per(1, window), p.Limit, opts...))
+	case sluice.KindTokenBucket:
+		l, err = checked(sluice.NewTokenBucket(sluice.Per(p.Amount, window), append(opts, sluice.WithBurst(p.Limit))...))
+	case sluice.KindFixedWindow:
+		l, err = fixedAmount(p, func() (limiterParams, error) { return checked(sluice.NewFixedWindow(p.Limit, window, opts...)) })
+	case sluice.KindSlidingLog:
+		l, err = checked(sluice.NewSlidingLog(p.Limit, window, opts...))
+	case sluice.KindSlidingCounter:
+		l, err = fixedAmount(p, func() (limiterParams, error) { return checked(sluice.NewSlidingCounter(p.Limit, window, opts...)) })
+	default:
+		return sluice.Params{}, fmt.Errorf("%w: no constructor for %v", sluice.ErrInvalidConfig, p.Kind)
+	}
+	if err != nil {
+		return sluice.Params{}, err
+	}
+	defer l.Close()
+	return l.Params(), nil
+}
+
+// fixedAmount refuses an amount, which the windows' constructors have no
+// argument for, and otherwise builds.
+func fixedAmount(p sluice.Params, build func() (limiterParams, error)) (limiterParams, error) {
+	if p.Amount != 0 {
+		return nil, fmt.Errorf("%w: %v has no amount", sluice.ErrInvalidConfig, p.Kind)
+	}
+	return build()
+}
+
+// checked turns a constructor's typed result into a limiterParams, nil on
+// error.
+func checked[L limiterParams](l L, err error) (limiterParams, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}

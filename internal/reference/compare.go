@@ -1,0 +1,101 @@
+package reference
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Band is the relative margin within which the production code's float
+// arithmetic may decide either way: a decision whose Margin is at most Band
+// is not compared. The production code compares amounts with a slack of
+// 2^-48 (about 3.6e-15) of the limit and rounds durations up after
+// forgiving the same relative error; its float levels also carry a few
+// units of float rounding (2^-52 of the limit each) per operation since
+// the last time the comparison synchronised. Band = 1e-12 (about 2^-40)
+// leaves a factor of 256 over the slack, and is still a million times
+// finer than one nanosecond of leak at the rates the tests use.
+const Band = 1e-12
+
+// durationSlack is the relative error the production code forgives a float
+// duration before rounding it up (2^-48, see ceilNanos in params.go), with
+// a factor of 4 for the rounding of the float duration itself.
+const durationSlack = 0x1p-46
+
+// Compare checks the production decision got against the exact decision
+// want for p. It first checks the invariants every decision keeps (no NaN,
+// Used and Remaining within [0, Limit], durations not negative, RetryAfter
+// zero iff admitted). Then, if want lies within [Band] of a threshold, it
+// reports lenient and compares nothing else: the caller should then load
+// the production state into the model. Otherwise it requires the same
+// Allowed, Used within Band of the limit, and durations equal to the
+// nanosecond when they are exact instants (GCRA, windows, log entries), or
+// within 1 ns plus the Band converted to time at the drain rate plus
+// 2^-46 of the duration when they come from float amounts (buckets, the
+// sliding counter's RetryAfter).
+func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) (lenient bool, err error) {
+	if err := Invariants(p, op, got); err != nil {
+		return false, err
+	}
+	if want.Margin <= Band {
+		return true, nil
+	}
+	if got.Allowed != want.Allowed {
+		return false, fmt.Errorf("Allowed = %v, want %v (margin %.3g)", got.Allowed, want.Allowed, want.Margin)
+	}
+	used, _ := want.Used.Float64()
+	if clamped := min(max(used, 0), p.Limit); math.Abs(got.Used-clamped) > Band*p.Limit {
+		return false, fmt.Errorf("Used = %v, want %v", got.Used, clamped)
+	}
+	for _, dur := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"RetryAfter", int64(got.RetryAfter), want.RetryAfter},
+		{"ResetAfter", int64(got.ResetAfter), want.ResetAfter},
+	} {
+		tol := 0.0
+		if want.Drain > 0 {
+			tol = 1 + Band*p.Limit*want.Drain + float64(dur.want)*durationSlack
+		}
+		if diff := math.Abs(float64(dur.got) - float64(dur.want)); diff > tol {
+			return false, fmt.Errorf("%s = %v, want %v (tolerance %.3gns)", dur.name, time.Duration(dur.got), time.Duration(dur.want), tol)
+		}
+	}
+	return false, nil
+}
+
+// Invariants checks what every decision of p for op keeps, whatever the
+// state.
+func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
+	switch {
+	case math.IsNaN(d.Used) || math.IsNaN(d.Remaining):
+		return fmt.Errorf("NaN in %+v", d)
+	case d.Limit != p.Limit:
+		return fmt.Errorf("Limit = %v, want %v", d.Limit, p.Limit)
+	case !(d.Used >= 0 && d.Used <= d.Limit):
+		return fmt.Errorf("Used = %v outside [0, %v]", d.Used, d.Limit)
+	case !(d.Remaining >= 0 && d.Remaining <= d.Limit):
+		return fmt.Errorf("Remaining = %v outside [0, %v]", d.Remaining, d.Limit)
+	case math.Abs(d.Remaining-(d.Limit-d.Used)) > remainingSlack(p):
+		return fmt.Errorf("Remaining = %v, want Limit-Used = %v", d.Remaining, d.Limit-d.Used)
+	case d.RetryAfter < 0 || d.ResetAfter < 0:
+		return fmt.Errorf("negative duration in %+v", d)
+	case op.Verb != sluice.VerbFill && d.Allowed != (d.RetryAfter == 0):
+		return fmt.Errorf("Allowed = %v with RetryAfter = %v", d.Allowed, d.RetryAfter)
+	}
+	return nil
+}
+
+// remainingSlack is how far Remaining may be from Limit-Used: the float
+// rounding of the subtraction, and for GCRA one nanosecond's worth of cost,
+// since it measures Remaining against the burst rounded to nanoseconds
+// (round(burst*T)/T), not against the limit.
+func remainingSlack(p sluice.Params) float64 {
+	if p.Kind == sluice.KindGCRA {
+		return 1 / float64(p.Interval)
+	}
+	return p.Limit * 0x1p-50
+}

@@ -1,0 +1,156 @@
+// Package reference holds exact models of sluice's algorithms, written from
+// their definitions rather than from the production step functions, in
+// rational arithmetic: times are integer nanoseconds (from 0 to 2^62, the
+// range a request's time may take, so that their differences and sums
+// with spans of up to 2^60 fit an int64), amounts are [big.Rat] values
+// equal to the float64 inputs, and nothing is rounded except where a
+// definition rounds (GCRA's nanoseconds, ceilings of durations).
+//
+// A model answers each operation with the exact decision and, beside it,
+// how close the decision came to a threshold (its margin): within a tiny
+// band of a threshold the production code's float arithmetic may fall
+// either side, and [Compare] says so instead of failing.
+package reference
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Model is the exact reference of one algorithm for one key.
+type Model interface {
+	// Apply runs op on the key and returns the exact decision. Like the
+	// production step, it records op only for an admitted VerbAllow and
+	// for VerbFill.
+	Apply(op sluice.Op) Decision
+	// Reset forgets the key.
+	Reset()
+	// Load replaces the key's state by the exact value of a production
+	// state, so that a comparison can follow the production code through a
+	// decision its float arithmetic was entitled to take either way.
+	Load(s sluice.State)
+}
+
+// Decision is an exact decision with what a comparison needs to judge a
+// float implementation of it.
+type Decision struct {
+	// Allowed reports whether the cost is admitted (for VerbFill: whether
+	// it fitted below the limit).
+	Allowed bool
+	// Used is the allowance in use after the request, unclamped.
+	Used *big.Rat
+	// RetryAfter is the smallest delay in nanoseconds after which the same
+	// cost would be admitted; zero when admitted.
+	RetryAfter int64
+	// ResetAfter is the smallest delay in nanoseconds after which the key
+	// is fresh.
+	ResetAfter int64
+	// Margin is the distance from the decision's inputs to the nearest
+	// threshold that would change it (admission, a count of refills, the
+	// half nanosecond GCRA rounds at), relative to the quantity compared
+	// there. It is +Inf when no threshold is near in that sense.
+	Margin float64
+	// Drain is how many nanoseconds it takes for one unit of the amount
+	// that RetryAfter and ResetAfter wait on to go away; zero when those
+	// durations are exact instants (window ends, entry times, GCRA's
+	// integer arithmetic).
+	Drain float64
+}
+
+// New returns a fresh model of the algorithm p describes. p must be valid.
+func New(p sluice.Params) (Model, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newModel(p)
+	if err != nil {
+		return nil, err
+	}
+	return forgetful{m}, nil
+}
+
+// forgetful forgets a key as soon as a recorded request leaves it fresh
+// (ResetAfter zero), as the Store contract lets every store do: whatever
+// its state still holds (a log entry that has left the window, a level at
+// a past time) then no longer counts if the clock steps back.
+type forgetful struct{ Model }
+
+func (f forgetful) Apply(op sluice.Op) Decision {
+	d := f.Model.Apply(op)
+	if d.ResetAfter == 0 && (op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && d.Allowed) {
+		f.Reset()
+	}
+	return d
+}
+
+func newModel(p sluice.Params) (Model, error) {
+	switch p.Kind {
+	case sluice.KindLeakyBucket:
+		return newMeter(p), nil
+	case sluice.KindGCRA:
+		return newGCRA(p), nil
+	case sluice.KindTokenBucket:
+		if p.IntervalRefill {
+			return newRefill(p), nil
+		}
+		return newMeter(p), nil
+	case sluice.KindFixedWindow:
+		return newFixedWindow(p), nil
+	case sluice.KindSlidingLog:
+		return newSlidingLog(p), nil
+	case sluice.KindSlidingCounter:
+		return newSlidingCounter(p), nil
+	}
+	return nil, fmt.Errorf("reference: no model of %v", p.Kind)
+}
+
+// rat returns f exactly. f must be finite.
+func rat(f float64) *big.Rat { return new(big.Rat).SetFloat64(f) }
+
+// ratInt returns n exactly.
+func ratInt(n int64) *big.Rat { return new(big.Rat).SetInt64(n) }
+
+func add(a, b *big.Rat) *big.Rat { return new(big.Rat).Add(a, b) }
+func sub(a, b *big.Rat) *big.Rat { return new(big.Rat).Sub(a, b) }
+func mul(a, b *big.Rat) *big.Rat { return new(big.Rat).Mul(a, b) }
+func quo(a, b *big.Rat) *big.Rat { return new(big.Rat).Quo(a, b) }
+
+// floorInt returns the largest integer at most x.
+func floorInt(x *big.Rat) *big.Int {
+	// big.Int.Div is Euclidean division: for a positive divisor it rounds
+	// toward negative infinity.
+	return new(big.Int).Div(x.Num(), x.Denom())
+}
+
+// ceilNanos returns the smallest integer at least x, saturating at the
+// int64 range, so that an out-of-range duration shows as a mismatch rather
+// than wrapping.
+func ceilNanos(x *big.Rat) int64 {
+	q := floorInt(x)
+	if !x.IsInt() {
+		q.Add(q, big.NewInt(1))
+	}
+	switch {
+	case q.IsInt64():
+		return q.Int64()
+	case q.Sign() > 0:
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
+
+// relative returns |diff| / scale, the margin of a comparison whose two
+// sides differ by diff. Its float rounding (a part in 2^52) is far below
+// the Band it is compared with.
+func relative(diff *big.Rat, scale float64) float64 {
+	f, _ := diff.Float64()
+	return math.Abs(f) / scale
+}
+
+// isFresh reports whether s is the zero State, a fresh key.
+func isFresh(s sluice.State) bool {
+	return s.Time == 0 && s.A == 0 && s.B == 0 && len(s.Log) == 0
+}
