@@ -122,7 +122,7 @@ func meter() algorithm {
 			// leaked, and whether the cost fits.
 			`CASE WHEN elapsed <= 0 THEN a0 WHEN elapsed >= drained THEN 0::float8
 				ELSE greatest(a0 - elapsed::float8 * am / ivf, 0) END AS leaked,
-			cost <= lim AND elapsed >= wait AS fits`,
+			cost <= lim AND greatest(elapsed, 0) >= wait AS fits`,
 			"CASE WHEN verb = " + verbFill + " OR fits THEN " + fill("leaked") + " ELSE leaked END AS level",
 		},
 		allowed: "fits",
@@ -146,7 +146,7 @@ func gcra() algorithm {
 		used:    "(tat - now)::float8 / ivf",
 		// Remaining from the nanosecond arithmetic, as in Go.
 		remaining: func(used string) string {
-			return fmt.Sprintf("CASE WHEN lim - %[1]s > 0 THEN (tau - (tat - now))::float8 / ivf ELSE lim - %[1]s END", used)
+			return fmt.Sprintf("CASE WHEN lim - %[1]s > 0 THEN least((tau - (tat - now))::float8 / ivf, lim) ELSE lim - %[1]s END", used)
 		},
 		retry: "CASE WHEN ok THEN 0 ELSE " + after("allow_at") + " END",
 		reset: after("tat"),

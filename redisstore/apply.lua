@@ -153,6 +153,11 @@ local function fmax(x, y)
   return y
 end
 
+local function fmin(x, y)
+  if x < y then return x end
+  return y
+end
+
 -- round is Go's math.Round (half away from zero) for x >= 0.
 local function round(x)
   local f = math.floor(x)
@@ -200,7 +205,7 @@ local function meter(s)
   local elapsed = tdiff(nowS, nowN, s.ts, s.tn)
   local level = leaked(s.a, elapsed)
   local ls, ln = tmax(s.ts, s.tn, nowS, nowN)
-  local fits = cost <= limit and elapsed >= drain(s.a + cost - limit)
+  local fits = cost <= limit and fmax(elapsed, 0) >= drain(s.a + cost - limit)
   if verb == FILL then
     d.allowed = fits
     level = fill(level, cost)
@@ -232,7 +237,7 @@ local function gcra(s)
   end
   local backlog = tdiff(tatS, tatN, nowS, nowN)
   d.used = backlog / interval
-  d.gcraRemaining = (tau - backlog) / interval
+  d.gcraRemaining = fmin((tau - backlog) / interval, limit)
   d.reset = {tatS, tatN}
   return d
 end

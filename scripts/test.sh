@@ -18,7 +18,7 @@ fi
 
 modules=$(go list -m -f '{{.Dir}}')
 for dir in $modules; do
-	echo "== $(cd "$dir" && go list -m): vet, test -race"
+	echo "== ${dir#"$PWD"/}: vet, test -race"
 	(cd "$dir" && go vet ./... && go test -race -count=1 -shuffle=on ./...)
 done
 
