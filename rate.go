@@ -46,22 +46,31 @@ func (r Rate) validate() error {
 }
 
 // interval returns the time one unit of cost takes at this rate, rounded to
-// the nearest nanosecond.
+// the nearest nanosecond (half away from zero).
 func (r Rate) interval() (int64, error) {
 	if err := r.validate(); err != nil {
 		return 0, err
 	}
 	exact := float64(r.Period) / r.Amount
-	t := math.Round(exact)
-	if t < 1 {
+	if exact < 0.5 {
 		return 0, fmt.Errorf("%w: rate %v: faster than one unit per nanosecond", ErrInvalidConfig, r)
 	}
-	if math.Abs(t-exact) > exact*1e-6 {
+	if exact > maxSpan {
+		return 0, fmt.Errorf("%w: rate %v: slower than one unit per %v", ErrInvalidConfig, r, time.Duration(maxSpan))
+	}
+	t := int64(math.Round(exact))
+	if n := r.Amount; n == math.Trunc(n) && n <= 1<<53 {
+		// An integer amount: divide exactly, since float64 cannot hold a
+		// period above 2^53 ns.
+		q, rem := int64(r.Period)/int64(n), int64(r.Period)%int64(n)
+		if rem >= int64(n)-rem {
+			q++
+		}
+		t = q
+	}
+	if math.Abs(float64(t)-exact) > exact*1e-6 {
 		// A rounded interval would change the rate by more than 1 ppm.
 		return 0, fmt.Errorf("%w: rate %v: %g ns per unit is not within 1 ppm of a whole nanosecond", ErrInvalidConfig, r, exact)
 	}
-	if t > maxSpan {
-		return 0, fmt.Errorf("%w: rate %v: slower than one unit per %v", ErrInvalidConfig, r, time.Duration(maxSpan))
-	}
-	return int64(t), nil
+	return t, nil
 }
