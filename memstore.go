@@ -18,7 +18,8 @@ import (
 // Keys are spread over power-of-two shards by a hash with a seed chosen per
 // store, so that clients choosing keys cannot pile them into one shard, and
 // each shard has its own mutex: a decision holds one shard's lock for the
-// time of one step. State is kept inline in each shard's map, with no heap
+// time of one step. State is kept in a slab of fixed-size entries per
+// shard, found through one map lookup and updated in place, with no heap
 // object per key, and a decision on an existing key allocates nothing.
 //
 // Keys expire: a key whose state has decayed back to fresh is
@@ -58,15 +59,20 @@ type MemStoreConfig struct {
 	SweepInterval time.Duration
 }
 
+// A shard keeps its keys' entries in a slab, found through an index map:
+// a decision looks its key up once and updates the entry in place, where a
+// map of entries would need a second lookup to write it back.
 type shard struct {
-	mu   sync.Mutex
-	keys map[string]entry
-	logs map[string][]Entry // sliding log entries, beside their key's entry
-	now  int64              // latest time seen, for sweeps
-	_    [32]byte           // keep shards' locks on separate cache lines
+	mu    sync.Mutex
+	index map[string]uint32  // key -> its entry in slab
+	slab  []entry            // entries; free ones are listed in free
+	free  []uint32           // indexes of unused entries in slab
+	logs  map[string][]Entry // sliding log entries, beside their key's entry
+	now   int64              // latest time seen, for sweeps
+	_     [8]byte            // keep shards' locks on separate cache lines
 }
 
-// entry is a key's State, inline in the shard map.
+// entry is a key's State and when it expires.
 type entry struct {
 	time    int64
 	a, b    float64
@@ -88,7 +94,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 	n = 1 << bits.Len(uint(n-1))
 	m := &MemStore{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
 	for i := range m.shards {
-		m.shards[i].keys = make(map[string]entry)
+		m.shards[i].index = make(map[string]uint32)
 		m.shards[i].logs = make(map[string][]Entry)
 	}
 	if cfg.MaxKeys > 0 {
@@ -125,17 +131,23 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 	sh := m.shard(key)
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
-	e, found := sh.keys[key]
-	if found && e.kind != p.Kind {
-		if e.expires > op.Now {
-			sh.mu.Unlock()
-			return Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, e.kind, p.Kind)
+	i, found := sh.index[key]
+	var s State
+	if found {
+		e := &sh.slab[i]
+		if e.kind != p.Kind {
+			if e.expires > op.Now {
+				sh.mu.Unlock()
+				return Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, e.kind, p.Kind)
+			}
+			sh.remove(key, i) // expired: as if absent
+			found = false
+		} else {
+			s = State{Time: e.time, A: e.a, B: e.b}
+			if p.Kind == KindSlidingLog {
+				s.Log = sh.logs[key]
+			}
 		}
-		found, e = false, entry{}
-	}
-	s := State{Time: e.time, A: e.a, B: e.b}
-	if found && p.Kind == KindSlidingLog {
-		s.Log = sh.logs[key]
 	}
 	var d Decision
 	p.step(&s, op, &d)
@@ -143,13 +155,13 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
 			if found {
-				sh.remove(key)
+				sh.remove(key, i)
 			}
 		default:
 			if !found {
-				sh.makeRoom(m.perShard, op.Now)
+				i = sh.add(key, m.perShard, op.Now)
 			}
-			sh.keys[key] = entry{time: s.Time, a: s.A, b: s.B, expires: op.Now + int64(d.ResetAfter), kind: p.Kind}
+			sh.slab[i] = entry{time: s.Time, a: s.A, b: s.B, expires: op.Now + int64(d.ResetAfter), kind: p.Kind}
 			if p.Kind == KindSlidingLog {
 				sh.logs[key] = s.Log
 			}
@@ -159,34 +171,54 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 	return d, nil
 }
 
-func (sh *shard) remove(key string) {
-	delete(sh.keys, key)
-	delete(sh.logs, key)
+// add makes room for key and returns the index of its new entry.
+func (sh *shard) add(key string, bound int, now int64) uint32 {
+	sh.makeRoom(bound, now)
+	var i uint32
+	if n := len(sh.free); n > 0 {
+		i, sh.free = sh.free[n-1], sh.free[:n-1]
+	} else {
+		i = uint32(len(sh.slab))
+		sh.slab = append(sh.slab, entry{})
+	}
+	sh.index[key] = i
+	return i
+}
+
+// remove forgets key, whose entry is slab[i].
+func (sh *shard) remove(key string, i uint32) {
+	if sh.slab[i].kind == KindSlidingLog {
+		delete(sh.logs, key)
+	}
+	delete(sh.index, key)
+	sh.slab[i] = entry{}
+	sh.free = append(sh.free, i)
 }
 
 // makeRoom removes the keys expired by now among a sample of the shard's
 // keys, and if the shard is still at its bound, evicts the sampled key
 // closest to fresh.
 func (sh *shard) makeRoom(bound int, now int64) {
-	full := bound > 0 && len(sh.keys) >= bound
+	full := bound > 0 && len(sh.index) >= bound
 	sample := sweepSample
 	if full {
 		sample = evictSample
 	}
 	var victim string
+	var victimAt uint32
 	soonest := int64(maxTime) + 1
-	for k, e := range sh.keys { // map iteration starts at a random key
-		if e.expires <= now {
-			sh.remove(k)
-		} else if e.expires < soonest {
-			victim, soonest = k, e.expires
+	for k, i := range sh.index { // map iteration starts at a random key
+		if e := sh.slab[i].expires; e <= now {
+			sh.remove(k, i)
+		} else if e < soonest {
+			victim, victimAt, soonest = k, i, e
 		}
 		if sample--; sample == 0 {
 			break
 		}
 	}
-	if full && len(sh.keys) >= bound && soonest <= maxTime {
-		sh.remove(victim)
+	if full && len(sh.index) >= bound && soonest <= maxTime {
+		sh.remove(victim, victimAt)
 	}
 }
 
@@ -197,7 +229,9 @@ func (m *MemStore) Reset(_ context.Context, key string) error {
 	}
 	sh := m.shard(key)
 	sh.mu.Lock()
-	sh.remove(key)
+	if i, ok := sh.index[key]; ok {
+		sh.remove(key, i)
+	}
 	sh.mu.Unlock()
 	return nil
 }
@@ -208,7 +242,7 @@ func (m *MemStore) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += len(sh.keys)
+		n += len(sh.index)
 		sh.mu.Unlock()
 	}
 	return n
@@ -228,9 +262,9 @@ func (m *MemStore) Sweep() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.keys {
-			if e.expires <= now {
-				sh.remove(k)
+		for k, i := range sh.index {
+			if sh.slab[i].expires <= now {
+				sh.remove(k, i)
 				n++
 			}
 		}
