@@ -48,7 +48,7 @@ type nanoClock struct {
 }
 
 // now returns the clock's time in nanoseconds since the Unix epoch. A time
-// outside [0, maxTime] comes out outside it, and checkOp refuses it.
+// outside [0, maxTime] comes out outside it, and CheckTime refuses it.
 func (c nanoClock) now() int64 {
 	var d int64
 	if _, ok := c.clock.(systemClock); ok {

@@ -126,25 +126,46 @@ func (p *Params) invalid(why string) error {
 	return fmt.Errorf("%w: %v: %s", ErrInvalidConfig, p.Kind, why)
 }
 
-// checkOp validates an operation against p.
+// checkOp validates an operation against p, as Step does.
 func (p *Params) checkOp(op Op) error {
-	if !(op.Cost >= 0) || math.IsInf(op.Cost, 0) {
-		return fmt.Errorf("%w: %v", ErrInvalidCost, op.Cost)
+	if err := CheckTime(op.Now); err != nil {
+		return err
 	}
-	if op.Now < 0 || op.Now > maxTime {
-		return fmt.Errorf("%w: %v", ErrTimeOutOfRange, time.Unix(0, op.Now).UTC())
+	return p.CheckCost(op.Verb, op.Cost)
+}
+
+// CheckCost reports whether verb and cost can run under p: an error
+// wrapping [ErrInvalidCost] for a negative, NaN or infinite cost,
+// [ErrCostExceedsLimit] for an Allow or Check costing more than the limit,
+// and [ErrUnsupported] for an unknown verb or a fill-up of another
+// algorithm than the leaky bucket. Step checks it; a store that runs the
+// algorithms itself checks it before a round trip.
+func (p *Params) CheckCost(verb Verb, cost float64) error {
+	if !(cost >= 0) || math.IsInf(cost, 0) {
+		return fmt.Errorf("%w: %v", ErrInvalidCost, cost)
 	}
-	switch op.Verb {
+	switch verb {
 	case VerbAllow, VerbCheck:
-		if op.Cost > p.Limit {
-			return fmt.Errorf("%w: cost %v > limit %v", ErrCostExceedsLimit, op.Cost, p.Limit)
+		if cost > p.Limit {
+			return fmt.Errorf("%w: cost %v > limit %v", ErrCostExceedsLimit, cost, p.Limit)
 		}
 	case VerbFill:
 		if p.Kind != KindLeakyBucket {
 			return fmt.Errorf("%w: %v does not support fill-ups", ErrUnsupported, p.Kind)
 		}
 	default:
-		return fmt.Errorf("%w: %v", ErrUnsupported, op.Verb)
+		return fmt.Errorf("%w: %v", ErrUnsupported, verb)
+	}
+	return nil
+}
+
+// CheckTime reports whether ns, a time in nanoseconds since the Unix epoch,
+// is one the algorithms accept: from the epoch to 2^62 ns (in 2116), or an
+// error wrapping [ErrTimeOutOfRange]. A store that takes the caller's time
+// checks it before a round trip.
+func CheckTime(ns int64) error {
+	if ns < 0 || ns > maxTime {
+		return fmt.Errorf("%w: %v", ErrTimeOutOfRange, time.Unix(0, ns).UTC())
 	}
 	return nil
 }

@@ -246,12 +246,8 @@ func (st *Store) args(key string, p *sluice.Params, op sluice.Op) []any {
 	return args
 }
 
-const (
-	// tolerance is sluice's relative float slack.
-	tolerance = 0x1p-48
-	// maxTime is the latest time sluice accepts, in 2116.
-	maxTime = 1 << 62
-)
+// tolerance is sluice's relative float slack.
+const tolerance = 0x1p-48
 
 // gcraNanos is sluice's Params.gcraNanos: amount in nanoseconds at the
 // emission interval, rounded half away from zero.
@@ -259,28 +255,15 @@ func gcraNanos(p *sluice.Params, amount float64) int64 {
 	return int64(math.Round(amount * float64(p.Interval)))
 }
 
-// checkOp mirrors sluice's validation of an operation. The caller's time
-// is checked only when the store uses it.
+// checkOp validates op as sluice's Params.Step does; the caller's time only
+// when the store uses it.
 func (st *Store) checkOp(p *sluice.Params, op sluice.Op) error {
-	if !(op.Cost >= 0) || math.IsInf(op.Cost, 0) {
-		return fmt.Errorf("%w: %v", sluice.ErrInvalidCost, op.Cost)
-	}
-	if st.callerClock && (op.Now < 0 || op.Now > maxTime) {
-		return fmt.Errorf("%w: %v", sluice.ErrTimeOutOfRange, time.Unix(0, op.Now).UTC())
-	}
-	switch op.Verb {
-	case sluice.VerbAllow, sluice.VerbCheck:
-		if op.Cost > p.Limit {
-			return fmt.Errorf("%w: cost %v > limit %v", sluice.ErrCostExceedsLimit, op.Cost, p.Limit)
+	if st.callerClock {
+		if err := sluice.CheckTime(op.Now); err != nil {
+			return err
 		}
-	case sluice.VerbFill:
-		if p.Kind != sluice.KindLeakyBucket {
-			return fmt.Errorf("%w: %v does not support fill-ups", sluice.ErrUnsupported, p.Kind)
-		}
-	default:
-		return fmt.Errorf("%w: %v", sluice.ErrUnsupported, op.Verb)
 	}
-	return nil
+	return p.CheckCost(op.Verb, op.Cost)
 }
 
 // checkKey reports a key that PostgreSQL text cannot hold, before a round
