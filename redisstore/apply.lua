@@ -2,56 +2,59 @@
 -- sluice's Go step functions (params.go, bucket.go, gcra.go, tokenbucket.go,
 -- fixedwindow.go, slidingwindow.go), which are the specification.
 --
--- KEYS[1]  the key's hash
--- ARGV     kind, limit, interval, amount, variant, max entries, verb, cost,
---          now seconds, now nanoseconds, TTL margin in milliseconds (the
---          callers' clock skew)
+-- KEYS[1]  the key
+-- ARGV[1]  the decision's inputs, packed as little-endian bytes and
+--          doubles (struct format '<BBBBdddddddd'): kind, variant, verb,
+--          clock (1 for the caller's), limit, interval, amount, max
+--          entries, cost, now seconds, now nanoseconds, TTL margin in
+--          milliseconds (the callers' clock skew)
 --
 -- Kinds and verbs are sluice.Kind and sluice.Verb as numbers. The variant
 -- is 1 for the token bucket's interval refill and anchored fixed windows.
--- Empty now fields mean the server's clock. The Go side has validated all.
+-- In server-clock mode the now fields are ignored. The Go side has
+-- validated all. Packed doubles read back exactly and without parsing text.
 --
 -- Lua numbers are doubles, like Go's float64: amounts go through the same
 -- operations in the same order as in Go, so they come out bit-identical.
 -- Times are kept as (seconds, nanoseconds) pairs, because nanoseconds since
 -- the epoch exceed 2^53. Spans (intervals, drain times) and differences of
 -- times are single numbers, exact below 2^53 ns, which is all the
--- algorithms need: the Go side refuses Params with longer spans. Floats
--- leave the script formatted with %.17g, which round-trips, and durations
--- as exact integer nanoseconds, both as strings, since Redis truncates a
--- number reply.
+-- algorithms need: the Go side refuses Params with longer spans. Numbers
+-- leave the script packed as doubles, which read back exactly, and
+-- durations as (seconds, nanoseconds) pairs.
 --
--- The hash holds kind, sec, nsec, a, b (the State's Time, A and B), log (the
--- sliding log's entries, oldest first, packed as below) and exp_sec,
--- exp_nsec: when the state is fresh again, which tells an expired state of
--- another algorithm from a key conflict.
+-- The key holds one string, read with GET and written with SET ... PX: a
+-- header packed as '<Bdddddd' (kind; exp_sec, exp_nsec, when the state is
+-- fresh again, which tells an expired state of another algorithm from a
+-- key conflict; sec, nsec, a, b, the State's Time, A and B), followed by
+-- the sliding log's entries, oldest first, packed as below.
 --
--- Reply: {"ok", allowed ("1" or "0"), used, remaining, retry after ns,
--- reset after ns}, or {"conflict", stored kind}.
+-- Reply: one string packed as '<Bdddddd': 1 if allowed and 0 if not, then
+-- used, remaining, retry after and reset after (each a seconds and
+-- nanoseconds pair); or, on a key conflict, packed as '<BB': 2, then the
+-- stored kind.
 
-local LEAKY, GCRA, TOKEN, FIXED, LOG = 1, 2, 3, 4, 5 -- and 6, the sliding counter
+-- The file is made of sections, each starting with a line "-- @section
+-- name": the Go side builds one script per algorithm from the prelude
+-- before the first section, the sections the algorithm needs, and the
+-- main section, so that a call defines only the functions it runs (Redis
+-- runs a script's body, function definitions included, on every call).
+-- Each algorithm's section ends by naming its step function step.
+
+local LOG = 5 -- the sliding log: sluice.KindSlidingLog
 local ALLOW, FILL = 1, 3 -- and 2, check, which records nothing
 local TOLERANCE = 2^-48
 local MAX_SPAN = 2^60
 local EXACT = 2^53 -- doubles hold every integer up to here
 
 local key = KEYS[1]
-local kind = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local interval = tonumber(ARGV[3])
-local amount = tonumber(ARGV[4])
-local variant = ARGV[5] == '1'
-local maxEntries = tonumber(ARGV[6])
-local verb = tonumber(ARGV[7])
-local cost = tonumber(ARGV[8])
-local nowS, nowN
-if ARGV[9] == '' then
+local kind, variant, verb, callerClock, limit, interval, amount, maxEntries, cost, nowS, nowN, marginMs =
+  struct.unpack('<BBBBdddddddd', ARGV[1])
+variant = variant == 1
+if callerClock == 0 then
   local t = redis.call('TIME')
   nowS, nowN = tonumber(t[1]), tonumber(t[2]) * 1000
-else
-  nowS, nowN = tonumber(ARGV[9]), tonumber(ARGV[10])
 end
-local marginMs = tonumber(ARGV[11])
 local slack = limit * TOLERANCE
 
 -- Time pairs: s seconds and n nanoseconds, 0 <= n < 1e9.
@@ -87,16 +90,92 @@ local function tadd(s, n, d)
   return s, n
 end
 
--- after formats Go's after(t, now), the time from now until t and never
--- negative, as exact nanoseconds, whatever its size. t is a pair {s, n};
--- nil is no instant, a zero duration.
-local function after(t)
-  if t == nil or not tless(nowS, nowN, t[1], t[2]) then return '0' end
-  local ds, dn = t[1] - nowS, t[2] - nowN
+-- after returns Go's after(t, now), the time from now until t and never
+-- negative, as a seconds and nanoseconds pair. A nil ts is no instant, a
+-- zero duration.
+local function after(ts, tn)
+  if ts == nil or not tless(nowS, nowN, ts, tn) then return 0, 0 end
+  local ds, dn = ts - nowS, tn - nowN
   if dn < 0 then ds, dn = ds - 1, dn + 1e9 end
-  if ds == 0 then return string.format('%.0f', dn) end
-  return string.format('%.0f%09.0f', ds, dn)
+  return ds, dn
 end
+
+-- Read the state: its time stS, stN, its amounts stA, stB, and the
+-- sliding log's entries. A state of another algorithm is a conflict until
+-- it is fresh again; after that the key counts as absent, as in the memory
+-- store.
+local HEADER = '<Bdddddd'
+local HEADER_SIZE = 49
+local v = redis.call('GET', key)
+local stS, stN, stA, stB, stLog = 0, 0, 0, 0, ''
+if v then
+  local stored, expS, expN, ts, tn, a, b = struct.unpack(HEADER, v)
+  if stored == kind then
+    stS, stN, stA, stB = ts, tn, a, b
+    if kind == LOG then stLog = string.sub(v, HEADER_SIZE + 1) end
+  elseif tless(nowS, nowN, expS, expN) then
+    return struct.pack('<BB', 2, stored)
+  end
+end
+
+-- Go's helpers, in the same operations and order.
+
+local function fmax(x, y)
+  if x > y then return x end
+  return y
+end
+
+local function fill(level, c)
+  level = level + c
+  if level >= limit - slack then return limit end
+  return level
+end
+
+-- The algorithms. Each updates the state as the Go step does, and returns
+-- the decision: allowed, used (before clamping), the instants retry and
+-- reset as pairs (nil for zero), and GCRA's remaining.
+
+-- @section ceilNanos
+
+local function ceilNanos(ns)
+  if not (ns > 0) then return 0 end
+  ns = ns - ns * TOLERANCE
+  if ns >= MAX_SPAN then return MAX_SPAN end
+  return math.ceil(ns)
+end
+
+-- @section drain
+
+local function drain(x)
+  if x <= slack then return 0 end
+  return ceilNanos(x * interval / amount)
+end
+
+local function leaked(a, elapsed)
+  if elapsed <= 0 then return a end
+  if elapsed >= drain(a) then return 0 end
+  return fmax(a - elapsed * amount / interval, 0)
+end
+
+-- @section refills
+
+local function refills(x)
+  if x <= slack then return 0 end
+  return math.ceil((x - slack) / amount)
+end
+
+-- @section idiv
+
+-- Integer arithmetic on doubles, for operands below 2^53.
+
+-- idiv returns floor(a / b) for a >= 0, b > 0, correcting the same rounding.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if a - q * b < 0 then q = q - 1 end
+  return q
+end
+
+-- @section window
 
 -- Integer arithmetic on doubles, for operands below 2^53.
 
@@ -106,13 +185,6 @@ local function imod(a, m)
   local r = a - math.floor(a / m) * m
   if r < 0 then r = r + m end
   return r
-end
-
--- idiv returns floor(a / b) for a >= 0, b > 0, correcting the same rounding.
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if a - q * b < 0 then q = q - 1 end
-  return q
 end
 
 -- addmod returns (x + y) mod m for x, y in [0, m) without forming x + y,
@@ -146,17 +218,33 @@ local function windowStart()
   return tadd(nowS, nowN, -r)
 end
 
--- Go's helpers, in the same operations and order.
+-- @section meter
 
-local function fmax(x, y)
-  if x > y then return x end
-  return y
+-- meter is stepMeter: the leaky bucket and the continuous token bucket.
+local function meter()
+  local allowed, retryS, retryN = false, nil, nil
+  local elapsed = tdiff(nowS, nowN, stS, stN)
+  local level = leaked(stA, elapsed)
+  local ls, ln = tmax(stS, stN, nowS, nowN)
+  local fits = cost <= limit and fmax(elapsed, 0) >= drain(stA + cost - limit)
+  if verb == FILL then
+    allowed = fits
+    level = fill(level, cost)
+    stS, stN, stA, stB = ls, ln, level, 0
+  elseif fits then
+    allowed = true
+    level = fill(level, cost)
+    if verb == ALLOW then stS, stN, stA, stB = ls, ln, level, 0 end
+  else
+    retryS, retryN = tadd(stS, stN, drain(stA + cost - limit))
+  end
+  local resetS, resetN = tadd(ls, ln, drain(level))
+  return allowed, level, retryS, retryN, resetS, resetN
 end
 
-local function fmin(x, y)
-  if x < y then return x end
-  return y
-end
+local step = meter
+
+-- @section gcra
 
 -- round is Go's math.Round (half away from zero) for x >= 0.
 local function round(x)
@@ -165,87 +253,36 @@ local function round(x)
   return f
 end
 
-local function ceilNanos(ns)
-  if not (ns > 0) then return 0 end
-  ns = ns - ns * TOLERANCE
-  if ns >= MAX_SPAN then return MAX_SPAN end
-  return math.ceil(ns)
+local function fmin(x, y)
+  if x < y then return x end
+  return y
 end
 
-local function fill(level, c)
-  level = level + c
-  if level >= limit - slack then return limit end
-  return level
-end
-
-local function drain(x)
-  if x <= slack then return 0 end
-  return ceilNanos(x * interval / amount)
-end
-
-local function leaked(a, elapsed)
-  if elapsed <= 0 then return a end
-  if elapsed >= drain(a) then return 0 end
-  return fmax(a - elapsed * amount / interval, 0)
-end
-
-local function refills(x)
-  if x <= slack then return 0 end
-  return math.ceil((x - slack) / amount)
-end
-
--- The algorithms. Each takes the state s (ts, tn, a, b, log), updates it
--- as the Go step does, and returns the decision d: allowed, used (before
--- clamping), gcraRemaining, and the instants retry and reset as pairs
--- (nil for zero).
-
--- meter is stepMeter: the leaky bucket and the continuous token bucket.
-local function meter(s)
-  local d = {}
-  local elapsed = tdiff(nowS, nowN, s.ts, s.tn)
-  local level = leaked(s.a, elapsed)
-  local ls, ln = tmax(s.ts, s.tn, nowS, nowN)
-  local fits = cost <= limit and fmax(elapsed, 0) >= drain(s.a + cost - limit)
-  if verb == FILL then
-    d.allowed = fits
-    level = fill(level, cost)
-    s.ts, s.tn, s.a, s.b = ls, ln, level, 0
-  elseif fits then
-    d.allowed = true
-    level = fill(level, cost)
-    if verb == ALLOW then s.ts, s.tn, s.a, s.b = ls, ln, level, 0 end
-  else
-    d.retry = {tadd(s.ts, s.tn, drain(s.a + cost - limit))}
-  end
-  d.used = level
-  d.reset = {tadd(ls, ln, drain(level))}
-  return d
-end
-
-local function gcra(s)
-  local d = {}
+local function gcra()
+  local allowed, retryS, retryN = false, nil, nil
   local tau = round(limit * interval)
-  local tatS, tatN = tmax(s.ts, s.tn, nowS, nowN)
+  local tatS, tatN = tmax(stS, stN, nowS, nowN)
   local nextS, nextN = tadd(tatS, tatN, round(cost * interval))
   local atS, atN = tadd(nextS, nextN, -tau)
   if not tless(nowS, nowN, atS, atN) then
-    d.allowed = true
+    allowed = true
     tatS, tatN = nextS, nextN
-    if verb == ALLOW then s.ts, s.tn = tatS, tatN end
+    if verb == ALLOW then stS, stN = tatS, tatN end
   else
-    d.retry = {atS, atN}
+    retryS, retryN = atS, atN
   end
   local backlog = tdiff(tatS, tatN, nowS, nowN)
-  d.used = backlog / interval
-  d.gcraRemaining = fmin((tau - backlog) / interval, limit)
-  d.reset = {tatS, tatN}
-  return d
+  return allowed, backlog / interval, retryS, retryN, tatS, tatN, fmin((tau - backlog) / interval, limit)
 end
 
+local step = gcra
+
+-- @section intervalRefill
+
 -- intervalRefill is stepIntervalRefill, the token bucket's interval refill.
-local function intervalRefill(s)
-  local d = {}
-  local used, ls, ln = s.a, s.ts, s.tn
+local function intervalRefill()
+  local allowed, retryS, retryN = false, nil, nil
+  local used, ls, ln = stA, stS, stN
   if used > 0 and tless(ls, ln, nowS, nowN) then
     local elapsed = tdiff(nowS, nowN, ls, ln)
     if elapsed >= EXACT then
@@ -260,24 +297,27 @@ local function intervalRefill(s)
   end
   if used <= slack then
     used = 0
-    ls, ln = tmax(nowS, nowN, s.ts, s.tn)
+    ls, ln = tmax(nowS, nowN, stS, stN)
   end
   local x = used + cost - limit
   if x <= slack then
-    d.allowed = true
+    allowed = true
     used = fill(used, cost)
-    if verb == ALLOW and used > 0 then s.ts, s.tn, s.a, s.b = ls, ln, used, 0 end
+    if verb == ALLOW and used > 0 then stS, stN, stA, stB = ls, ln, used, 0 end
   else
-    d.retry = {tadd(ls, ln, refills(x) * interval)}
+    retryS, retryN = tadd(ls, ln, refills(x) * interval)
   end
-  d.used = used
-  d.reset = {tadd(ls, ln, refills(used) * interval)}
-  return d
+  local resetS, resetN = tadd(ls, ln, refills(used) * interval)
+  return allowed, used, retryS, retryN, resetS, resetN
 end
 
-local function fixedWindow(s)
-  local d = {}
-  local startS, startN, count = s.ts, s.tn, s.a
+local step = intervalRefill
+
+-- @section fixedWindow
+
+local function fixedWindow()
+  local allowed, retryS, retryN, resetS, resetN = false, nil, nil, nil, nil
+  local startS, startN, count = stS, stN, stA
   if variant then
     if count <= 0 or tdiff(nowS, nowN, startS, startN) >= interval then
       startS, startN = tmax(nowS, nowN, startS, startN)
@@ -288,16 +328,19 @@ local function fixedWindow(s)
     if tless(startS, startN, ws, wn) then startS, startN, count = ws, wn, 0 end
   end
   if count + cost - limit <= slack then
-    d.allowed = true
+    allowed = true
     count = fill(count, cost)
-    if verb == ALLOW then s.ts, s.tn, s.a, s.b = startS, startN, count, 0 end
+    if verb == ALLOW then stS, stN, stA, stB = startS, startN, count, 0 end
   else
-    d.retry = {tadd(startS, startN, interval)}
+    retryS, retryN = tadd(startS, startN, interval)
   end
-  d.used = count
-  if count > 0 then d.reset = {tadd(startS, startN, interval)} end
-  return d
+  if count > 0 then resetS, resetN = tadd(startS, startN, interval) end
+  return allowed, count, retryS, retryN, resetS, resetN
 end
+
+local step = fixedWindow
+
+-- @section slidingLog
 
 -- The sliding log's entries are packed records of three little-endian
 -- doubles (seconds, nanoseconds, cost), which read back exactly and without
@@ -312,9 +355,9 @@ local function costAt(log, i)
   return (struct.unpack('<d', log, (i - 1) * ENTRY + 17))
 end
 
-local function slidingLog(s)
-  local d = {}
-  local log = s.log
+local function slidingLog()
+  local allowed, retryS, retryN, resetS, resetN = false, nil, nil, nil, nil
+  local log = stLog
   local n = #log / ENTRY
   local first = 1
   while first <= n do
@@ -330,7 +373,7 @@ local function slidingLog(s)
   if not empty then newS, newN, newC = entryAt(log, n) end
   local x = sum + cost - limit
   if x <= slack then
-    d.allowed = true
+    allowed = true
     sum = fill(sum, cost)
     if cost > 0 then
       local lastS, lastN = newS, newN
@@ -342,13 +385,13 @@ local function slidingLog(s)
         local live = n - first + 1
         local keep = string.sub(log, (first - 1) * ENTRY + 1)
         if live == 0 then
-          s.log = struct.pack('<ddd', nowS, nowN, cost)
+          stLog = struct.pack('<ddd', nowS, nowN, cost)
         else
           local ts, tn = tmax(nowS, nowN, lastS, lastN)
           if live >= maxEntries then
-            s.log = string.sub(keep, 1, -ENTRY - 1) .. struct.pack('<ddd', ts, tn, newC + cost)
+            stLog = string.sub(keep, 1, -ENTRY - 1) .. struct.pack('<ddd', ts, tn, newC + cost)
           else
-            s.log = keep .. struct.pack('<ddd', ts, tn, cost)
+            stLog = keep .. struct.pack('<ddd', ts, tn, cost)
           end
         end
       end
@@ -359,15 +402,18 @@ local function slidingLog(s)
       x = x - costAt(log, i)
       if x <= slack then
         local es, en = entryAt(log, i)
-        d.retry = {tadd(es, en, interval)}
+        retryS, retryN = tadd(es, en, interval)
         break
       end
     end
   end
-  d.used = sum
-  if not empty then d.reset = {tadd(newS, newN, interval)} end
-  return d
+  if not empty then resetS, resetN = tadd(newS, newN, interval) end
+  return allowed, sum, retryS, retryN, resetS, resetN
 end
+
+local step = slidingLog
+
+-- @section slidingCounter
 
 -- counterAdmitAt is the first instant at which cost fits, given the window
 -- starting at start with counts cur and prev.
@@ -382,10 +428,10 @@ local function counterAdmitAt(startS, startN, cur, prev)
   return tadd(startS, startN, interval + ceilNanos(interval * (1 - r)))
 end
 
-local function slidingCounter(s)
-  local d = {}
+local function slidingCounter()
+  local allowed, retryS, retryN, resetS, resetN = false, nil, nil, nil, nil
   local w = interval
-  local startS, startN, cur, prev = s.ts, s.tn, s.a, s.b
+  local startS, startN, cur, prev = stS, stN, stA, stB
   local ws, wn = windowStart()
   if tless(startS, startN, ws, wn) then
     if tdiff(ws, wn, startS, startN) == w then
@@ -400,85 +446,48 @@ local function slidingCounter(s)
   local atS, atN = counterAdmitAt(startS, startN, cur, prev)
   local ms, mn = tmax(nowS, nowN, startS, startN) -- start + elapsed
   if not tless(ms, mn, atS, atN) then
-    d.allowed = true
+    allowed = true
     estimate = estimate + cost
     cur = cur + cost
-    if verb == ALLOW then s.ts, s.tn, s.a, s.b = startS, startN, cur, prev end
+    if verb == ALLOW then stS, stN, stA, stB = startS, startN, cur, prev end
   else
-    d.retry = {atS, atN}
+    retryS, retryN = atS, atN
   end
-  d.used = estimate
   if cur > 0 then
-    d.reset = {tadd(startS, startN, 2 * w)}
+    resetS, resetN = tadd(startS, startN, 2 * w)
   elseif prev > 0 then
-    d.reset = {tadd(startS, startN, w)}
+    resetS, resetN = tadd(startS, startN, w)
   end
-  return d
+  return allowed, estimate, retryS, retryN, resetS, resetN
 end
 
--- Read the state. A state of another algorithm is a conflict until it is
--- fresh again; after that the key counts as absent, as in the memory store.
-local f = redis.call('HMGET', key, 'kind', 'sec', 'nsec', 'a', 'b', 'log', 'exp_sec', 'exp_nsec')
-local stored = f[1] and tonumber(f[1])
-local s = {ts = 0, tn = 0, a = 0, b = 0, log = ''}
-if stored == kind then
-  if kind == LOG then
-    s.log = f[6]
-  else
-    s.ts, s.tn, s.a, s.b = tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5])
-  end
-elseif stored and tless(nowS, nowN, tonumber(f[7]), tonumber(f[8])) then
-  return {'conflict', f[1]}
-end
+local step = slidingCounter
 
-local d
-if kind == LEAKY or kind == TOKEN and not variant then
-  d = meter(s)
-elseif kind == GCRA then
-  d = gcra(s)
-elseif kind == TOKEN then
-  d = intervalRefill(s)
-elseif kind == FIXED then
-  d = fixedWindow(s)
-elseif kind == LOG then
-  d = slidingLog(s)
-else
-  d = slidingCounter(s)
-end
+-- @section main
+
+local allowed, used, retryS, retryN, resetS, resetN, gcraRemaining = step()
 
 -- describe
-local used = d.used
 if used < 0 then
   used = 0
 elseif used > limit then
   used = limit
 end
 local remaining = limit - used
-if d.gcraRemaining and remaining > 0 then remaining = d.gcraRemaining end
-local resetAfter = after(d.reset)
+if gcraRemaining and remaining > 0 then remaining = gcraRemaining end
+local resetAfterS, resetAfterN = after(resetS, resetN)
 
 -- Store the new state until it is fresh again: a fresh state is no key.
-if verb == FILL or verb == ALLOW and d.allowed then
-  if resetAfter == '0' then
-    if stored then redis.call('DEL', key) end
+if verb == FILL or verb == ALLOW and allowed then
+  if resetAfterS == 0 and resetAfterN == 0 then
+    if v then redis.call('DEL', key) end
   else
-    local xs, xn = d.reset[1], d.reset[2]
-    local fields = {'kind', ARGV[1], 'exp_sec', string.format('%.0f', xs), 'exp_nsec', string.format('%.0f', xn)}
-    if kind == LOG then
-      fields[7], fields[8] = 'log', s.log
-    else
-      fields[7], fields[8] = 'sec', string.format('%.0f', s.ts)
-      fields[9], fields[10] = 'nsec', string.format('%.0f', s.tn)
-      fields[11], fields[12] = 'a', string.format('%.17g', s.a)
-      fields[13], fields[14] = 'b', string.format('%.17g', s.b)
-    end
-    if stored and stored ~= kind then redis.call('DEL', key) end
-    redis.call('HSET', key, unpack(fields))
     -- The TTL is the time until fresh, rounded up to milliseconds.
-    local ds, dn = xs - nowS, xn - nowN
-    if dn < 0 then ds, dn = ds - 1, dn + 1e9 end
-    redis.call('PEXPIRE', key, string.format('%.0f', ds * 1000 + math.ceil(dn / 1e6) + marginMs))
+    local ttl = resetAfterS * 1000 + math.ceil(resetAfterN / 1e6) + marginMs
+    redis.call('SET', key, struct.pack(HEADER, kind, resetS, resetN, stS, stN, stA, stB) .. stLog,
+      'PX', string.format('%.0f', ttl))
   end
 end
 
-return {'ok', d.allowed and '1' or '0', string.format('%.17g', used), string.format('%.17g', remaining), after(d.retry), resetAfter}
+local retryAfterS, retryAfterN = after(retryS, retryN)
+return struct.pack('<Bdddddd', allowed and 1 or 0, used, remaining, retryAfterS, retryAfterN, resetAfterS, resetAfterN)

@@ -6,8 +6,9 @@
 //	...
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
 //
-// Every algorithm of sluice runs here, each decision as one Lua script call
-// (EVALSHA, which loads the script again after a restart or SCRIPT FLUSH):
+// Every algorithm of sluice runs here, each decision as one call of the
+// algorithm's Lua script (EVALSHA, which loads the script again after a
+// restart or SCRIPT FLUSH):
 // Redis runs the script atomically, so concurrent callers on one key are
 // serialized without WATCH, transactions or retries, and a hot key is
 // limited, never failed. The script is an exact translation of
@@ -24,13 +25,15 @@
 //
 // # Keys and expiry
 //
-// A sluice key is one Redis hash named prefix + "{" + key + "}". The braces
-// are a Cluster hash tag, so everything a decision touches lives in one
-// slot. The hash expires when its state is fresh again (Decision.ResetAfter
-// after the decision, rounded up to milliseconds), so Redis holds only keys
-// in use, and a decision that leaves a key fresh deletes it. In
-// caller-clock mode the expiry is later by the tolerated clock skew, so
-// that a caller whose clock runs behind still finds the state.
+// A sluice key is one Redis string named prefix + "{" + key + "}", holding
+// the state packed in binary, read with one GET and written with its TTL by
+// one SET. The braces are a Cluster hash tag, so everything a decision
+// touches lives in one slot. The key expires when its state is fresh again
+// (Decision.ResetAfter after the decision, rounded up to milliseconds), so
+// Redis holds only keys in use, and a decision that leaves a key fresh
+// deletes it. In caller-clock mode the expiry is later by the tolerated
+// clock skew, so that a caller whose clock runs behind still finds the
+// state.
 //
 // # Limits
 //

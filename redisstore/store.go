@@ -3,9 +3,9 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,10 +14,6 @@ import (
 	"github.com/sluice-go/sluice"
 )
 
-// maxTime bounds the times of requests, as sluice does: 2^62 ns since the
-// Unix epoch, in 2116.
-const maxTime = 1 << 62
-
 // maxSpan bounds the spans an algorithm computes with: the script's
 // integers are exact below 2^53.
 const maxSpan = 1 << 53
@@ -25,12 +21,79 @@ const maxSpan = 1 << 53
 //go:embed apply.lua
 var applySource string
 
-// Store is a [sluice.Store] that keeps each key's state in a Redis hash and
-// runs every decision as one Lua script call. It is safe for concurrent
+// The scripts, one per algorithm, and the sections of apply.lua each is
+// made of between the prelude and the main section.
+const (
+	meterScript = iota
+	gcraScript
+	intervalRefillScript
+	fixedWindowScript
+	slidingLogScript
+	slidingCounterScript
+	numScripts
+)
+
+var scriptSections = [numScripts][]string{
+	meterScript:          {"ceilNanos", "drain", "meter"},
+	gcraScript:           {"gcra"},
+	intervalRefillScript: {"refills", "idiv", "intervalRefill"},
+	fixedWindowScript:    {"window", "fixedWindow"},
+	slidingLogScript:     {"slidingLog"},
+	slidingCounterScript: {"ceilNanos", "window", "slidingCounter"},
+}
+
+// scripts holds the scripts built from apply.lua, each defining only the
+// functions its algorithm runs, since Redis creates a script's functions
+// anew on every call.
+var scripts = buildScripts(applySource)
+
+// buildScripts assembles the scripts from source's sections, which start
+// with a line "-- @section name"; the text before the first is the prelude.
+func buildScripts(source string) [numScripts]*redis.Script {
+	parts := strings.Split(source, "\n-- @section ")
+	sections := make(map[string]string, len(parts))
+	for _, part := range parts[1:] {
+		name, body, _ := strings.Cut(part, "\n")
+		sections[name] = body
+	}
+	var built [numScripts]*redis.Script
+	for i, names := range scriptSections {
+		var b strings.Builder
+		b.WriteString(parts[0])
+		for _, name := range names {
+			b.WriteString(sections[name])
+		}
+		b.WriteString(sections["main"])
+		built[i] = redis.NewScript(b.String())
+	}
+	return built
+}
+
+// scriptOf returns the script that runs p's algorithm.
+func scriptOf(p *sluice.Params) *redis.Script {
+	switch p.Kind {
+	case sluice.KindLeakyBucket:
+		return scripts[meterScript]
+	case sluice.KindGCRA:
+		return scripts[gcraScript]
+	case sluice.KindTokenBucket:
+		if p.IntervalRefill {
+			return scripts[intervalRefillScript]
+		}
+		return scripts[meterScript]
+	case sluice.KindFixedWindow:
+		return scripts[fixedWindowScript]
+	case sluice.KindSlidingLog:
+		return scripts[slidingLogScript]
+	}
+	return scripts[slidingCounterScript]
+}
+
+// Store is a [sluice.Store] that keeps each key's state in one Redis string
+// and runs every decision as one Lua script call. It is safe for concurrent
 // use, and recovers by itself when Redis comes back after a failure.
 type Store struct {
 	client      redis.UniversalClient
-	script      *redis.Script
 	prefix      string
 	callerClock bool
 	skewMillis  int64 // added to TTLs in caller-clock mode
@@ -86,7 +149,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: redisstore: nil client", sluice.ErrInvalidConfig)
 	}
-	s := &Store{client: client, script: redis.NewScript(applySource)}
+	s := &Store{client: client}
 	for _, o := range opts {
 		if err := o.apply(s); err != nil {
 			return nil, err
@@ -95,7 +158,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Key returns the name of the Redis hash that holds key's state.
+// Key returns the name of the Redis key that holds key's state.
 func (s *Store) Key(key string) string {
 	return s.prefix + "{" + key + "}"
 }
@@ -121,7 +184,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		return d, fmt.Errorf("%w: redisstore: %v spans %v, at least 2^53 ns, beyond what the script computes exactly",
 			sluice.ErrUnsupported, p, time.Duration(span))
 	}
-	reply, err := s.script.Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)...).Result()
+	reply, err := scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
 	if err != nil {
 		return d, fmt.Errorf("redisstore: %v on key %q: %w", op.Verb, key, err)
 	}
@@ -139,25 +202,12 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 // checkOp validates op against p as [sluice.Params.Step] does, and op.Now
 // only if the decision uses it.
 func checkOp(p *sluice.Params, op sluice.Op, usesNow bool) error {
-	if !(op.Cost >= 0) || math.IsInf(op.Cost, 0) {
-		return fmt.Errorf("%w: %v", sluice.ErrInvalidCost, op.Cost)
-	}
-	if usesNow && (op.Now < 0 || op.Now > maxTime) {
-		return fmt.Errorf("%w: %v", sluice.ErrTimeOutOfRange, time.Unix(0, op.Now).UTC())
-	}
-	switch op.Verb {
-	case sluice.VerbAllow, sluice.VerbCheck:
-		if op.Cost > p.Limit {
-			return fmt.Errorf("%w: cost %v > limit %v", sluice.ErrCostExceedsLimit, op.Cost, p.Limit)
+	if usesNow {
+		if err := sluice.CheckTime(op.Now); err != nil {
+			return err
 		}
-	case sluice.VerbFill:
-		if p.Kind != sluice.KindLeakyBucket {
-			return fmt.Errorf("%w: %v does not support fill-ups", sluice.ErrUnsupported, p.Kind)
-		}
-	default:
-		return fmt.Errorf("%w: %v", sluice.ErrUnsupported, op.Verb)
 	}
-	return nil
+	return p.CheckCost(op.Verb, op.Cost)
 }
 
 // longestSpan returns the longest duration, in nanoseconds, that p's
@@ -177,21 +227,27 @@ func longestSpan(p *sluice.Params) float64 {
 	return span
 }
 
-// args returns the script's ARGV for p and op. Numbers go as they are:
-// go-redis writes an int64 in decimal and a float64 in the shortest form
-// that reads back exactly (strconv's 'f', -1), so Lua's tonumber gets the
-// same double; and small integers and constants box without allocating.
-func (s *Store) args(p *sluice.Params, op sluice.Op) []any {
-	variant := 0
+// args returns the script's ARGV[1]: the decision's inputs packed as the
+// script unpacks them, a byte for each small number and a little-endian
+// double for the others, which Lua reads back exactly and without parsing
+// text. One string is one allocation, where boxed numbers would be several.
+func (s *Store) args(p *sluice.Params, op sluice.Op) string {
+	var b [4 + 8*8]byte
+	b[0], b[2] = byte(p.Kind), byte(op.Verb)
 	if p.IntervalRefill || p.Anchored {
-		variant = 1
+		b[1] = 1
 	}
-	var sec, nsec, margin any = "", "", 0
+	var sec, nsec int64
 	if s.callerClock {
-		q := floorDiv(op.Now, 1e9)
-		sec, nsec, margin = q, op.Now-q*1e9, s.skewMillis
+		b[3] = 1
+		sec = floorDiv(op.Now, 1e9)
+		nsec = op.Now - sec*1e9
 	}
-	return []any{uint8(p.Kind), p.Limit, p.Interval, p.Amount, variant, p.MaxEntries, uint8(op.Verb), op.Cost, sec, nsec, margin}
+	for i, x := range [...]float64{p.Limit, float64(p.Interval), p.Amount, float64(p.MaxEntries),
+		op.Cost, float64(sec), float64(nsec), float64(s.skewMillis)} {
+		binary.LittleEndian.PutUint64(b[4+8*i:], math.Float64bits(x))
+	}
+	return string(b[:])
 }
 
 // floorDiv returns a/b rounded toward negative infinity, for b > 0.
@@ -203,54 +259,44 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// decode turns the script's reply into a decision. A reply of an
-// unexpected shape is an error.
+// decode turns the script's reply into a decision: a status byte, then
+// for a decision five little-endian doubles (used, remaining, and the
+// seconds and nanoseconds of retry after and reset after), or for a
+// conflict the stored kind's byte. A reply of an unexpected shape is an
+// error.
 func decode(reply any, key string, p *sluice.Params) (sluice.Decision, error) {
 	d := sluice.Decision{Limit: p.Limit}
-	f, ok := stringFields(reply)
+	b, _ := reply.(string)
 	switch {
-	case ok && len(f) == 2 && f[0] == "conflict":
-		kind, err := strconv.ParseUint(f[1], 10, 8)
-		if err != nil {
-			return d, fmt.Errorf("redisstore: key %q holds state of unknown kind %q", key, f[1])
-		}
-		return d, fmt.Errorf("%w: key %q holds %v state, not %v", sluice.ErrKeyConflict, key, sluice.Kind(kind), p.Kind)
-	case !ok || len(f) != 6 || f[0] != "ok" || f[1] != "0" && f[1] != "1":
-		return d, fmt.Errorf("redisstore: key %q: unexpected script reply %v", key, reply)
+	case len(b) == 2 && b[0] == 2:
+		return d, fmt.Errorf("%w: key %q holds %v state, not %v", sluice.ErrKeyConflict, key, sluice.Kind(b[1]), p.Kind)
+	case len(b) != 1+6*8 || b[0] > 1:
+		return d, fmt.Errorf("redisstore: key %q: unexpected script reply %q", key, reply)
 	}
-	var errs [4]error
-	d.Allowed = f[1] == "1"
-	d.Used, errs[0] = strconv.ParseFloat(f[2], 64)
-	d.Remaining, errs[1] = strconv.ParseFloat(f[3], 64)
-	d.RetryAfter, errs[2] = parseNanos(f[4])
-	d.ResetAfter, errs[3] = parseNanos(f[5])
-	for _, err := range errs {
-		if err != nil {
-			return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %v: %w", key, reply, err)
-		}
+	var x [6]float64
+	for i := range x {
+		x[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[1+8*i : 9+8*i])))
 	}
+	retry, ok1 := duration(x[2], x[3])
+	reset, ok2 := duration(x[4], x[5])
+	if !ok1 || !ok2 {
+		return d, fmt.Errorf("redisstore: key %q: unexpected script reply %q: durations out of range", key, reply)
+	}
+	d.Allowed = b[0] == 1
+	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = x[0], x[1], retry, reset
 	return d, nil
 }
 
-func parseNanos(s string) (time.Duration, error) {
-	ns, err := strconv.ParseInt(s, 10, 64)
-	if err == nil && ns < 0 {
-		err = fmt.Errorf("negative duration %d", ns)
+// duration returns sec seconds and nsec nanoseconds as a Duration, if
+// they are whole, non-negative, nsec is under a second, and the sum fits.
+func duration(sec, nsec float64) (time.Duration, bool) {
+	const maxSec = math.MaxInt64 / 1e9
+	if !(sec >= 0 && sec <= maxSec && nsec >= 0 && nsec < 1e9) || sec != math.Trunc(sec) || nsec != math.Trunc(nsec) {
+		return 0, false
 	}
-	return time.Duration(ns), err
-}
-
-// stringFields returns reply's elements if it is an array of strings.
-func stringFields(reply any) ([]string, bool) {
-	items, ok := reply.([]any)
-	if !ok {
-		return nil, false
+	ns := int64(sec)*1e9 + int64(nsec)
+	if ns < 0 {
+		return 0, false
 	}
-	f := make([]string, len(items))
-	for i, item := range items {
-		if f[i], ok = item.(string); !ok {
-			return nil, false
-		}
-	}
-	return f, true
+	return time.Duration(ns), true
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -330,8 +331,12 @@ func TestServerClockIgnoresCallerTime(t *testing.T) {
 	after, err := c.Time(ctx).Result()
 	require.NoError(t, err)
 	// The theoretical arrival time is four minutes after the server's now.
-	sec, err := c.HGet(ctx, st.Key("k"), "sec").Int64()
+	// The stored value starts with the kind (a byte) and the expiry (two
+	// doubles), then the State's time in seconds (a double).
+	v, err := c.Get(ctx, st.Key("k")).Bytes()
 	require.NoError(t, err)
+	require.Greater(t, len(v), 25)
+	sec := int64(math.Float64frombits(binary.LittleEndian.Uint64(v[17:25])))
 	require.GreaterOrEqual(t, sec, before.Add(4*time.Minute).Unix())
 	require.LessOrEqual(t, sec, after.Add(4*time.Minute).Unix())
 }
@@ -419,7 +424,7 @@ func TestKeyConflict(t *testing.T) {
 func TestKeyOfAnotherTypeIsAnError(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
-	require.NoError(t, c.Set(t.Context(), st.Key("k"), "not a hash", 0).Err())
+	require.NoError(t, c.RPush(t.Context(), st.Key("k"), "not a string").Err())
 	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
 	_, err := st.Apply(t.Context(), "k", &p, allow(1, 0))
 	require.ErrorContains(t, err, "WRONGTYPE")
