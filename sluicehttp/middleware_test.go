@@ -72,7 +72,7 @@ func requireResponse(t *testing.T, want response, got *httptest.ResponseRecorder
 func TestMiddlewareAdmitsUpToTheLimitThenDenies(t *testing.T) {
 	clock := newClock()
 	s := newServer(t, fixedWindow(t, 3, time.Minute, clock))
-	clock.Advance(12 * time.Second) // 48 s left in the window
+	clock.Add(12 * time.Second) // 48 s left in the window
 	steps := []struct {
 		advance time.Duration
 		want    response
@@ -85,7 +85,7 @@ func TestMiddlewareAdmitsUpToTheLimitThenDenies(t *testing.T) {
 		5: {advance: time.Second - 1, want: response{status: 200, rateLimit: `"default";r=2;t=60`}},
 	}
 	for i, step := range steps {
-		clock.Advance(step.advance)
+		clock.Add(step.advance)
 		w := s.get()
 		requireResponse(t, step.want, w, "step %d", i)
 		require.Equal(t, []string{`"default";q=3;w=60`}, w.Header().Values("RateLimit-Policy"), "step %d", i)
@@ -122,7 +122,7 @@ func TestRetryAfterIsWholeSecondsRoundedUp(t *testing.T) {
 	}
 	var elapsed time.Duration
 	for i, step := range steps {
-		clock.Advance(step.at - elapsed)
+		clock.Add(step.at - elapsed)
 		elapsed = step.at
 		requireResponse(t, step.want, s.get(), "step %d", i)
 	}
@@ -195,7 +195,7 @@ func TestRemainingIsRoundedDown(t *testing.T) {
 	s := newServer(t, lim, sluicehttp.WithCost(func(*http.Request) (float64, error) { return 2.5, nil }))
 	requireResponse(t, response{status: 200, rateLimit: `"default";r=7;t=3`}, s.get())
 	requireResponse(t, response{status: 200, rateLimit: `"default";r=5;t=5`}, s.get())
-	clock.Advance(500 * time.Millisecond) // level 4.5
+	clock.Add(500 * time.Millisecond) // level 4.5
 	requireResponse(t, response{status: 200, rateLimit: `"default";r=3;t=7`}, s.get())
 }
 
@@ -258,7 +258,7 @@ func TestPolicyNameAppearsInRateLimit(t *testing.T) {
 func TestLegacyHeadersUseDeltaSeconds(t *testing.T) {
 	clock := newClock()
 	s := newServer(t, fixedWindow(t, 3, time.Minute, clock), sluicehttp.WithLegacyHeaders())
-	clock.Advance(12 * time.Second)
+	clock.Add(12 * time.Second)
 	w := s.get()
 	require.Equal(t, "3", w.Header().Get("X-RateLimit-Limit"))
 	require.Equal(t, "2", w.Header().Get("X-RateLimit-Remaining"))

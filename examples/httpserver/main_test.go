@@ -6,47 +6,22 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
 )
 
-// fakeClock is a sluice.Clock that moves only when the test advances it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// After jumps the clock forward by d; the server never waits on it.
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.Advance(d)
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // testServer runs the API on a loopback listener with the default limits
 // (a burst of 5, 1 unit per second), trusting X-Forwarded-For from
 // loopback so that the test can act as several clients.
-func testServer(t *testing.T) (*httptest.Server, *fakeClock) {
+func testServer(t *testing.T) (*httptest.Server, *clock.Mock) {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}
+	clock := clock.NewMock()
+	clock.Set(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	h, err := newHandler(config{
 		rate:           sluice.PerSecond(1),
 		burst:          5,
@@ -103,7 +78,7 @@ func TestRequestsTurnFrom200To429PerClient(t *testing.T) {
 		9: {client: alice, want: result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"}},
 	}
 	for i, step := range steps {
-		clock.Advance(step.advance)
+		clock.Add(step.advance)
 		require.Equal(t, step.want, send(t, srv, http.MethodGet, "/items", step.client, ""), "step %d", i)
 	}
 }

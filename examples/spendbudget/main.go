@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/sluice-go/sluice"
 )
 
@@ -33,7 +35,8 @@ func main() {
 
 func run(w io.Writer) error {
 	ctx := context.Background()
-	clock := &simClock{now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clock.NewMock()
+	clock.Set(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
 	budget, err := sluice.NewLeakyBucket(capacity, sluice.Per(capacity, month), sluice.WithClock(clock))
 	if err != nil {
 		return err
@@ -53,7 +56,7 @@ func run(w io.Writer) error {
 }
 
 // spend walks one team through the three verbs.
-func spend(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket, clock *simClock) error {
+func spend(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket, clock *clock.Mock) error {
 	const team = "team-a"
 	d, err := budget.CanAccept(ctx, team, 300)
 	if err != nil {
@@ -81,7 +84,7 @@ func spend(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket, clock *
 	}
 	fmt.Fprintf(w, "day  0  Allow(600):     %s; %.0f left, retry in %.1f days\n", admitted(d), d.Remaining, d.RetryAfter.Hours()/24)
 
-	clock.Advance(6 * day) // 6/30 of the budget leaks away: 200 units
+	clock.Add(6 * day) // 6/30 of the budget leaks away: 200 units
 	d, err = budget.Allow(ctx, team, 600)
 	if err != nil {
 		return err
@@ -177,32 +180,4 @@ func admitted(d sluice.Decision) string {
 		return "admitted"
 	}
 	return "denied"
-}
-
-// simClock is simulated time: it moves only when the program advances it.
-type simClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// After jumps the simulated time forward by d, as a simulation does when
-// something sleeps. This program never waits; After completes sluice.Clock.
-func (c *simClock) After(d time.Duration) <-chan time.Time {
-	c.Advance(d)
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
-}
-
-// Advance moves the simulated time forward by d.
-func (c *simClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
