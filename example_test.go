@@ -295,3 +295,33 @@ func ExampleNewMemStore() {
 	// Output:
 	// true true 2
 }
+
+// Allow admits and records a request if it fits; a denial records nothing
+// and says when to come back.
+func ExampleGCRA_Allow() {
+	fake := newExampleClock()
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(fake))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		d, err := lim.Allow(ctx, "203.0.113.7", 1)
+		if err != nil {
+			panic(err) // invalid input or a failing store, never a denial
+		}
+		fmt.Println(d.Allowed, d.RetryAfter)
+	}
+	_, err = lim.Allow(ctx, "203.0.113.7", 2)
+	fmt.Println(errors.Is(err, sluice.ErrCostExceedsLimit))
+	// Output:
+	// true 0s
+	// false 1s
+	// true
+}
+
+func ExamplePer() {
+	fmt.Println(sluice.Per(1000, 30*24*time.Hour), sluice.PerSecond(10), sluice.PerMinute(2.5), sluice.PerHour(60))
+	// Output:
+	// 1000/720h0m0s 10/1s 2.5/1m0s 60/1h0m0s
+}
