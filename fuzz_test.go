@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/reference"
 )
 
@@ -56,7 +57,7 @@ func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	units := [4]int64{1, max(p.Interval/64, 1), p.Interval, min(timeScale(p), 1<<60)}
+	units := [4]int64{1, max(p.Interval/64, 1), p.Interval, min(guarantees.Period(p), 1<<60)}
 	now := fuzzStart
 	ops = ops[:min(len(ops), maxOps*opSize)]
 	for ; len(ops) >= opSize; ops = ops[opSize:] {

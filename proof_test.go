@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/reference"
 )
 
@@ -298,17 +299,6 @@ func cloneState(s sluice.State) sluice.State {
 	return s
 }
 
-// timeScale is the time a key's whole allowance takes to come back.
-func timeScale(p sluice.Params) int64 {
-	switch p.Kind {
-	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
-		return int64(math.Ceil(p.Limit/p.Amount)) * p.Interval
-	case sluice.KindGCRA:
-		return int64(math.Ceil(p.Limit)) * p.Interval
-	}
-	return p.Interval
-}
-
 // maxTime is the latest time a request may carry: 2^62 ns since the epoch.
 const maxTime = 1 << 62
 
@@ -322,7 +312,7 @@ func startTime(rng *rand.Rand, p sluice.Params) int64 {
 	case 0:
 		return rng.Int64N(1000)
 	case 1:
-		return maxTime - 1000*timeScale(p) - int64(100*24*time.Hour)
+		return maxTime - 1000*guarantees.Period(p) - int64(100*24*time.Hour)
 	}
 	return base + rng.Int64N(int64(24*time.Hour))
 }
@@ -333,7 +323,7 @@ func startTime(rng *rand.Rand, p sluice.Params) int64 {
 // just around a window or interval boundary, long idles, and a clock that
 // steps back. It stays within the times a request may carry.
 func nextTime(rng *rand.Rand, p sluice.Params, now int64, last sluice.Decision) int64 {
-	scale := timeScale(p)
+	scale := guarantees.Period(p)
 	var next int64
 	switch r := rng.IntN(100); {
 	case r < 18:
