@@ -16,15 +16,22 @@ import (
 // every goroutine waits, so the workers' sleeps take no real time and the
 // API sees the exact instants the limiter chose.
 
+// newTestPool returns workers paced on the in-memory store against a fresh
+// simulated API, writing their progress to out. Call it inside a bubble.
+func newTestPool(t *testing.T, workers int, out *strings.Builder) (*pool, *thirdPartyAPI) {
+	t.Helper()
+	pace, err := newPace()
+	require.NoError(t, err)
+	t.Cleanup(func() { pace.Close() })
+	clock := sluice.SystemClock()
+	a := newAPI(clock)
+	return &pool{pace: pace, api: a, clock: clock, workers: workers, out: out}, a
+}
+
 func TestWorkersNeverExceedTheAPILimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pace, err := newPace()
-		require.NoError(t, err)
-		defer pace.Close()
-		clock := sluice.SystemClock()
-		api := newAPI(clock)
 		var out strings.Builder
-		p := &pool{pace: pace, api: api, clock: clock, workers: 4, out: &out}
+		p, api := newTestPool(t, 4, &out)
 
 		start := time.Now()
 		require.NoError(t, p.drain(t.Context(), 20))
@@ -42,12 +49,7 @@ func TestWorkersNeverExceedTheAPILimit(t *testing.T) {
 
 func TestOneWorkerIsPacedByTheAPIWhenSlowerThanTheLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pace, err := newPace()
-		require.NoError(t, err)
-		defer pace.Close()
-		clock := sluice.SystemClock()
-		api := newAPI(clock)
-		p := &pool{pace: pace, api: api, clock: clock, workers: 1, out: &strings.Builder{}}
+		p, api := newTestPool(t, 1, &strings.Builder{})
 
 		start := time.Now()
 		require.NoError(t, p.drain(t.Context(), 5))
@@ -62,16 +64,11 @@ func TestOneWorkerIsPacedByTheAPIWhenSlowerThanTheLimit(t *testing.T) {
 
 func TestDrainStopsWhenTheContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pace, err := newPace()
-		require.NoError(t, err)
-		defer pace.Close()
-		clock := sluice.SystemClock()
-		api := newAPI(clock)
-		p := &pool{pace: pace, api: api, clock: clock, workers: 2, out: &strings.Builder{}}
+		p, api := newTestPool(t, 2, &strings.Builder{})
 
 		ctx, cancel := context.WithTimeout(t.Context(), 900*time.Millisecond)
 		defer cancel()
-		err = p.drain(ctx, 100)
+		err := p.drain(ctx, 100)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		calls, refused, _ := api.stats()
 		require.Equal(t, 5, calls, "calls at 0, 200, 400, 600 and 800 ms; the next would be past the deadline")
