@@ -15,12 +15,17 @@ import (
 // MemStore is the in-memory [Store], and every limiter's default. It is
 // safe for concurrent use.
 //
-// Keys are spread over power-of-two shards by a hash with a seed chosen per
-// store, so that clients choosing keys cannot pile them into one shard, and
-// each shard has its own mutex: a decision holds one shard's lock for the
-// time of one step. State is kept in a slab of fixed-size entries per
-// shard, found through one map lookup and updated in place, with no heap
-// object per key, and a decision on an existing key allocates nothing.
+// A key is known by 120 bits of two hashes under seeds chosen per store,
+// not by its string: two keys share state only if all 120 bits collide,
+// which for n keys has a probability of about n²/2^121 (below 10^-24 at a
+// billion keys), and clients choosing keys cannot aim at a collision or
+// pile keys into one shard without knowing the seeds. Keys are spread over
+// power-of-two shards, each with its own mutex, so a decision holds one
+// shard's lock for the time of one step. Each shard keeps its keys' states
+// in one open-addressing table of 48-byte slots, updated in place: a
+// decision hashes its key once, finds its slot in a probe or two, and
+// allocates nothing, and adding a key allocates nothing either, except
+// when the table grows.
 //
 // Keys expire: a key whose state has decayed back to fresh is
 // indistinguishable from an absent one, so it may be removed at any time
@@ -36,7 +41,7 @@ import (
 // evicts the sampled key that would have expired soonest: the one whose
 // limit is closest to fresh, so that evicting it forgives the least.
 type MemStore struct {
-	seed     maphash.Seed
+	seeds    [2]maphash.Seed
 	mask     uint64
 	shards   []shard
 	perShard int // most keys per shard; 0 is unbounded
@@ -59,25 +64,12 @@ type MemStoreConfig struct {
 	SweepInterval time.Duration
 }
 
-// A shard keeps its keys' entries in a slab, found through an index map:
-// a decision looks its key up once and updates the entry in place, where a
-// map of entries would need a second lookup to write it back.
 type shard struct {
 	mu    sync.Mutex
-	index map[string]uint32  // key -> its entry in slab
-	slab  []entry            // entries; free ones are listed in free
-	free  []uint32           // indexes of unused entries in slab
-	logs  map[string][]Entry // sliding log entries, beside their key's entry
-	now   int64              // latest time seen, for sweeps
-	_     [8]byte            // keep shards' locks on separate cache lines
-}
-
-// entry is a key's State and when it expires.
-type entry struct {
-	time    int64
-	a, b    float64
-	expires int64 // when the state is fresh again
-	kind    Kind
+	table table
+	logs  map[keyID][]Entry // sliding log entries, beside their key's slot
+	now   int64             // latest time seen, for sweeps
+	_     [16]byte          // keep shards' locks on separate cache lines
 }
 
 const (
@@ -92,11 +84,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 		n = max(16*runtime.GOMAXPROCS(0), 64)
 	}
 	n = 1 << bits.Len(uint(n-1))
-	m := &MemStore{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
-	for i := range m.shards {
-		m.shards[i].index = make(map[string]uint32)
-		m.shards[i].logs = make(map[string][]Entry)
-	}
+	m := &MemStore{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: uint64(n - 1), shards: make([]shard, n)}
 	if cfg.MaxKeys > 0 {
 		m.perShard = max((cfg.MaxKeys+n-1)/n, 1)
 	}
@@ -107,8 +95,10 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 	return m
 }
 
-func (m *MemStore) shard(key string) *shard {
-	return &m.shards[maphash.String(m.seed, key)&m.mask]
+// locate returns key's identity and its shard.
+func (m *MemStore) locate(key string) (keyID, *shard) {
+	id := keyID{maphash.String(m.seeds[0], key), maphash.String(m.seeds[1], key) & idBits}
+	return id, &m.shards[id.lo&m.mask]
 }
 
 // Apply runs op on key's state atomically under its shard's lock. It
@@ -128,24 +118,24 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 	if m.closed.Load() {
 		return Decision{}, ErrStoreClosed
 	}
-	sh := m.shard(key)
+	id, sh := m.locate(key)
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
-	i, found := sh.index[key]
+	i, found := sh.table.find(id)
 	var s State
 	if found {
-		e := &sh.slab[i]
-		if e.kind != p.Kind {
+		e := &sh.table.slots[i]
+		if k := e.kind(); k != p.Kind {
 			if e.expires > op.Now {
 				sh.mu.Unlock()
-				return Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, e.kind, p.Kind)
+				return Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, k, p.Kind)
 			}
-			sh.remove(key, i) // expired: as if absent
+			sh.remove(i) // expired: as if absent
 			found = false
 		} else {
 			s = State{Time: e.time, A: e.a, B: e.b}
 			if p.Kind == KindSlidingLog {
-				s.Log = sh.logs[key]
+				s.Log = sh.logs[id]
 			}
 		}
 	}
@@ -155,15 +145,19 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
 			if found {
-				sh.remove(key, i)
+				sh.remove(i)
 			}
 		default:
 			if !found {
-				i = sh.add(key, m.perShard, op.Now)
+				i = sh.add(id, p.Kind, m.perShard, op.Now)
 			}
-			sh.slab[i] = entry{time: s.Time, a: s.A, b: s.B, expires: op.Now + int64(d.ResetAfter), kind: p.Kind}
+			e := &sh.table.slots[i]
+			e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, op.Now+int64(d.ResetAfter)
 			if p.Kind == KindSlidingLog {
-				sh.logs[key] = s.Log
+				if sh.logs == nil {
+					sh.logs = make(map[keyID][]Entry)
+				}
+				sh.logs[id] = s.Log
 			}
 		}
 	}
@@ -171,54 +165,57 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 	return d, nil
 }
 
-// add makes room for key and returns the index of its new entry.
-func (sh *shard) add(key string, bound int, now int64) uint32 {
-	sh.makeRoom(bound, now)
-	var i uint32
-	if n := len(sh.free); n > 0 {
-		i, sh.free = sh.free[n-1], sh.free[:n-1]
-	} else {
-		i = uint32(len(sh.slab))
-		sh.slab = append(sh.slab, entry{})
-	}
-	sh.index[key] = i
-	return i
+// add makes room for id and returns the index of its new slot.
+func (sh *shard) add(id keyID, kind Kind, bound int, now int64) int {
+	sh.makeRoom(id, bound, now)
+	return sh.table.insert(id, kind)
 }
 
-// remove forgets key, whose entry is slab[i].
-func (sh *shard) remove(key string, i uint32) {
-	if sh.slab[i].kind == KindSlidingLog {
-		delete(sh.logs, key)
+// remove forgets the key in slot i.
+func (sh *shard) remove(i int) {
+	if e := &sh.table.slots[i]; e.kind() == KindSlidingLog {
+		delete(sh.logs, e.id())
 	}
-	delete(sh.index, key)
-	sh.slab[i] = entry{}
-	sh.free = append(sh.free, i)
+	sh.table.remove(i)
 }
 
 // makeRoom removes the keys expired by now among a sample of the shard's
-// keys, and if the shard is still at its bound, evicts the sampled key
-// closest to fresh.
-func (sh *shard) makeRoom(bound int, now int64) {
-	full := bound > 0 && len(sh.index) >= bound
+// keys, taken from where the new key id's probe starts (as random as id to
+// whoever does not know the store's seeds), and if the shard is still at
+// its bound, evicts the sampled key closest to fresh.
+func (sh *shard) makeRoom(id keyID, bound int, now int64) {
+	t := &sh.table
+	if t.n == 0 {
+		return
+	}
+	full := bound > 0 && t.n >= bound
 	sample := sweepSample
 	if full {
 		sample = evictSample
 	}
-	var victim string
-	var victimAt uint32
+	var victim keyID
 	soonest := int64(maxTime) + 1
-	for k, i := range sh.index { // map iteration starts at a random key
-		if e := sh.slab[i].expires; e <= now {
-			sh.remove(k, i)
-		} else if e < soonest {
-			victim, victimAt, soonest = k, i, e
+	mask := len(t.slots) - 1
+	for i, seen := t.home(id), 0; seen < len(t.slots) && sample > 0; seen++ {
+		e := &t.slots[i]
+		switch {
+		case e.hi == 0:
+			i = (i + 1) & mask
+			continue
+		case e.expires <= now:
+			sh.remove(i) // a later slot may have moved into i: look again
+		case e.expires < soonest:
+			victim, soonest = e.id(), e.expires
+			fallthrough
+		default:
+			i = (i + 1) & mask
 		}
-		if sample--; sample == 0 {
-			break
-		}
+		sample--
 	}
-	if full && len(sh.index) >= bound && soonest <= maxTime {
-		sh.remove(victim, victimAt)
+	if full && t.n >= bound && soonest <= maxTime {
+		if i, ok := t.find(victim); ok {
+			sh.remove(i)
+		}
 	}
 }
 
@@ -227,10 +224,10 @@ func (m *MemStore) Reset(_ context.Context, key string) error {
 	if m.closed.Load() {
 		return ErrStoreClosed
 	}
-	sh := m.shard(key)
+	id, sh := m.locate(key)
 	sh.mu.Lock()
-	if i, ok := sh.index[key]; ok {
-		sh.remove(key, i)
+	if i, ok := sh.table.find(id); ok {
+		sh.remove(i)
 	}
 	sh.mu.Unlock()
 	return nil
@@ -242,7 +239,7 @@ func (m *MemStore) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += len(sh.index)
+		n += sh.table.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -262,12 +259,15 @@ func (m *MemStore) Sweep() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		for k, i := range sh.index {
-			if sh.slab[i].expires <= now {
-				sh.remove(k, i)
+		for i := 0; i < len(sh.table.slots); {
+			if e := &sh.table.slots[i]; e.hi != 0 && e.expires <= now {
+				sh.remove(i) // a later slot may have moved into i: look again
 				n++
+				continue
 			}
+			i++
 		}
+		sh.table.shrink()
 		sh.mu.Unlock()
 	}
 	return n

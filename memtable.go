@@ -1,0 +1,118 @@
+package sluice
+
+// A keyID names a key inside a MemStore: 120 bits of two hashes of the key
+// under seeds chosen per store. Two keys share state only if all 120 bits
+// collide, which for n keys has a probability of about n²/2^121 (below
+// 10^-24 at a billion keys), so the store keeps no key strings: no
+// allocation per new key, no string to compare, and one slot per key.
+type keyID struct {
+	lo, hi uint64 // hi's top byte is zero; a slot keeps its Kind there
+}
+
+const (
+	idBits   = 1<<56 - 1 // the bits of keyID.hi that belong to the key
+	kindLow  = 56        // where a slot keeps its Kind in hi
+	minSlots = 8         // the smallest table
+)
+
+// slot is one key's State and when it expires. A slot whose hi is zero is
+// empty: an occupied slot holds a non-zero Kind in hi's top byte.
+type slot struct {
+	lo, hi  uint64
+	time    int64
+	a, b    float64
+	expires int64 // when the state is fresh again
+}
+
+func (s *slot) kind() Kind { return Kind(s.hi >> kindLow) }
+
+func (s *slot) id() keyID { return keyID{s.lo, s.hi & idBits} }
+
+// table is an open-addressing hash table of slots with linear probing,
+// kept at most three quarters full: a key's slot is found with one hash,
+// in the cache line its hash points at or the next few. Removal shifts
+// the following slots back instead of leaving tombstones, so lookups never
+// slow down as keys come and go.
+type table struct {
+	slots []slot // a power of two of them, or none
+	n     int    // occupied slots
+}
+
+// home is where id's probe sequence starts.
+func (t *table) home(id keyID) int { return int(id.hi & uint64(len(t.slots)-1)) }
+
+// find returns the index of id's slot, or of the empty slot where id
+// would go and false.
+func (t *table) find(id keyID) (int, bool) {
+	if len(t.slots) == 0 {
+		return 0, false
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(id); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.hi == 0 {
+			return i, false
+		}
+		if s.lo == id.lo && s.hi&idBits == id.hi {
+			return i, true
+		}
+	}
+}
+
+// insert occupies a slot for id, which is absent, growing the table if it
+// is full, and returns its index. The slot holds id and kind, and zeros.
+func (t *table) insert(id keyID, kind Kind) int {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		t.resize(max(2*len(t.slots), minSlots))
+	}
+	i, _ := t.find(id)
+	t.slots[i] = slot{lo: id.lo, hi: id.hi | uint64(kind)<<kindLow}
+	t.n++
+	return i
+}
+
+// remove empties slot i and moves back the slots of its probe run that
+// can move, so that every key stays reachable from its home without
+// passing an empty slot.
+func (t *table) remove(i int) {
+	mask := len(t.slots) - 1
+	for j := (i + 1) & mask; t.slots[j].hi != 0; j = (j + 1) & mask {
+		// Slot j may move to i unless its home lies cyclically in (i, j].
+		h := t.home(t.slots[j].id())
+		if i <= j && i < h && h <= j || i > j && (i < h || h <= j) {
+			continue
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+	t.slots[i] = slot{}
+	t.n--
+}
+
+// resize moves every slot into a table of size slots.
+func (t *table) resize(size int) {
+	old := t.slots
+	t.slots = make([]slot, size)
+	for k := range old {
+		if old[k].hi != 0 {
+			i, _ := t.find(old[k].id())
+			t.slots[i] = old[k]
+		}
+	}
+}
+
+// shrink halves the table while it is at most an eighth full, so that
+// the memory of a burst of keys is given back once they expire.
+func (t *table) shrink() {
+	size := len(t.slots)
+	for size > minSlots && t.n*8 <= size {
+		size /= 2
+	}
+	if size < len(t.slots) {
+		if t.n == 0 {
+			t.slots = nil
+			return
+		}
+		t.resize(size)
+	}
+}
