@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // MemStore is the in-memory [Store], and every limiter's default. It is
@@ -64,12 +65,19 @@ type MemStoreConfig struct {
 	SweepInterval time.Duration
 }
 
+// A shard is padded to a multiple of 64 bytes, the cache line of the
+// machines this runs on, so that two cores working on neighbouring shards
+// do not pass a line to and fro.
 type shard struct {
+	shardData
+	_ [(64 - unsafe.Sizeof(shardData{})%64) % 64]byte
+}
+
+type shardData struct {
 	mu    sync.Mutex
 	table table
 	logs  map[keyID][]Entry // sliding log entries, beside their key's slot
 	now   int64             // latest time seen, for sweeps
-	_     [16]byte          // keep shards' locks on separate cache lines
 }
 
 const (

@@ -3,6 +3,7 @@ package sluice
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -103,4 +104,10 @@ func TestTableShrinksOnceMostlyEmpty(t *testing.T) {
 		_, ok := tab.find(keyID{lo: k, hi: k * 0x9e3779b97f4a7c15 & idBits})
 		require.True(t, ok, "key %d lost when shrinking", k)
 	}
+}
+
+// TestShardsFillWholeCacheLines pins the padding that keeps two shards'
+// locks off one cache line.
+func TestShardsFillWholeCacheLines(t *testing.T) {
+	require.Zero(t, unsafe.Sizeof(shard{})%64, "a shard is %d bytes", unsafe.Sizeof(shard{}))
 }
