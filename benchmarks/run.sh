@@ -45,7 +45,7 @@ cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 	echo "Each cell is the median of $count runs; in parentheses, the peer's value divided by sluice's (above 1, sluice"
 	echo "spends less). \"best peer ÷ sluice\" takes the best keyed peer, leaving out the single x/time/rate limiter, which"
 	echo "is the floor (a decision with no key to look up), not a peer. benchstat's confidence intervals are in"
-	echo "results/benchstat.txt."
+	echo "benchmarks/results/benchstat.txt."
 	echo
 	echo "| | |"
 	echo "|---|---|"
@@ -57,11 +57,14 @@ cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 	echo
 	echo "$tables"
 } >results/table.md
-# Put the tables (table.md less its title) between README's markers.
-awk -v table=results/table.md '
-	/^<!-- results -->$/ { print; while ((getline line < table) > 0) if (n++ > 1) print line; skip = 1; next }
-	/^<!-- \/results -->$/ { skip = 0 }
-	!skip
-' README.md >README.md.new
-mv README.md.new README.md
-echo "wrote $raw, results/benchstat.txt, results/table.md and README.md's tables"
+# Put the tables (table.md less its title) between the results markers of
+# this module's README and of the repository's.
+for readme in README.md ../README.md; do
+	awk -v table=results/table.md '
+		/^<!-- results -->$/ { print; while ((getline line < table) > 0) if (n++ > 1) print line; skip = 1; next }
+		/^<!-- \/results -->$/ { skip = 0 }
+		!skip
+	' "$readme" >"$readme.new"
+	mv "$readme.new" "$readme"
+done
+echo "wrote $raw, results/benchstat.txt, results/table.md and both READMEs' tables"
