@@ -32,9 +32,10 @@ import (
 // indistinguishable from an absent one, so it may be removed at any time
 // without changing a decision. Whenever a key is added, the store examines
 // a few keys of the same shard and removes the expired ones, so memory
-// follows the keys in use, not every key ever seen. A janitor goroutine
-// that sweeps every shard periodically can be enabled too
-// (MemStoreConfig.SweepInterval); Close stops it.
+// follows the keys in use, not every key ever seen. Sweep removes every
+// expired key and gives back the memory of tables left at most an eighth
+// full; a janitor goroutine that sweeps periodically can be enabled
+// (MemStoreConfig.SweepInterval), and Close stops it.
 //
 // MemStoreConfig.MaxKeys bounds memory under a flood of unique keys. When a
 // shard is at its share of the bound, adding a key first removes the
@@ -254,7 +255,8 @@ func (m *MemStore) Len() int {
 }
 
 // Sweep removes every key that has expired by the latest time the store
-// has seen, and returns how many it removed.
+// has seen, halves the tables left at most an eighth full, and returns how
+// many keys it removed.
 func (m *MemStore) Sweep() int {
 	now := int64(math.MinInt64)
 	for i := range m.shards {

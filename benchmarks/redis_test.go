@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -41,7 +42,39 @@ func newSluiceRedis(c *redis.Client, l limit) (keyed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newSluiceGCRA(l, store, c)
+	lim, err := newSluiceGCRA(l, store, c)
+	if err != nil {
+		return nil, err
+	}
+	return sluiceRedis{sluiceGCRA: lim, store: store}, nil
+}
+
+// sluiceRedis is sluice's GCRA on its Redis store, which can also decide
+// a batch of requests in one round trip.
+type sluiceRedis struct {
+	sluiceGCRA
+	store *redisstore.Store
+}
+
+// A batcher decides requests of cost one for many keys in one round trip.
+type batcher interface {
+	AllowBatch(ctx context.Context, keys []string) ([]bool, error)
+}
+
+func (s sluiceRedis) AllowBatch(ctx context.Context, keys []string) ([]bool, error) {
+	p := s.lim.Params()
+	reqs := make([]redisstore.Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = redisstore.Request{Key: k, Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}}
+	}
+	allowed := make([]bool, len(keys))
+	for i, r := range s.store.ApplyBatch(ctx, reqs) {
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		allowed[i] = r.Decision.Allowed
+	}
+	return allowed, nil
 }
 
 // redisRate is go-redis/redis_rate's GCRA.
@@ -76,8 +109,10 @@ func (r redisRate) Close() error { return r.client.Close() }
 
 // BenchmarkRedis measures decisions on 10,000 existing keys in a
 // redis-server it starts on 127.0.0.1, with the server's clock: one
-// decision's round trip (mode=seq), and the throughput of 16 and 64
-// goroutines (mode=par16, mode=par64). Every library gets a client of its
+// decision's round trip (mode=seq), the throughput of 16 and 64
+// goroutines (mode=par16, mode=par64), and for a library that batches,
+// one goroutine sending 16 decisions per round trip (mode=batch16, time
+// per decision). Every library gets a client of its
 // own, with a pool of 64 connections so that no goroutine waits for one,
 // and an empty database.
 func BenchmarkRedis(b *testing.B) {
@@ -116,5 +151,41 @@ func benchRedis(b *testing.B, p redisPeer, pa path, addr string, ks []string) {
 		b.Run("mode=par"+strconv.Itoa(parallelism*procs), func(b *testing.B) {
 			runParallel(b, lim, pa, ks, parallelism)
 		})
+	}
+	if bl, ok := lim.(batcher); ok {
+		b.Run("mode=batch16", func(b *testing.B) { runBatch(b, bl, pa, ks, 16) })
+	}
+}
+
+// runBatch times lim's decisions on ks in turn from one goroutine, sent
+// size to a round trip, and requires each to take pa. A b.N that is not a
+// multiple of size ends with a shorter batch.
+func runBatch(b *testing.B, lim batcher, pa path, ks []string, size int) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	batch := make([]string, 0, size)
+	send := func() {
+		allowed, err := lim.AllowBatch(ctx, batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, a := range allowed {
+			if a != pa.admits {
+				b.Fatalf("%q: allowed = %v on the %s path", batch[i], a, pa.name)
+			}
+		}
+		batch = batch[:0]
+	}
+	i := 0
+	for b.Loop() {
+		if batch = append(batch, ks[i]); len(batch) == size {
+			send()
+		}
+		if i++; i == len(ks) {
+			i = 0
+		}
+	}
+	if len(batch) > 0 {
+		send()
 	}
 }

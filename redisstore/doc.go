@@ -49,8 +49,20 @@
 // read TIME before writing rely on effects replication. A sliding log
 // decision reads and rewrites all of the key's entries (at most MaxEntries).
 //
+// # Batches
+//
+// [Store.ApplyBatch] sends many decisions in one round trip, as a pipeline
+// of script calls: each is atomic on its key and gives Apply's decision,
+// requests on one key run in the order given, and the batch as a whole is
+// not a transaction.
+//
+// # Errors
+//
 // Errors from Redis are returned, wrapped, never hidden: a limiter built on
 // this store fails when Redis is unreachable, and what to do then (deny or
 // allow) is the caller's choice. Set the client's ContextTimeoutEnabled so
-// that a context's deadline bounds every call.
+// that a context's deadline bounds every call. go-redis sends a command
+// again when its connection fails (MaxRetries, 3 by default), so a
+// decision whose reply was lost with its connection may be recorded twice;
+// set MaxRetries to -1 where a decision must be recorded at most once.
 package redisstore

@@ -33,3 +33,29 @@ func Example() {
 	}
 	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
 }
+
+// Three tenants' limits checked in one round trip, as a job dispatcher
+// would before handing out work.
+func ExampleStore_ApplyBatch() {
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	defer client.Close()
+	st, err := redisstore.New(client, redisstore.WithPrefix("jobs:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := sluice.NewTokenBucket(sluice.PerMinute(100), sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	p := lim.Params() // in the server-clock mode, Op.Now is not needed
+	var reqs []redisstore.Request
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		reqs = append(reqs, redisstore.Request{Key: tenant, Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 10}})
+	}
+	for i, r := range st.ApplyBatch(context.Background(), reqs) {
+		if r.Err != nil {
+			log.Fatal(r.Err)
+		}
+		fmt.Println(reqs[i].Key, r.Decision.Allowed)
+	}
+}

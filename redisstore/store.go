@@ -173,6 +173,24 @@ func (s *Store) Key(key string) string {
 // [sluice.ErrKeyConflict]. In server-clock mode op.Now is ignored, and
 // otherwise it must be in [0, 2^62] ns since the epoch, as for Step.
 func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	if d, err := s.check(p, op); err != nil {
+		return d, err
+	}
+	reply, err := scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
+	if err != nil {
+		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: %v on key %q: %w", op.Verb, key, err)
+	}
+	return decode(reply, key, p)
+}
+
+// check returns the error Apply gives without contacting Redis, and the
+// decision that goes with it: for invalid Params (with a zero decision) or
+// op, as [sluice.Params.Step] gives them, and for spans the script cannot
+// compute exactly.
+func (s *Store) check(p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	if p == nil {
+		return sluice.Decision{}, fmt.Errorf("%w: redisstore: no Params", sluice.ErrInvalidConfig)
+	}
 	if err := p.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -184,11 +202,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		return d, fmt.Errorf("%w: redisstore: %v spans %v, at least 2^53 ns, beyond what the script computes exactly",
 			sluice.ErrUnsupported, p, time.Duration(span))
 	}
-	reply, err := scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
-	if err != nil {
-		return d, fmt.Errorf("redisstore: %v on key %q: %w", op.Verb, key, err)
-	}
-	return decode(reply, key, p)
+	return d, nil
 }
 
 // Reset deletes key's state. It implements [sluice.Store].

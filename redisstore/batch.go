@@ -1,0 +1,100 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice"
+)
+
+// A Request is one decision of a batch: op on Key's state under Params.
+type Request struct {
+	Key    string
+	Params *sluice.Params
+	Op     sluice.Op
+}
+
+// A Result is the outcome of one Request: what [Store.Apply] would have
+// returned for it.
+type Result struct {
+	Decision sluice.Decision
+	Err      error
+}
+
+// ApplyBatch runs reqs in one round trip, as a pipeline of script calls,
+// and returns their results in the same order. Each decision is atomic on
+// its key, exactly as [Store.Apply] makes it, and requests on one key run
+// in the order given; the batch as a whole is not a transaction, and other
+// clients' decisions may run between two of its requests.
+//
+// A request that Apply would refuse without contacting Redis (invalid
+// Params or op) gets the same error and takes no part in the round trip. If
+// the round trip fails, every request that was sent gets the error: as
+// with Apply, such a decision may or may not have been recorded. On a
+// Cluster client the pipeline is split by node, one round trip each.
+func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
+	results := make([]Result, len(reqs))
+	calls := make([]call, 0, len(reqs))
+	for i, r := range reqs {
+		if d, err := s.check(r.Params, r.Op); err != nil {
+			results[i] = Result{Decision: d, Err: err}
+			continue
+		}
+		calls = append(calls, call{req: i, script: scriptOf(r.Params)})
+	}
+	// A script that the server has not cached (after a restart or SCRIPT
+	// FLUSH) fails with NOSCRIPT without running: load the missing
+	// scripts, and send those requests again, once. (A request retried
+	// this way runs after the batch's other requests on its key only if
+	// they use another script: another algorithm, a key conflict.)
+	for attempt := 0; len(calls) > 0; attempt++ {
+		s.pipeline(ctx, reqs, calls)
+		var retry []call
+		loaded := map[*redis.Script]error{}
+		for _, c := range calls {
+			r := reqs[c.req]
+			reply, err := c.cmd.Result()
+			if attempt == 0 && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				loadErr, ok := loaded[c.script]
+				if !ok {
+					loadErr = c.script.Load(ctx, s.client).Err()
+					loaded[c.script] = loadErr
+				}
+				if err = loadErr; err == nil {
+					retry = append(retry, call{req: c.req, script: c.script})
+					continue
+				}
+			}
+			if err != nil {
+				results[c.req] = Result{Decision: sluice.Decision{Limit: r.Params.Limit},
+					Err: fmt.Errorf("redisstore: %v on key %q: %w", r.Op.Verb, r.Key, err)}
+				continue
+			}
+			d, err := decode(reply, r.Key, r.Params)
+			results[c.req] = Result{Decision: d, Err: err}
+		}
+		calls = retry
+	}
+	return results
+}
+
+// A call is a request sent in the pipeline: its index in the batch, its
+// script, and once sent, its command.
+type call struct {
+	req    int
+	script *redis.Script
+	cmd    *redis.Cmd
+}
+
+// pipeline sends calls' scripts by their SHA in one round trip. Each
+// call's reply or error, the round trip's own included, is in its command.
+func (s *Store) pipeline(ctx context.Context, reqs []Request, calls []call) {
+	pipe := s.client.Pipeline()
+	for i := range calls {
+		r := reqs[calls[i].req]
+		calls[i].cmd = calls[i].script.EvalSha(ctx, pipe, []string{s.Key(r.Key)}, s.args(r.Params, r.Op))
+	}
+	_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command
+}

@@ -1,0 +1,164 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+	"github.com/sluice-go/sluice/storetest"
+)
+
+// TestBatchDecidesAsStepDoes sends batches of requests on a few keys of
+// every algorithm, several requests per key in one batch, and requires
+// each result to be Params.Step's decision on that key's state, bit for
+// bit, in the order the batch gives: on one server, and through a Cluster
+// client, which splits the pipeline by node.
+func TestBatchDecidesAsStepDoes(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		batchesDecideAsStepDoes(t, newClient(t, testserver.StartRedis(t).Addr))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		srv := testserver.StartRedisCluster(t)
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		batchesDecideAsStepDoes(t, c)
+	})
+}
+
+func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	algorithms := storetest.Algorithms()
+	rng := rand.New(rand.NewPCG(7, 11))
+	states := map[string]sluice.State{}
+	now := base
+	for batch := range 30 {
+		reqs := make([]redisstore.Request, 1+rng.IntN(60))
+		for i := range reqs {
+			a := rng.IntN(len(algorithms))
+			p := &algorithms[a]
+			now += rng.Int64N(p.Interval / 4)
+			op := sluice.Op{Verb: sluice.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
+			if rng.IntN(5) == 0 {
+				op.Verb = sluice.VerbCheck
+			}
+			reqs[i] = redisstore.Request{Key: fmt.Sprintf("%d.%d", a, rng.IntN(3)), Params: p, Op: op}
+		}
+		results := st.ApplyBatch(t.Context(), reqs)
+		require.Len(t, results, len(reqs))
+		for i, r := range reqs {
+			next, want, err := r.Params.Step(states[r.Key], r.Op)
+			require.NoError(t, err)
+			require.NoError(t, results[i].Err, "batch %d request %d", batch, i)
+			require.Equal(t, want, results[i].Decision, "batch %d request %d: %+v", batch, i, r)
+			states[r.Key] = next
+		}
+	}
+}
+
+// TestBatchSurvivesScriptFlush empties the server's script cache between
+// batches that use every script: the requests that found their script
+// missing are sent again once it is loaded, and each runs exactly once.
+func TestBatchSurvivesScriptFlush(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	algorithms := storetest.Algorithms()
+	for round := range 3 {
+		require.NoError(t, c.ScriptFlush(t.Context()).Err())
+		reqs := make([]redisstore.Request, 0, 2*len(algorithms))
+		for a := range algorithms {
+			for range 2 {
+				reqs = append(reqs, redisstore.Request{Key: fmt.Sprint(a), Params: &algorithms[a], Op: allow(0.25, base)})
+			}
+		}
+		for i, r := range st.ApplyBatch(t.Context(), reqs) {
+			require.NoError(t, r.Err, "round %d request %d", round, i)
+			require.True(t, r.Decision.Allowed)
+		}
+	}
+	for a, p := range algorithms {
+		var s sluice.State
+		for range 6 {
+			s, _, _ = p.Step(s, allow(0.25, base))
+		}
+		check := sluice.Op{Verb: sluice.VerbCheck, Now: base}
+		_, want, _ := p.Step(s, check)
+		got, err := st.Apply(t.Context(), fmt.Sprint(a), &p, check)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%v: six requests of 0.25, each recorded once", p)
+	}
+}
+
+// TestBatchRefusesInvalidRequestsAlone mixes invalid requests into a
+// batch: each gets the error Apply gives it, and the valid ones are
+// decided.
+func TestBatchRefusesInvalidRequestsAlone(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	tests := []struct {
+		req  redisstore.Request
+		want error
+	}{
+		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(1, base)}, nil},
+		{redisstore.Request{Key: "a", Params: nil, Op: allow(1, base)}, sluice.ErrInvalidConfig},
+		{redisstore.Request{Key: "a", Params: &sluice.Params{Kind: sluice.KindGCRA}, Op: allow(1, base)}, sluice.ErrInvalidConfig},
+		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(math.NaN(), base)}, sluice.ErrInvalidCost},
+		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(3, base)}, sluice.ErrCostExceedsLimit},
+		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(1, -1)}, sluice.ErrTimeOutOfRange},
+		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(1, base)}, nil},
+	}
+	reqs := make([]redisstore.Request, len(tests))
+	for i, tt := range tests {
+		reqs[i] = tt.req
+	}
+	results := st.ApplyBatch(t.Context(), reqs)
+	for i, tt := range tests {
+		if tt.want == nil {
+			require.NoError(t, results[i].Err, "request %d", i)
+			require.True(t, results[i].Decision.Allowed, "request %d", i)
+			continue
+		}
+		require.ErrorIs(t, results[i].Err, tt.want, "request %d", i)
+		_, applyErr := st.Apply(t.Context(), tt.req.Key, tt.req.Params, tt.req.Op)
+		require.Equal(t, applyErr.Error(), results[i].Err.Error(), "request %d: Apply's error", i)
+	}
+	require.Empty(t, st.ApplyBatch(t.Context(), nil))
+}
+
+// TestBatchFailsEveryRequestWhenRedisIsDown stops the server: every valid
+// request of a batch gets the round trip's error, within the context's
+// deadline, and the same store works again once the server is back.
+func TestBatchFailsEveryRequestWhenRedisIsDown(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	c := newClient(t, srv.Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
+	reqs := []redisstore.Request{
+		{Key: "a", Params: &gcra, Op: allow(1, base)},
+		{Key: "b", Params: &gcra, Op: allow(9, base)},
+		{Key: "c", Params: &gcra, Op: allow(1, base)},
+	}
+	srv.Stop(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	results := st.ApplyBatch(ctx, reqs)
+	require.Error(t, results[0].Err)
+	require.ErrorIs(t, results[1].Err, sluice.ErrCostExceedsLimit)
+	require.Error(t, results[2].Err)
+	require.ErrorContains(t, results[2].Err, `key "c"`)
+
+	srv.Start(t)
+	for i, r := range st.ApplyBatch(t.Context(), []redisstore.Request{reqs[0], reqs[2]}) {
+		require.NoError(t, r.Err, "request %d", i)
+		require.True(t, r.Decision.Allowed)
+	}
+}
