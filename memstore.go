@@ -24,9 +24,9 @@ import (
 // power-of-two shards, each with its own mutex, so a decision holds one
 // shard's lock for the time of one step. Each shard keeps its keys' states
 // in one open-addressing table of 48-byte slots, updated in place: a
-// decision hashes its key once, finds its slot in a probe or two, and
-// allocates nothing, and adding a key allocates nothing either, except
-// when the table grows.
+// decision computes its key's two hashes, finds its slot in a probe or
+// two, and allocates nothing, and adding a key allocates nothing either,
+// except when the table grows.
 //
 // Keys expire: a key whose state has decayed back to fresh is
 // indistinguishable from an absent one, so it may be removed at any time
