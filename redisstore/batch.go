@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,13 +51,16 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 	for attempt := 0; len(calls) > 0; attempt++ {
 		s.pipeline(ctx, reqs, calls)
 		var retry []call
-		loaded := map[*redis.Script]error{}
+		var loaded map[*redis.Script]error // made at the first NOSCRIPT
 		for _, c := range calls {
 			r := reqs[c.req]
 			reply, err := c.cmd.Result()
 			if attempt == 0 && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				loadErr, ok := loaded[c.script]
 				if !ok {
+					if loaded == nil {
+						loaded = make(map[*redis.Script]error)
+					}
 					loadErr = c.script.Load(ctx, s.client).Err()
 					loaded[c.script] = loadErr
 				}
@@ -67,12 +69,7 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 					continue
 				}
 			}
-			if err != nil {
-				results[c.req] = Result{Decision: sluice.Decision{Limit: r.Params.Limit},
-					Err: fmt.Errorf("redisstore: %v on key %q: %w", r.Op.Verb, r.Key, err)}
-				continue
-			}
-			d, err := decode(reply, r.Key, r.Params)
+			d, err := outcome(r.Key, r.Params, r.Op.Verb, reply, err)
 			results[c.req] = Result{Decision: d, Err: err}
 		}
 		calls = retry

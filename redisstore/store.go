@@ -177,8 +177,14 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		return d, err
 	}
 	reply, err := scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
+	return outcome(key, p, op.Verb, reply, err)
+}
+
+// outcome turns a script call's reply, or the error of the call, into the
+// decision on key.
+func outcome(key string, p *sluice.Params, verb sluice.Verb, reply any, err error) (sluice.Decision, error) {
 	if err != nil {
-		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: %v on key %q: %w", op.Verb, key, err)
+		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: %v on key %q: %w", verb, key, err)
 	}
 	return decode(reply, key, p)
 }
