@@ -47,8 +47,9 @@ func NewLeakyBucket(capacity float64, leak Rate, opts ...Option) (*LeakyBucket, 
 // iff the decision's Full reports true; Allowed reports whether the whole
 // cost fitted. A cost larger than the capacity is allowed here: it fills
 // the bucket.
-func (b *LeakyBucket) Fillup(ctx context.Context, key string, cost float64) (Decision, error) {
-	return b.do(ctx, key, VerbFill, cost)
+func (b *LeakyBucket) Fillup(ctx context.Context, key string, cost float64) (d Decision, err error) {
+	err = b.do(ctx, key, VerbFill, cost, &d)
+	return d, err
 }
 
 // stepMeter is the leaky bucket, and the token bucket with continuous

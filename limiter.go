@@ -74,14 +74,16 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 // request records nothing; its decision says when to retry. The error is
 // non-nil only for invalid input ([ErrInvalidCost], [ErrCostExceedsLimit])
 // or a failing store, never for a denial.
-func (l *limiter) Allow(ctx context.Context, key string, cost float64) (Decision, error) {
-	return l.do(ctx, key, VerbAllow, cost)
+func (l *limiter) Allow(ctx context.Context, key string, cost float64) (d Decision, err error) {
+	err = l.do(ctx, key, VerbAllow, cost, &d)
+	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 // Use CanAccept(ctx, key, 0) to read a key's remaining allowance.
-func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (Decision, error) {
-	return l.do(ctx, key, VerbCheck, cost)
+func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (d Decision, err error) {
+	err = l.do(ctx, key, VerbCheck, cost, &d)
+	return d, err
 }
 
 // Reset forgets key: its next request sees a fresh state.
@@ -128,13 +130,22 @@ func (l *limiter) Close() error {
 	return nil
 }
 
-func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64) (Decision, error) {
+// do decides op on key into *d, which is zero. The decision is written in
+// place, in the frame of the exported method's caller (the methods are
+// small enough to be inlined there), rather than returned through each
+// level: copying it back out of a callee's frame, just written field by
+// field, stalled the processor on every return.
+func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64, d *Decision) (err error) {
 	op := Op{Verb: verb, Cost: cost, Now: l.clock.now()}
-	if err := l.params.checkOp(op); err != nil {
-		return Decision{Limit: l.params.Limit}, err
+	if !l.params.usual(op) {
+		if err := l.params.checkOp(op); err != nil {
+			d.Limit = l.params.Limit
+			return err
+		}
 	}
 	if l.mem != nil {
-		return l.mem.apply(key, &l.params, op) // validated: skip Apply's checks
+		return l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
 	}
-	return l.store.Apply(ctx, key, &l.params, op)
+	*d, err = l.store.Apply(ctx, key, &l.params, op)
+	return err
 }

@@ -112,20 +112,22 @@ func (m *MemStore) locate(key string) (keyID, *shard) {
 
 // Apply runs op on key's state atomically under its shard's lock. It
 // implements [Store].
-func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (Decision, error) {
+func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (d Decision, err error) {
 	if err := p.Validate(); err != nil {
 		return Decision{}, err
 	}
 	if err := p.checkOp(op); err != nil {
 		return Decision{Limit: p.Limit}, err
 	}
-	return m.apply(key, p, op)
+	err = m.apply(key, p, op, &d)
+	return d, err
 }
 
-// apply is Apply for params and op already validated.
-func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
+// apply is Apply for params and op already validated, deciding into *d,
+// which is zero.
+func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	if m.closed.Load() {
-		return Decision{}, ErrStoreClosed
+		return ErrStoreClosed
 	}
 	id, sh := m.locate(key)
 	sh.mu.Lock()
@@ -137,7 +139,8 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 		if k := e.kind(); k != p.Kind {
 			if e.expires > op.Now {
 				sh.mu.Unlock()
-				return Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, k, p.Kind)
+				d.Limit = p.Limit
+				return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, k, p.Kind)
 			}
 			sh.remove(i) // expired: as if absent
 			found = false
@@ -148,8 +151,7 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 			}
 		}
 	}
-	var d Decision
-	p.step(&s, op, &d)
+	p.step(&s, op, d)
 	if op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
@@ -171,7 +173,7 @@ func (m *MemStore) apply(key string, p *Params, op Op) (Decision, error) {
 		}
 	}
 	sh.mu.Unlock()
-	return d, nil
+	return nil
 }
 
 // add makes room for id and returns the index of its new slot.

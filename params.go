@@ -128,10 +128,22 @@ func (p *Params) invalid(why string) error {
 
 // checkOp validates an operation against p, as Step does.
 func (p *Params) checkOp(op Op) error {
+	if p.usual(op) {
+		return nil
+	}
 	if err := CheckTime(op.Now); err != nil {
 		return err
 	}
 	return p.CheckCost(op.Verb, op.Cost)
+}
+
+// usual reports whether op is the common request that checkOp accepts:
+// an Allow or Check of a cost that fits, at a time in range. It is small
+// enough to be inlined, so that the common request is checked in four
+// comparisons; p.Limit is finite, so the bounds also rule out NaN and
+// infinite costs.
+func (p *Params) usual(op Op) bool {
+	return op.Verb-VerbAllow <= VerbCheck-VerbAllow && op.Cost >= 0 && op.Cost <= p.Limit && uint64(op.Now) <= maxTime
 }
 
 // CheckCost reports whether verb and cost can run under p: an error
