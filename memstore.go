@@ -23,10 +23,11 @@ import (
 // pile keys into one shard without knowing the seeds. Keys are spread over
 // power-of-two shards, each with its own mutex, so a decision holds one
 // shard's lock for the time of one step. Each shard keeps its keys' states
-// in one open-addressing table of 48-byte slots, updated in place: a
+// in open-addressing tables of slots updated in place, 24 bytes for a GCRA
+// key (its theoretical arrival time) and 48 for the other algorithms: a
 // decision computes its key's two hashes, finds its slot in a probe or
 // two, and allocates nothing, and adding a key allocates nothing either,
-// except when the table grows.
+// except when a table grows.
 //
 // Keys expire: a key whose state has decayed back to fresh is
 // indistinguishable from an absent one, so it may be removed at any time
@@ -74,9 +75,12 @@ type shard struct {
 	_ [(64 - unsafe.Sizeof(shardData{})%64) % 64]byte
 }
 
+// A key is in at most one of a shard's tables: tats holds the GCRA keys,
+// slots the others.
 type shardData struct {
 	mu    sync.Mutex
-	table table
+	tats  table[tatSlot]
+	slots table[slot]
 	logs  map[keyID][]Entry // sliding log entries, beside their key's slot
 	now   int64             // latest time seen, for sweeps
 }
@@ -132,23 +136,33 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	id, sh := m.locate(key)
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
-	i, found := sh.table.find(id)
+	gcra := p.Kind == KindGCRA
+	var (
+		i     int
+		found bool
+	)
+	if gcra {
+		i, found = sh.tats.find(id)
+	} else {
+		i, found = sh.slots.find(id)
+		found = found && sh.slots.slots[i].kind() == p.Kind
+	}
+	if !found {
+		if k := sh.claim(id, p.Kind, op.Now); k != 0 {
+			sh.mu.Unlock()
+			d.Limit = p.Limit
+			return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, k, p.Kind)
+		}
+	}
 	var s State
-	if found {
-		e := &sh.table.slots[i]
-		if k := e.kind(); k != p.Kind {
-			if e.expires > op.Now {
-				sh.mu.Unlock()
-				d.Limit = p.Limit
-				return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, k, p.Kind)
-			}
-			sh.remove(i) // expired: as if absent
-			found = false
-		} else {
-			s = State{Time: e.time, A: e.a, B: e.b}
-			if p.Kind == KindSlidingLog {
-				s.Log = sh.logs[id]
-			}
+	switch {
+	case found && gcra:
+		s.Time = sh.tats.slots[i].expires
+	case found:
+		e := &sh.slots.slots[i]
+		s = State{Time: e.time, A: e.a, B: e.b}
+		if p.Kind == KindSlidingLog {
+			s.Log = sh.logs[id]
 		}
 	}
 	p.step(&s, op, d)
@@ -156,13 +170,20 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
 			if found {
-				sh.remove(i)
+				sh.drop(gcra, i)
 			}
+		case gcra:
+			if !found {
+				sh.makeRoom(id, m.perShard, op.Now)
+				i = sh.tats.insert(id, p.Kind)
+			}
+			sh.tats.slots[i].expires = op.Now + int64(d.ResetAfter) // = s.Time
 		default:
 			if !found {
-				i = sh.add(id, p.Kind, m.perShard, op.Now)
+				sh.makeRoom(id, m.perShard, op.Now)
+				i = sh.slots.insert(id, p.Kind)
 			}
-			e := &sh.table.slots[i]
+			e := &sh.slots.slots[i]
 			e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, op.Now+int64(d.ResetAfter)
 			if p.Kind == KindSlidingLog {
 				if sh.logs == nil {
@@ -176,45 +197,89 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	return nil
 }
 
-// add makes room for id and returns the index of its new slot.
-func (sh *shard) add(id keyID, kind Kind, bound int, now int64) int {
-	sh.makeRoom(id, bound, now)
-	return sh.table.insert(id, kind)
+// claim frees id of another algorithm's state that has expired, so that
+// kind may use it, and returns the Kind of a live one that holds it, or
+// zero.
+func (sh *shard) claim(id keyID, kind Kind, now int64) Kind {
+	if k := claimIn(sh, &sh.tats, id, kind, now); k != 0 {
+		return k
+	}
+	return claimIn(sh, &sh.slots, id, kind, now)
 }
 
-// remove forgets the key in slot i.
-func (sh *shard) remove(i int) {
-	if e := &sh.table.slots[i]; e.kind() == KindSlidingLog {
+func claimIn[S slotType](sh *shard, t *table[S], id keyID, kind Kind, now int64) Kind {
+	i, ok := t.find(id)
+	if !ok || t.at(i).kind() == kind {
+		return 0
+	}
+	if e := t.at(i); e.expires > now {
+		return e.kind()
+	}
+	dropIn(sh, t, i)
+	return 0
+}
+
+// drop forgets the key in slot i of the GCRA table or of the other.
+func (sh *shard) drop(gcra bool, i int) {
+	if gcra {
+		dropIn(sh, &sh.tats, i)
+	} else {
+		dropIn(sh, &sh.slots, i)
+	}
+}
+
+// dropIn forgets the key in slot i of t, and its sliding log entries.
+func dropIn[S slotType](sh *shard, t *table[S], i int) {
+	if e := t.at(i); e.kind() == KindSlidingLog {
 		delete(sh.logs, e.id())
 	}
-	sh.table.remove(i)
+	t.remove(i)
 }
 
 // makeRoom removes the keys expired by now among a sample of the shard's
-// keys, taken from where the new key id's probe starts (as random as id to
-// whoever does not know the store's seeds), and if the shard is still at
-// its bound, evicts the sampled key closest to fresh.
+// keys in each table, taken from where the new key id's probe starts (as
+// random as id to whoever does not know the store's seeds), and if the
+// shard is still at its bound, evicts the sampled key closest to fresh.
 func (sh *shard) makeRoom(id keyID, bound int, now int64) {
-	t := &sh.table
-	if t.n == 0 {
-		return
-	}
-	full := bound > 0 && t.n >= bound
+	full := bound > 0 && sh.tats.n+sh.slots.n >= bound
 	sample := sweepSample
 	if full {
 		sample = evictSample
 	}
-	var victim keyID
-	soonest := int64(maxTime) + 1
+	tat, tatExpires := expireSample(sh, &sh.tats, id, sample, now)
+	other, otherExpires := expireSample(sh, &sh.slots, id, sample, now)
+	if !full || sh.tats.n+sh.slots.n < bound {
+		return
+	}
+	switch {
+	case tatExpires <= min(otherExpires, maxTime):
+		if i, ok := sh.tats.find(tat); ok {
+			dropIn(sh, &sh.tats, i)
+		}
+	case otherExpires <= maxTime:
+		if i, ok := sh.slots.find(other); ok {
+			dropIn(sh, &sh.slots, i)
+		}
+	}
+}
+
+// expireSample removes the expired keys among sample keys of t from id's
+// home on, and returns the live sampled key that expires soonest and when,
+// or a time after maxTime if there is none.
+func expireSample[S slotType](sh *shard, t *table[S], id keyID, sample int, now int64) (victim keyID, soonest int64) {
+	soonest = maxTime + 1
+	if t.n == 0 {
+		return victim, soonest
+	}
 	mask := len(t.slots) - 1
 	for i, seen := t.home(id), 0; seen < len(t.slots) && sample > 0; seen++ {
-		e := &t.slots[i]
+		e := t.at(i)
 		switch {
 		case e.hi == 0:
 			i = (i + 1) & mask
 			continue
 		case e.expires <= now:
-			sh.remove(i) // a later slot may have moved into i: look again
+			dropIn(sh, t, i) // a later slot may have moved into i: look again
 		case e.expires < soonest:
 			victim, soonest = e.id(), e.expires
 			fallthrough
@@ -223,11 +288,7 @@ func (sh *shard) makeRoom(id keyID, bound int, now int64) {
 		}
 		sample--
 	}
-	if full && t.n >= bound && soonest <= maxTime {
-		if i, ok := t.find(victim); ok {
-			sh.remove(i)
-		}
-	}
+	return victim, soonest
 }
 
 // Reset forgets key. It implements [Store].
@@ -237,8 +298,10 @@ func (m *MemStore) Reset(_ context.Context, key string) error {
 	}
 	id, sh := m.locate(key)
 	sh.mu.Lock()
-	if i, ok := sh.table.find(id); ok {
-		sh.remove(i)
+	if i, ok := sh.tats.find(id); ok {
+		dropIn(sh, &sh.tats, i)
+	} else if i, ok := sh.slots.find(id); ok {
+		dropIn(sh, &sh.slots, i)
 	}
 	sh.mu.Unlock()
 	return nil
@@ -250,7 +313,7 @@ func (m *MemStore) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += sh.table.n
+		n += sh.tats.n + sh.slots.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -271,17 +334,25 @@ func (m *MemStore) Sweep() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		for i := 0; i < len(sh.table.slots); {
-			if e := &sh.table.slots[i]; e.hi != 0 && e.expires <= now {
-				sh.remove(i) // a later slot may have moved into i: look again
-				n++
-				continue
-			}
-			i++
-		}
-		sh.table.shrink()
+		n += sweep(sh, &sh.tats, now) + sweep(sh, &sh.slots, now)
 		sh.mu.Unlock()
 	}
+	return n
+}
+
+// sweep removes t's keys expired by now, shrinks t, and returns how many
+// keys it removed.
+func sweep[S slotType](sh *shard, t *table[S], now int64) int {
+	n := 0
+	for i := 0; i < len(t.slots); {
+		if e := t.at(i); e.hi != 0 && e.expires <= now {
+			dropIn(sh, t, i) // a later slot may have moved into i: look again
+			n++
+			continue
+		}
+		i++
+	}
+	t.shrink()
 	return n
 }
 

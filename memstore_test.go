@@ -88,22 +88,80 @@ func TestMemStoreJanitorSweepsAndStopsOnClose(t *testing.T) {
 	}) // synctest fails if the janitor goroutine were still running
 }
 
+// TestMemStoreKeyConflictBetweenAlgorithms pins that a key holding one
+// algorithm's live state refuses another's, whichever of the store's
+// tables each keeps its keys in, and is free once the state is fresh.
 func TestMemStoreKeyConflictBetweenAlgorithms(t *testing.T) {
+	gcra := func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewGCRA(sluice.PerSecond(1), 1, o...) }
+	window := func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewFixedWindow(1, time.Second, o...) }
+	log := func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewSlidingLog(1, time.Second, o...) }
+	for _, tc := range []struct {
+		name          string
+		first, second func(...sluice.Option) (sluice.Limiter, error)
+	}{
+		{name: "GCRA then fixed window", first: gcra, second: window},
+		{name: "fixed window then GCRA", first: window, second: gcra},
+		{name: "sliding log then fixed window", first: log, second: window},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := newMock()
+			st := sluice.NewMemStore(sluice.MemStoreConfig{})
+			first, err := tc.first(sluice.WithStore(st), sluice.WithClock(mock))
+			require.NoError(t, err)
+			second, err := tc.second(sluice.WithStore(st), sluice.WithClock(mock))
+			require.NoError(t, err)
+			ctx := context.Background()
+			_, err = first.Allow(ctx, "shared", 1)
+			require.NoError(t, err)
+			_, err = second.Allow(ctx, "shared", 1)
+			require.ErrorIs(t, err, sluice.ErrKeyConflict)
+			_, err = second.CanAccept(ctx, "shared", 1)
+			require.ErrorIs(t, err, sluice.ErrKeyConflict)
+
+			mock.Add(time.Second) // the first state is fresh: the key is free
+			d, err := second.Allow(ctx, "shared", 1)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			require.Equal(t, 1, st.Len(), "the expired state was replaced, not kept beside")
+			_, err = first.Allow(ctx, "shared", 1)
+			require.ErrorIs(t, err, sluice.ErrKeyConflict, "and the second now holds it")
+			require.NoError(t, second.Reset(ctx, "shared"))
+			require.Zero(t, st.Len())
+		})
+	}
+}
+
+// TestMemStoreBoundHoldsAcrossAlgorithms pins that MaxKeys counts the keys
+// of every algorithm in a store, and that Sweep clears them all.
+func TestMemStoreBoundHoldsAcrossAlgorithms(t *testing.T) {
 	mock := newMock()
-	st := sluice.NewMemStore(sluice.MemStoreConfig{})
-	g, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(st), sluice.WithClock(mock))
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1, MaxKeys: 8})
+	g, err := sluice.NewGCRA(sluice.PerSecond(1), 100, sluice.WithStore(st), sluice.WithClock(mock))
 	require.NoError(t, err)
-	w, err := sluice.NewFixedWindow(1, time.Second, sluice.WithStore(st), sluice.WithClock(mock))
+	w, err := sluice.NewFixedWindow(100, time.Hour, sluice.WithAnchoredWindows(), sluice.WithStore(st), sluice.WithClock(mock))
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = g.Allow(ctx, "shared", 1)
+	for i, k := range keys(8) {
+		_, err := g.Allow(ctx, "g-"+k, float64(i+2))
+		require.NoError(t, err)
+	}
+	for _, k := range keys(8) {
+		_, err := w.Allow(ctx, "w-"+k, 1)
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.Len(), 8)
+	}
+	require.Equal(t, 8, st.Len())
+	// The GCRA keys, closest to fresh, went first: their first key (2
+	// units, 2 s from fresh) before any window (an hour from fresh).
+	d, err := g.CanAccept(ctx, "g-client-0", 0)
 	require.NoError(t, err)
-	_, err = w.Allow(ctx, "shared", 1)
-	require.ErrorIs(t, err, sluice.ErrKeyConflict)
-	mock.Add(time.Second) // the GCRA state is fresh: the key is free
-	d, err := w.Allow(ctx, "shared", 1)
+	require.Equal(t, 100.0, d.Remaining, "the key closest to fresh was evicted")
+
+	mock.Add(2 * time.Hour)
+	_, err = g.CanAccept(ctx, "probe", 0) // Sweep goes by the latest time seen
 	require.NoError(t, err)
-	require.True(t, d.Allowed)
+	require.Equal(t, 8, st.Sweep())
+	require.Zero(t, st.Len())
 }
 
 func TestMemStoreRejectsInvalidParams(t *testing.T) {

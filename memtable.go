@@ -1,5 +1,7 @@
 package sluice
 
+import "unsafe"
+
 // A keyID names a key inside a MemStore: 120 bits of two hashes of the key
 // under seeds chosen per store. Two keys share state only if all 120 bits
 // collide, which for n keys has a probability of about n²/2^121 (below
@@ -15,41 +17,68 @@ const (
 	minSlots = 8         // the smallest table
 )
 
-// slot is one key's State and when it expires. A slot whose hi is zero is
-// empty: an occupied slot holds a non-zero Kind in hi's top byte.
-type slot struct {
+// slotHead begins every slot: the key, its Kind, and when its state is
+// fresh again. A slot whose hi is zero is empty: an occupied slot holds a
+// non-zero Kind in hi's top byte.
+type slotHead struct {
 	lo, hi  uint64
-	time    int64
-	a, b    float64
-	expires int64 // when the state is fresh again
+	expires int64
 }
 
-func (s *slot) kind() Kind { return Kind(s.hi >> kindLow) }
+func (s *slotHead) kind() Kind { return Kind(s.hi >> kindLow) }
 
-func (s *slot) id() keyID { return keyID{s.lo, s.hi & idBits} }
+func (s *slotHead) id() keyID { return keyID{s.lo, s.hi & idBits} }
+
+// A tatSlot holds a GCRA key in 24 bytes. A GCRA's whole state is its
+// theoretical arrival time, which is also the instant the key is fresh
+// again: its expiry.
+type tatSlot struct {
+	slotHead
+}
+
+// A slot holds a key of any other algorithm in 48 bytes: its State less
+// the sliding log's entries, and its expiry.
+type slot struct {
+	slotHead
+	time int64
+	a, b float64
+}
+
+// slotType lists the layouts a table holds. Each begins with a slotHead,
+// which is all the table's code reads.
+type slotType interface{ tatSlot | slot }
+
+// head returns the slotHead that s begins with. Go offers no field access
+// through a type parameter; a pointer to a struct is a pointer to its
+// first field, and a table instantiated for each layout indexes its slots
+// with that layout's size, so this conversion costs nothing.
+func head[S slotType](s *S) *slotHead { return (*slotHead)(unsafe.Pointer(s)) }
 
 // table is an open-addressing hash table of slots with linear probing,
 // kept at most three quarters full: a key's slot is found with one hash,
 // in the cache line its hash points at or the next few. Removal shifts
 // the following slots back instead of leaving tombstones, so lookups never
 // slow down as keys come and go.
-type table struct {
-	slots []slot // a power of two of them, or none
-	n     int    // occupied slots
+type table[S slotType] struct {
+	slots []S // a power of two of them, or none
+	n     int // occupied slots
 }
 
+// at returns slot i's head.
+func (t *table[S]) at(i int) *slotHead { return head(&t.slots[i]) }
+
 // home is where id's probe sequence starts.
-func (t *table) home(id keyID) int { return int(id.hi & uint64(len(t.slots)-1)) }
+func (t *table[S]) home(id keyID) int { return int(id.hi & uint64(len(t.slots)-1)) }
 
 // find returns the index of id's slot, or of the empty slot where id
 // would go and false.
-func (t *table) find(id keyID) (int, bool) {
-	if len(t.slots) == 0 {
+func (t *table[S]) find(id keyID) (int, bool) {
+	mask := len(t.slots) - 1
+	if mask < 0 {
 		return 0, false
 	}
-	mask := len(t.slots) - 1
-	for i := t.home(id); ; i = (i + 1) & mask {
-		s := &t.slots[i]
+	for i := int(id.hi) & mask; ; i = (i + 1) & mask {
+		s := head(&t.slots[i])
 		if s.hi == 0 {
 			return i, false
 		}
@@ -61,12 +90,15 @@ func (t *table) find(id keyID) (int, bool) {
 
 // insert occupies a slot for id, which is absent, growing the table if it
 // is full, and returns its index. The slot holds id and kind, and zeros.
-func (t *table) insert(id keyID, kind Kind) int {
+func (t *table[S]) insert(id keyID, kind Kind) int {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.resize(max(2*len(t.slots), minSlots))
 	}
 	i, _ := t.find(id)
-	t.slots[i] = slot{lo: id.lo, hi: id.hi | uint64(kind)<<kindLow}
+	var empty S
+	t.slots[i] = empty
+	s := head(&t.slots[i])
+	s.lo, s.hi = id.lo, id.hi|uint64(kind)<<kindLow
 	t.n++
 	return i
 }
@@ -74,28 +106,29 @@ func (t *table) insert(id keyID, kind Kind) int {
 // remove empties slot i and moves back the slots of its probe run that
 // can move, so that every key stays reachable from its home without
 // passing an empty slot.
-func (t *table) remove(i int) {
+func (t *table[S]) remove(i int) {
 	mask := len(t.slots) - 1
-	for j := (i + 1) & mask; t.slots[j].hi != 0; j = (j + 1) & mask {
+	for j := (i + 1) & mask; t.at(j).hi != 0; j = (j + 1) & mask {
 		// Slot j may move to i unless its home lies cyclically in (i, j].
-		h := t.home(t.slots[j].id())
+		h := t.home(t.at(j).id())
 		if i <= j && i < h && h <= j || i > j && (i < h || h <= j) {
 			continue
 		}
 		t.slots[i] = t.slots[j]
 		i = j
 	}
-	t.slots[i] = slot{}
+	var empty S
+	t.slots[i] = empty
 	t.n--
 }
 
 // resize moves every slot into a table of size slots.
-func (t *table) resize(size int) {
+func (t *table[S]) resize(size int) {
 	old := t.slots
-	t.slots = make([]slot, size)
+	t.slots = make([]S, size)
 	for k := range old {
-		if old[k].hi != 0 {
-			i, _ := t.find(old[k].id())
+		if s := head(&old[k]); s.hi != 0 {
+			i, _ := t.find(s.id())
 			t.slots[i] = old[k]
 		}
 	}
@@ -103,7 +136,7 @@ func (t *table) resize(size int) {
 
 // shrink halves the table while it is at most an eighth full, so that
 // the memory of a burst of keys is given back once they expire.
-func (t *table) shrink() {
+func (t *table[S]) shrink() {
 	size := len(t.slots)
 	for size > minSlots && t.n*8 <= size {
 		size /= 2

@@ -14,6 +14,11 @@ import (
 // are long, collide, and wrap around the end of the table, which is where
 // backward-shift removal can lose a key.
 func TestTableMatchesAMapUnderChurn(t *testing.T) {
+	t.Run("GCRA slots", testTableChurn[tatSlot])
+	t.Run("other slots", testTableChurn[slot])
+}
+
+func testTableChurn[S slotType](t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		homes uint64 // distinct home positions ids are drawn from
@@ -25,7 +30,7 @@ func TestTableMatchesAMapUnderChurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, tc.homes))
-			var tab table
+			var tab table[S]
 			want := map[keyID]int64{}
 			for step := range 20000 {
 				k := rng.Uint64N(tc.keys)
@@ -40,11 +45,11 @@ func TestTableMatchesAMapUnderChurn(t *testing.T) {
 					tab.remove(i)
 					delete(want, id)
 				case found:
-					tab.slots[i].time = int64(step)
+					tab.at(i).expires = int64(step)
 					want[id] = int64(step)
 				default:
 					i = tab.insert(id, KindGCRA)
-					tab.slots[i].time = int64(step)
+					tab.at(i).expires = int64(step)
 					want[id] = int64(step)
 				}
 				if step%97 == 0 {
@@ -66,21 +71,21 @@ func TestTableMatchesAMapUnderChurn(t *testing.T) {
 
 // requireTableHolds requires tab to hold exactly want: every id found
 // with its value, and no other slot occupied.
-func requireTableHolds(t *testing.T, tab *table, want map[keyID]int64) {
+func requireTableHolds[S slotType](t *testing.T, tab *table[S], want map[keyID]int64) {
 	t.Helper()
 	require.Equal(t, len(want), tab.n)
 	occupied := 0
 	for i := range tab.slots {
-		if tab.slots[i].hi != 0 {
+		if tab.at(i).hi != 0 {
 			occupied++
-			require.Equal(t, KindGCRA, tab.slots[i].kind())
+			require.Equal(t, KindGCRA, tab.at(i).kind())
 		}
 	}
 	require.Equal(t, len(want), occupied)
 	for id, v := range want {
 		i, ok := tab.find(id)
 		require.True(t, ok, "%v lost", id)
-		require.Equal(t, v, tab.slots[i].time, "%v", id)
+		require.Equal(t, v, tab.at(i).expires, "%v", id)
 	}
 	require.LessOrEqual(t, tab.n*4, len(tab.slots)*3, "more than three quarters full")
 }
@@ -88,7 +93,7 @@ func requireTableHolds(t *testing.T, tab *table, want map[keyID]int64) {
 // TestTableShrinksOnceMostlyEmpty pins that memory follows the keys in
 // use: a table that held many keys halves while at most an eighth full.
 func TestTableShrinksOnceMostlyEmpty(t *testing.T) {
-	var tab table
+	var tab table[slot]
 	for k := range uint64(1000) {
 		tab.insert(keyID{lo: k, hi: k * 0x9e3779b97f4a7c15 & idBits}, KindGCRA)
 	}
@@ -109,5 +114,7 @@ func TestTableShrinksOnceMostlyEmpty(t *testing.T) {
 // TestShardsFillWholeCacheLines pins the padding that keeps two shards'
 // locks off one cache line.
 func TestShardsFillWholeCacheLines(t *testing.T) {
+	require.Equal(t, uintptr(24), unsafe.Sizeof(tatSlot{}), "a GCRA key's slot")
+	require.Equal(t, uintptr(48), unsafe.Sizeof(slot{}), "another key's slot")
 	require.Zero(t, unsafe.Sizeof(shard{})%64, "a shard is %d bytes", unsafe.Sizeof(shard{}))
 }
