@@ -177,7 +177,9 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 				sh.makeRoom(id, m.perShard, op.Now)
 				i = sh.tats.insert(id, p.Kind)
 			}
-			sh.tats.slots[i].expires = op.Now + int64(d.ResetAfter) // = s.Time
+			// The TAT, s.Time, is when the key is fresh again: its
+			// expiry is its whole state.
+			sh.tats.slots[i].expires = op.Now + int64(d.ResetAfter)
 		default:
 			if !found {
 				sh.makeRoom(id, m.perShard, op.Now)
