@@ -140,19 +140,25 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	var (
 		i     int
 		found bool
+		other Kind // of another algorithm's live state that holds the key
 	)
 	if gcra {
-		i, found = sh.tats.find(id)
+		if i, found = sh.tats.find(id); !found {
+			other = claim(sh, &sh.slots, id, op.Now)
+		}
 	} else {
 		i, found = sh.slots.find(id)
-		found = found && sh.slots.slots[i].kind() == p.Kind
-	}
-	if !found {
-		if k := sh.claim(id, p.Kind, op.Now); k != 0 {
-			sh.mu.Unlock()
-			d.Limit = p.Limit
-			return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, k, p.Kind)
+		switch {
+		case !found:
+			other = claim(sh, &sh.tats, id, op.Now)
+		case sh.slots.slots[i].kind() != p.Kind:
+			found, other = false, claimAt(sh, &sh.slots, i, op.Now)
 		}
+	}
+	if other != 0 {
+		sh.mu.Unlock()
+		d.Limit = p.Limit
+		return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, other, p.Kind)
 	}
 	var s State
 	switch {
@@ -199,21 +205,19 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	return nil
 }
 
-// claim frees id of another algorithm's state that has expired, so that
-// kind may use it, and returns the Kind of a live one that holds it, or
-// zero.
-func (sh *shard) claim(id keyID, kind Kind, now int64) Kind {
-	if k := claimIn(sh, &sh.tats, id, kind, now); k != 0 {
-		return k
+// claim frees id of the state another algorithm left in t, if it has
+// expired, and returns the Kind of a live one, or zero. A key is in at
+// most one table: a decision that does not find its key in its own table
+// claims it from the other.
+func claim[S slotType](sh *shard, t *table[S], id keyID, now int64) Kind {
+	if i, ok := t.find(id); ok {
+		return claimAt(sh, t, i, now)
 	}
-	return claimIn(sh, &sh.slots, id, kind, now)
+	return 0
 }
 
-func claimIn[S slotType](sh *shard, t *table[S], id keyID, kind Kind, now int64) Kind {
-	i, ok := t.find(id)
-	if !ok || t.at(i).kind() == kind {
-		return 0
-	}
+// claimAt is claim for the key in slot i of t.
+func claimAt[S slotType](sh *shard, t *table[S], i int, now int64) Kind {
 	if e := t.at(i); e.expires > now {
 		return e.kind()
 	}
@@ -228,6 +232,15 @@ func (sh *shard) drop(gcra bool, i int) {
 	} else {
 		dropIn(sh, &sh.slots, i)
 	}
+}
+
+// forget forgets id if t holds it, and reports whether it did.
+func forget[S slotType](sh *shard, t *table[S], id keyID) bool {
+	i, ok := t.find(id)
+	if ok {
+		dropIn(sh, t, i)
+	}
+	return ok
 }
 
 // dropIn forgets the key in slot i of t, and its sliding log entries.
@@ -255,13 +268,9 @@ func (sh *shard) makeRoom(id keyID, bound int, now int64) {
 	}
 	switch {
 	case tatExpires <= min(otherExpires, maxTime):
-		if i, ok := sh.tats.find(tat); ok {
-			dropIn(sh, &sh.tats, i)
-		}
+		forget(sh, &sh.tats, tat)
 	case otherExpires <= maxTime:
-		if i, ok := sh.slots.find(other); ok {
-			dropIn(sh, &sh.slots, i)
-		}
+		forget(sh, &sh.slots, other)
 	}
 }
 
@@ -300,11 +309,7 @@ func (m *MemStore) Reset(_ context.Context, key string) error {
 	}
 	id, sh := m.locate(key)
 	sh.mu.Lock()
-	if i, ok := sh.tats.find(id); ok {
-		dropIn(sh, &sh.tats, i)
-	} else if i, ok := sh.slots.find(id); ok {
-		dropIn(sh, &sh.slots, i)
-	}
+	_ = forget(sh, &sh.tats, id) || forget(sh, &sh.slots, id) // in one at most
 	sh.mu.Unlock()
 	return nil
 }
