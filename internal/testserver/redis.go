@@ -1,10 +1,8 @@
 package testserver
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,10 +20,12 @@ type Redis struct {
 	// Addr is the server's address, "127.0.0.1:port".
 	Addr string
 
-	bin     string // the redis-server binary; "" for SLUICE_REDIS_ADDR
-	dir     string // the server's working directory
-	cluster bool   // a one-node Redis Cluster
-	formed  bool   // the cluster's node owns its slots (kept in nodes.conf)
+	bin     string   // the redis-server binary; "" for SLUICE_REDIS_ADDR
+	dir     string   // the server's working directory
+	cluster bool     // a one-node Redis Cluster
+	formed  bool     // the cluster's node owns its slots (kept in nodes.conf)
+	conf    string   // a configuration file given before the arguments, or ""
+	config  []string // further configuration, as command-line arguments
 
 	mu     sync.Mutex
 	proc   *os.Process   // the running server, or nil
@@ -48,7 +49,9 @@ func StartRedis(t testing.TB) *Redis {
 	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {
 		return &Redis{Addr: addr}
 	}
-	return startRedis(t, false)
+	r := newRedis(t)
+	r.Start(t)
+	return r
 }
 
 // StartRedisCluster is [StartRedis] for a Redis Cluster of one node, which
@@ -59,23 +62,28 @@ func StartRedisCluster(t testing.TB) *Redis {
 	if os.Getenv("SLUICE_REDIS_ADDR") != "" {
 		t.Skip("testserver: a Redis Cluster needs a server of its own, not SLUICE_REDIS_ADDR")
 	}
-	return startRedis(t, true)
+	r := newRedis(t)
+	r.cluster = true
+	r.config = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}
+	r.Start(t)
+	return r
 }
 
-func startRedis(t testing.TB, cluster bool) *Redis {
+// newRedis returns a server, not yet started, on a free port, with a
+// temporary directory of its own, and stops it when t ends. It skips or
+// fails t if redis-server is not installed.
+func newRedis(t testing.TB) *Redis {
 	t.Helper()
 	bin := redisBin()
 	if bin == "" {
 		Missing(t, "redis-server", "apt-get install -y redis-server")
 	}
 	r := &Redis{
-		Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t))),
-		bin:     bin,
-		dir:     t.TempDir(),
-		cluster: cluster,
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t))),
+		bin:  bin,
+		dir:  t.TempDir(),
 	}
 	t.Cleanup(r.stop)
-	r.Start(t)
 	return r
 }
 
@@ -103,8 +111,9 @@ func (r *Redis) Start(t testing.TB) {
 		"--bind", "127.0.0.1", "--port", port, "--dir", r.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
 	}
-	if r.cluster {
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	args = append(args, r.config...)
+	if r.conf != "" {
+		args = append([]string{r.conf}, args...)
 	}
 	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.dir
@@ -156,6 +165,41 @@ func (r *Redis) kill() {
 	r.proc = nil
 }
 
+// Pause freezes the server's process (SIGSTOP) until [Redis.Resume]: its
+// connections stay open but it answers nothing, as a server that hangs or
+// is cut off by the network would. It skips t for a server given by
+// SLUICE_REDIS_ADDR.
+func (r *Redis) Pause(t testing.TB) {
+	t.Helper()
+	r.signal(t, syscall.SIGSTOP)
+}
+
+// Resume lets a paused server run again (SIGCONT).
+func (r *Redis) Resume(t testing.TB) {
+	t.Helper()
+	r.signal(t, syscall.SIGCONT)
+}
+
+func (r *Redis) signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	r.external(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		t.Fatalf("testserver: redis-server on %s is not running", r.Addr)
+	}
+	if err := r.proc.Signal(sig); err != nil {
+		t.Fatalf("testserver: signalling redis-server on %s: %v", r.Addr, err)
+	}
+}
+
+// running reports whether the server's process runs.
+func (r *Redis) running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc != nil
+}
+
 func (r *Redis) external(t testing.TB) {
 	t.Helper()
 	if r.bin == "" {
@@ -202,43 +246,6 @@ func (r *Redis) waitFor(t testing.TB, command string, ready func(reply string) b
 		}
 		<-tick.C
 	}
-}
-
-// send sends one command in the inline protocol and returns its reply: a
-// simple string, or a bulk string's contents.
-func send(addr, command string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
-		return "", err
-	}
-	if _, err := conn.Write([]byte(command + "\r\n")); err != nil {
-		return "", err
-	}
-	rd := bufio.NewReader(conn)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	switch {
-	case strings.HasPrefix(line, "+"):
-		return line[1:], nil
-	case strings.HasPrefix(line, "$"):
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("bad bulk length %q", line)
-		}
-		buf := make([]byte, n+2) // and the closing CRLF
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
-	return "", fmt.Errorf("reply %q", line)
 }
 
 // redisBin returns the path of redis-server: from PATH, /usr/bin or
