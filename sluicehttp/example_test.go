@@ -1,8 +1,8 @@
 package sluicehttp_test
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -103,15 +103,15 @@ func ExampleWithCost() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// A batch costs one unit per line of its body. The cost function
-	// reads the body, so it leaves a copy for the handler.
+	// A batch costs one unit per line of its body, of at most 1 MiB.
+	// ReadBody leaves the body for the handler, and a longer body is
+	// answered 413 Content Too Large.
 	perLine := func(r *http.Request) (float64, error) {
-		var b strings.Builder
-		if _, err := io.Copy(&b, http.MaxBytesReader(nil, r.Body, 1<<20)); err != nil {
+		body, err := sluicehttp.ReadBody(r, 1<<20)
+		if err != nil {
 			return 0, err
 		}
-		r.Body = io.NopCloser(strings.NewReader(b.String()))
-		return float64(strings.Count(b.String(), "\n")), nil
+		return float64(bytes.Count(body, []byte("\n"))), nil
 	}
 	handler := sluicehttp.Middleware(lim, sluicehttp.WithCost(perLine))(http.NotFoundHandler())
 
@@ -120,4 +120,62 @@ func ExampleWithCost() {
 	fmt.Println(w.Header().Get("RateLimit"))
 	// Output:
 	// "default";r=97;t=60
+}
+
+func ExampleKeys() {
+	lim, err := sluice.NewFixedWindow(1, time.Minute, sluice.WithClock(newClock()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Each client has its own allowance on each route. The mux sets the
+	// pattern, so the middleware wraps each route's handler.
+	limit := sluicehttp.Middleware(lim, sluicehttp.WithKey(
+		sluicehttp.Keys(sluicehttp.PatternKey, sluicehttp.ClientIP{}.Key)))
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", limit(ok))
+	mux.Handle("GET /users/{id}", limit(ok))
+
+	for _, path := range []string{"/items/1", "/items/2", "/users/1"} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, w.Code)
+	}
+	// Output:
+	// /items/1 200
+	// /items/2 429
+	// /users/1 200
+}
+
+func ExampleFields() {
+	lim, err := sluice.NewGCRA(sluice.PerMinute(6), 2, sluice.WithClock(newClock()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fields, err := sluicehttp.NewFields(lim, sluicehttp.WithPolicyName("orders"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The handler decides per account, which it knows only once it has
+	// read the request, and answers with the fields the middleware sends.
+	order := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, err := lim.Allow(r.Context(), "account:"+r.FormValue("account"), 1)
+		if err != nil {
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+			return
+		}
+		fields.Write(w.Header(), d)
+		if !d.Allowed {
+			http.Error(w, "too many orders", http.StatusTooManyRequests)
+		}
+	})
+	for range 3 {
+		w := httptest.NewRecorder()
+		order.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders?account=42", nil))
+		fmt.Println(w.Code, w.Header().Get("RateLimit"), w.Header().Values("Retry-After"))
+	}
+	// Output:
+	// 200 "orders";r=1;t=10 []
+	// 200 "orders";r=0;t=20 []
+	// 429 "orders";r=0;t=20 [10]
 }

@@ -1,80 +1,89 @@
 package sluicehttp
 
 import (
+	"errors"
 	"fmt"
-	"math"
-	"strings"
-	"time"
+	"net/http"
+	"strconv"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/ratelimitheader"
 )
 
-// maxInteger is the largest Integer a Structured Field can hold (RFC 9651,
-// section 3.3.1: at most 15 digits).
-const maxInteger = 999_999_999_999_999
-
-// tolerance mirrors the core's float slack: amounts within limit*2^-48 of
-// a whole number are that number, so that rounding noise in a level never
-// shows as one unit less.
-const tolerance = 0x1p-48
-
-// sfString serializes s as a Structured Field String (RFC 9651, section
-// 4.1.6): quoted, with '"' and '\' escaped. Only printable ASCII fits.
-func sfString(s string) (string, error) {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := range len(s) {
-		c := s[i]
-		if c < 0x20 || c > 0x7e {
-			return "", fmt.Errorf("%w: policy name %q: not printable ASCII", sluice.ErrInvalidConfig, s)
-		}
-		if c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(c)
-	}
-	b.WriteByte('"')
-	return b.String(), nil
+// Fields writes the RateLimit header fields of a limiter's decisions, for
+// handlers that decide themselves (a limit that depends on the parsed
+// request, or several limiters per request) and answer as the middleware
+// would. A Fields is safe for concurrent use.
+type Fields struct {
+	policy *ratelimitheader.Policy
+	legacy bool
 }
 
-// wholeUnits returns the whole units in amount x of a limiter with the
-// given limit, rounded down, as a non-negative Structured Field Integer.
-func wholeUnits(x, limit float64) int64 {
-	x = math.Floor(x + limit*tolerance)
-	switch {
-	case !(x > 0): // also NaN
-		return 0
-	case x >= maxInteger:
-		return maxInteger
+// NewFields returns the fields of decisions made by lim, or an error
+// wrapping [sluice.ErrInvalidConfig]. Of the options, those that say how
+// the policy is reported apply: [WithPolicyName], [WithQuotaUnit],
+// [WithWindow], [WithLegacyHeaders] and [WithMinCost] (checked against the
+// limit); the others have no effect here.
+func NewFields(lim sluice.Limiter, opts ...Option) (*Fields, error) {
+	c := defaults()
+	var errs []error
+	for _, o := range opts {
+		errs = append(errs, o.apply(&c))
 	}
-	return int64(x)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return newFields(lim, &c)
 }
 
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
+func newFields(lim sluice.Limiter, c *config) (*Fields, error) {
+	if lim == nil {
+		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
 	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
+	p, err := ratelimitheader.New(lim, ratelimitheader.Config{
+		Name:      c.name,
+		Unit:      c.unit,
+		Window:    c.window,
+		WindowSet: c.windowSet,
+		MinCost:   c.minCost,
+	})
+	if err != nil {
+		return nil, err
 	}
-	return s
+	return &Fields{policy: p, legacy: c.legacy}, nil
 }
 
-// roundSeconds returns d in whole seconds, rounded to the nearest, as a
-// Structured Field Integer; 0 for d < time.Second/2.
-func roundSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
+// Write adds to h the RateLimit-Policy and RateLimit fields that describe
+// d (and the X-RateLimit-* fields under [WithLegacyHeaders]); for a
+// denial it also sets Retry-After, in whole seconds rounded up and at
+// least 1. Call it before writing the status code. Stacked policies each
+// add their own item.
+func (f *Fields) Write(h http.Header, d sluice.Decision) {
+	f.write(h, d)
+	if !d.Allowed {
+		setRetryAfter(h, ratelimitheader.RetryAfter(d.RetryAfter))
 	}
-	s := int64(d / time.Second)
-	if d%time.Second >= time.Second/2 {
-		s++
-	}
-	return clampInteger(s)
 }
 
-// clampInteger caps n at the largest Structured Field Integer.
-func clampInteger(n int64) int64 { return min(n, maxInteger) }
+func (f *Fields) write(h http.Header, d sluice.Decision) {
+	v := f.policy.Fields(d)
+	h.Add("RateLimit-Policy", v.Policy)
+	h.Add("RateLimit", v.RateLimit)
+	if f.legacy {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(v.Quota, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(v.Remaining, 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(v.Reset, 10))
+	}
+}
+
+// writePolicy adds RateLimit-Policy to h when it is known without a
+// decision.
+func (f *Fields) writePolicy(h http.Header) {
+	if p := f.policy.Field(); p != "" {
+		h.Add("RateLimit-Policy", p)
+	}
+}
+
+func setRetryAfter(h http.Header, seconds int64) {
+	h.Set("Retry-After", strconv.FormatInt(seconds, 10))
+}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/sluice-go/sluice/internal/clientip"
 )
 
 // KeyFunc returns the limiter key of a request: requests with the same key
@@ -23,24 +25,35 @@ type KeyFunc func(r *http.Request) (string, error)
 //
 // Behind reverse proxies or load balancers, list them in TrustedProxies.
 // When the peer is a trusted proxy, the client is found by walking
-// X-Forwarded-For from the right (the entry the nearest proxy appended)
-// to the left, skipping trusted proxies: the first untrusted address is
-// the client. Everything left of it was written by the client or by
-// proxies it chose, and is never read, so a client cannot choose its key
-// by sending X-Forwarded-For. When no proxy is trusted the header is
-// ignored altogether. A malformed entry (not an IP address, optionally
-// with a port) ends the walk at the trusted proxy that passed it on: the
-// client is then that proxy. When every entry is trusted, the client is
-// the leftmost one.
+// X-Forwarded-For (or Forwarded, see the field) from the right (the entry
+// the nearest proxy appended) to the left, skipping trusted proxies: the
+// first untrusted address is the client. Everything left of it was written
+// by the client or by proxies it chose, and is never read, so a client
+// cannot choose its key by sending the header. When no proxy is trusted
+// the header is ignored altogether. A malformed entry (not an IP address,
+// optionally with a port) ends the walk at the trusted proxy that passed
+// it on: the client is then that proxy. When every entry is trusted, the
+// client is the leftmost one.
 //
 // An IPv4-mapped IPv6 address (::ffff:192.0.2.1) is treated as the IPv4
 // address it maps, and an IPv6 zone (%eth0) is dropped.
 type ClientIP struct {
 	// TrustedProxies are the address ranges of the proxies in front of the
-	// server that append their peer's address to X-Forwarded-For. Write
-	// IPv4 ranges in IPv4 form (10.0.0.0/8). Empty means the peer is the
-	// client.
+	// server that append their peer's address to X-Forwarded-For (or
+	// Forwarded). Empty means the peer is the client. A range in
+	// IPv4-mapped form (::ffff:10.0.0.0/104) is the IPv4 range it maps
+	// (10.0.0.0/8). An IPv6 range shorter than /96 that covers
+	// IPv4-mapped addresses (::/0) is ambiguous, and makes Addr and Key
+	// fail with an error wrapping sluice.ErrInvalidConfig, which the
+	// middleware answers 500; [ClientIP.Validate] reports it at startup.
 	TrustedProxies []netip.Prefix
+
+	// Forwarded makes ClientIP read the for= parameters of the Forwarded
+	// field (RFC 7239) instead of X-Forwarded-For. Read the field your
+	// proxies append to, and only that one: a client can send the other.
+	// An element without for=, or whose node is "unknown" or an
+	// obfuscated identifier, is malformed.
+	Forwarded bool
 
 	// IPv6PrefixLen is how many leading bits of an IPv6 address make its
 	// key. A value outside 1 to 128 means 64, the default: a host, or a
@@ -51,40 +64,28 @@ type ClientIP struct {
 	IPv6PrefixLen int
 }
 
+// Validate reports a trusted proxy range that cannot be read safely, with
+// an error wrapping sluice.ErrInvalidConfig: an invalid prefix, or an IPv6
+// range shorter than /96 that covers IPv4-mapped addresses.
+func (c ClientIP) Validate() error { return clientip.Check(c.TrustedProxies) }
+
 // Addr returns the address of the client that sent r.
 func (c ClientIP) Addr(r *http.Request) (netip.Addr, error) {
-	peer, ok := parseAddr(r.RemoteAddr)
+	if err := c.Validate(); err != nil {
+		return netip.Addr{}, err
+	}
+	peer, ok := clientip.ParseAddr(r.RemoteAddr)
 	if !ok {
 		return netip.Addr{}, fmt.Errorf("remote address %q is not an IP address", r.RemoteAddr)
 	}
-	if !c.trusted(peer) {
+	if len(c.TrustedProxies) == 0 {
 		return peer, nil
 	}
-	client := peer
-	lines := r.Header.Values("X-Forwarded-For")
-	for i := len(lines) - 1; i >= 0; i-- {
-		for rest := lines[i]; rest != ""; {
-			var entry string
-			if j := strings.LastIndexByte(rest, ','); j >= 0 {
-				rest, entry = rest[:j], rest[j+1:]
-			} else {
-				rest, entry = "", rest
-			}
-			entry = strings.TrimSpace(entry)
-			if entry == "" {
-				continue // empty list elements are allowed (RFC 9110, section 5.6.1)
-			}
-			addr, ok := parseAddr(entry)
-			if !ok {
-				return client, nil
-			}
-			client = addr
-			if !c.trusted(addr) {
-				return client, nil
-			}
-		}
+	header, name := clientip.XForwardedFor, "X-Forwarded-For"
+	if c.Forwarded {
+		header, name = clientip.Forwarded, "Forwarded"
 	}
-	return client, nil
+	return clientip.Client(c.TrustedProxies, peer, header, r.Header.Values(name)), nil
 }
 
 // Key returns the key of r's client: its IPv4 address ("192.0.2.1"), or
@@ -95,37 +96,7 @@ func (c ClientIP) Key(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bits := c.IPv6PrefixLen
-	if bits < 1 || bits > 128 {
-		bits = 64
-	}
-	if addr.Is4() || bits == 128 {
-		return addr.String(), nil
-	}
-	return netip.PrefixFrom(addr, bits).Masked().String(), nil
-}
-
-func (c ClientIP) trusted(addr netip.Addr) bool {
-	for _, p := range c.TrustedProxies {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseAddr parses an IP address with or without a port, unmapping
-// IPv4-mapped IPv6 and dropping any zone.
-func parseAddr(s string) (netip.Addr, bool) {
-	addr, err := netip.ParseAddr(s)
-	if err != nil {
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		addr = ap.Addr()
-	}
-	return addr.Unmap().WithZone(""), true
+	return clientip.Key(addr, c.IPv6PrefixLen), nil
 }
 
 // HeaderKey returns a KeyFunc that keys requests by the value of the
@@ -143,5 +114,61 @@ func HeaderKey(name string) KeyFunc {
 			return v, nil
 		}
 		return "", missing
+	}
+}
+
+// MethodKey keys a request by its method ("GET"): combined with others in
+// [Keys], reads and writes get separate allowances.
+func MethodKey(r *http.Request) (string, error) { return r.Method, nil }
+
+// errNoPattern reports a request that no http.ServeMux pattern matched.
+var errNoPattern = errors.New("no ServeMux pattern matched the request: wrap the route's handler, not the mux")
+
+// PatternKey keys a request by the http.ServeMux pattern that matched it
+// ("GET /items/{id}"), so that each route has its own allowance however
+// its path varies. The mux sets the pattern before it calls the route's
+// handler, so the middleware must wrap that handler, not the mux:
+// mux.Handle("GET /items/{id}", limit(items)). A request without a
+// pattern has no key.
+func PatternKey(r *http.Request) (string, error) {
+	if r.Pattern == "" {
+		return "", errNoPattern
+	}
+	return r.Pattern, nil
+}
+
+// Keys returns a KeyFunc that joins the keys of parts, in order, with
+// "|": Keys(PatternKey, ClientIP{}.Key) gives each client its own
+// allowance on each route ("GET /items/{id}|192.0.2.1"). A "|" or "\"
+// within a part is escaped with "\", so different parts never join to the
+// same key. A request fails to be keyed if any part fails.
+func Keys(parts ...KeyFunc) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		var b strings.Builder
+		for i, part := range parts {
+			k, err := part(r)
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			writeEscaped(&b, k)
+		}
+		return b.String(), nil
+	}
+}
+
+// writeEscaped writes s to b with "|" and "\" escaped by "\".
+func writeEscaped(b *strings.Builder, s string) {
+	if !strings.ContainsAny(s, `|\`) {
+		b.WriteString(s)
+		return
+	}
+	for i := range len(s) {
+		if s[i] == '|' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/sluicehttp"
 )
 
@@ -128,5 +130,83 @@ func TestHeaderKeyFailsWithoutAValue(t *testing.T) {
 	for _, r := range []*http.Request{absent, empty} {
 		_, err := sluicehttp.HeaderKey("x-api-key")(r)
 		require.EqualError(t, err, "no X-Api-Key header")
+	}
+}
+
+func TestTrustedProxyWrittenAsIPv4MappedIPv6Matches(t *testing.T) {
+	c := sluicehttp.ClientIP{TrustedProxies: prefixes("::ffff:10.0.0.0/104")}
+	got, err := c.Key(newRequest("10.0.0.1:1234", "203.0.113.9"))
+	require.NoError(t, err)
+	require.Equal(t, "203.0.113.9", got)
+}
+
+func TestTrustedProxyRangeWiderThanTheMappedBlockIsRejected(t *testing.T) {
+	// ::ffff:0:0/80 mixes IPv6 space with all of IPv4: no reading of it
+	// is safe.
+	mw, err := sluicehttp.New(fixedWindow(t, 1, time.Minute, newClock()),
+		sluicehttp.WithKey(sluicehttp.ClientIP{TrustedProxies: prefixes("::ffff:0:0/80")}.Key))
+	require.NoError(t, err, "the key function is opaque to New")
+	s := wrap(mw)
+	require.Equal(t, http.StatusInternalServerError, s.do(newRequest("10.0.0.1:1234", "203.0.113.9")).Code)
+}
+
+func TestClientIPReadsForwardedFromTrustedProxies(t *testing.T) {
+	c := sluicehttp.ClientIP{TrustedProxies: prefixes("10.0.0.0/8"), Forwarded: true}
+	tests := []struct {
+		name       string
+		remoteAddr string
+		forwarded  []string
+		xff        string
+		want       string
+	}{
+		{name: "client appended by the proxy", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{"for=203.0.113.9;proto=https"}, want: "203.0.113.9"},
+		{name: "entries left of the client are ignored", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{`for=198.51.100.1, for=203.0.113.9;by=10.0.0.1, for=10.0.0.7`}, want: "203.0.113.9"},
+		{name: "quoted IPv6 with port", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{`for="[2001:db8:cafe::17]:4711"`}, want: "2001:db8:cafe::/64"},
+		{name: "quoted IPv6 without port", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{`For="[2001:db8:cafe::17]"`}, want: "2001:db8:cafe::/64"},
+		{name: "quoted IPv4 with port", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{`for="203.0.113.9:47011"`}, want: "203.0.113.9"},
+		{name: "a comma inside quotes does not split elements", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{`for=203.0.113.9;host="a,b"`}, want: "203.0.113.9"},
+		{name: "field lines in order", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{"for=198.51.100.1", "for=203.0.113.9", "for=10.0.0.2"}, want: "203.0.113.9"},
+		{name: "unknown stops at the proxy that passed it on", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{"for=203.0.113.9, for=unknown, for=10.0.0.2"}, want: "10.0.0.2"},
+		{name: "obfuscated node stops the walk", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{"for=_hidden"}, want: "10.0.0.1"},
+		{name: "element without for stops the walk", remoteAddr: "10.0.0.1:1",
+			forwarded: []string{"for=203.0.113.9, proto=http"}, want: "10.0.0.1"},
+		{name: "ignored from an untrusted peer", remoteAddr: "192.0.2.1:1",
+			forwarded: []string{"for=203.0.113.9"}, want: "192.0.2.1"},
+		{name: "X-Forwarded-For is not read", remoteAddr: "10.0.0.1:1",
+			xff: "203.0.113.9", want: "10.0.0.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRequest(tt.remoteAddr)
+			for _, v := range tt.forwarded {
+				r.Header.Add("Forwarded", v)
+			}
+			if tt.xff != "" {
+				r.Header.Set("X-Forwarded-For", tt.xff)
+			}
+			got, err := c.Key(r)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestClientIPValidateRejectsAmbiguousRanges(t *testing.T) {
+	for _, p := range []string{"::/0", "::ffff:0:0/80", "::/64"} {
+		err := sluicehttp.ClientIP{TrustedProxies: prefixes(p)}.Validate()
+		require.ErrorIs(t, err, sluice.ErrInvalidConfig, p)
+	}
+	require.Error(t, sluicehttp.ClientIP{TrustedProxies: []netip.Prefix{{}}}.Validate(), "zero prefix")
+	for _, p := range []string{"10.0.0.0/8", "::ffff:10.0.0.0/104", "::ffff:0:0/96", "2001:db8::/32", "::1/128"} {
+		require.NoError(t, sluicehttp.ClientIP{TrustedProxies: prefixes(p)}.Validate(), p)
 	}
 }

@@ -3,6 +3,7 @@ package sluicehttp_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -358,6 +359,10 @@ func TestErrors(t *testing.T) {
 		status  int
 		served  bool
 		wantErr []error
+		// decided reports whether the request was charged, as one
+		// whose cost cannot be computed is: its response has a RateLimit
+		// field.
+		decided bool
 	}{
 		{name: "store down fails closed by default", lim: down,
 			status: 503, wantErr: []error{errStoreDown}},
@@ -368,9 +373,9 @@ func TestErrors(t *testing.T) {
 		{name: "key error does not fail open", lim: working, opts: []sluicehttp.Option{badKey, sluicehttp.WithFailOpen()},
 			status: 400, wantErr: []error{sluicehttp.ErrKey}},
 		{name: "cost error is a bad request", lim: working, opts: []sluicehttp.Option{cost(0, errors.New("bad body"))},
-			status: 400, wantErr: []error{sluicehttp.ErrCost}},
+			status: 400, wantErr: []error{sluicehttp.ErrCost}, decided: true},
 		{name: "negative cost is a bad request", lim: working, opts: []sluicehttp.Option{cost(-1, nil)},
-			status: 400, wantErr: []error{sluicehttp.ErrCost, sluice.ErrInvalidCost}},
+			status: 400, wantErr: []error{sluicehttp.ErrCost, sluice.ErrInvalidCost}, decided: true},
 		{name: "cost above the limit is too large, not too many", lim: working, opts: []sluicehttp.Option{cost(6, nil), sluicehttp.WithFailOpen()},
 			status: 413, wantErr: []error{sluice.ErrCostExceedsLimit}},
 		{name: "dry run serves despite a store error", lim: down, opts: []sluicehttp.Option{sluicehttp.WithDryRun()},
@@ -393,8 +398,12 @@ func TestErrors(t *testing.T) {
 			if !tt.served {
 				require.Equal(t, tt.status, sluicehttp.ErrorStatus(hooked[0]))
 			}
-			require.Equal(t, `"default";q=5;w=60`, w.Header().Get("RateLimit-Policy"), "the policy is known without a decision")
-			require.Empty(t, w.Header().Get("RateLimit"), "no decision, no RateLimit field")
+			require.Equal(t, []string{`"default";q=5;w=60`}, w.Header().Values("RateLimit-Policy"), "the policy is known without a decision")
+			if tt.decided {
+				require.NotEmpty(t, w.Header().Get("RateLimit"))
+			} else {
+				require.Empty(t, w.Header().Get("RateLimit"), "no decision, no RateLimit field")
+			}
 		})
 	}
 }
@@ -467,6 +476,11 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{name: "nil limiter"},
 		{name: "negative window", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithWindow(-time.Second)}},
 		{name: "policy name outside printable ASCII", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithPolicyName("día")}},
+		{name: "quota unit outside printable ASCII", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithQuotaUnit("bytes\n")}},
+		{name: "negative minimum cost", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithMinCost(-1)}},
+		{name: "NaN minimum cost", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithMinCost(math.NaN())}},
+		{name: "minimum cost above the limit", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithMinCost(2)}},
+		{name: "negative Retry-After for 503", lim: lim, opts: []sluicehttp.Option{sluicehttp.WithUnavailableRetryAfter(-time.Second)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,13 +7,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"net/http"
 	"net/netip"
@@ -134,11 +132,10 @@ func acceptBatch(w http.ResponseWriter, r *http.Request) {
 // batchSize is the cost of a batch: its number of items. It reads the
 // body and puts an identical one back for the handler.
 func batchSize(r *http.Request) (float64, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	body, err := sluicehttp.ReadBody(r, maxBody) // a longer body is answered 413
 	if err != nil {
 		return 0, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var b batch
 	if err := json.Unmarshal(body, &b); err != nil {
 		return 0, fmt.Errorf("batch: %w", err)

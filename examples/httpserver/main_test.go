@@ -94,7 +94,9 @@ func TestBatchCostsOneUnitPerItem(t *testing.T) {
 		1: {body: `{"items":[1,2,3]}`, want: result{status: 429, rateLimit: `"per-ip";r=2;t=3`, retryAfter: "1"}},
 		2: {body: `{"items":[1,2]}`, want: result{status: 200, rateLimit: `"per-ip";r=0;t=5`}},
 		3: {body: `{"items":[1,2,3,4,5,6]}`, want: result{status: 413}},
-		4: {body: `{"items":`, want: result{status: 400}},
+		// A malformed batch is charged the minimum cost, 1 unit, so that a
+		// flood of them is limited too: none is left, so it is refused.
+		4: {body: `{"items":`, want: result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"}},
 	}
 	for i, step := range steps {
 		require.Equal(t, step.want, send(t, srv, http.MethodPost, "/batch", client, step.body), "step %d", i)

@@ -1,6 +1,7 @@
-package sluicehttp
+package ratelimitheader
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestSFStringEscapesQuoteAndBackslash(t *testing.T) {
 		" ~!#$%&'()*+,": `" ~!#$%&'()*+,"`,
 	}
 	for in, want := range tests {
-		got, err := sfString(in)
+		got, err := SFString("name", in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
@@ -27,7 +28,7 @@ func TestSFStringEscapesQuoteAndBackslash(t *testing.T) {
 
 func TestSFStringRejectsWhatAStringCannotHold(t *testing.T) {
 	for _, in := range []string{"tab\t", "new\nline", "del\x7f", "café"} {
-		_, err := sfString(in)
+		_, err := SFString("name", in)
 		require.ErrorIs(t, err, sluice.ErrInvalidConfig, "%q", in)
 	}
 }
@@ -44,11 +45,11 @@ func TestWholeUnitsRoundsDownForgivingFloatNoise(t *testing.T) {
 		4: {x: 0.5, limit: 1, want: 0},
 		5: {x: -0.1, limit: 1, want: 0},
 		6: {x: math.NaN(), limit: 1, want: 0},
-		7: {x: 1e300, limit: 1e300, want: maxInteger},
-		8: {x: maxInteger + 1, limit: 1e16, want: maxInteger},
+		7: {x: 1e300, limit: 1e300, want: MaxInteger},
+		8: {x: MaxInteger + 1, limit: 1e16, want: MaxInteger},
 	}
 	for i, tt := range tests {
-		require.Equal(t, tt.want, wholeUnits(tt.x, tt.limit), "row %d", i)
+		require.Equal(t, tt.want, WholeUnits(tt.x, tt.limit), "row %d", i)
 	}
 }
 
@@ -66,7 +67,7 @@ func TestCeilSecondsRoundsUp(t *testing.T) {
 		6: {d: math.MaxInt64, want: math.MaxInt64/int64(time.Second) + 1},
 	}
 	for i, tt := range tests {
-		require.Equal(t, tt.want, ceilSeconds(tt.d), "row %d", i)
+		require.Equal(t, tt.want, CeilSeconds(tt.d), "row %d", i)
 	}
 }
 
@@ -84,6 +85,43 @@ func TestRoundSecondsRoundsToNearest(t *testing.T) {
 		6: {d: math.MaxInt64, want: math.MaxInt64/int64(time.Second) + 1}, // .854775807 s
 	}
 	for i, tt := range tests {
-		require.Equal(t, tt.want, roundSeconds(tt.d), "row %d", i)
+		require.Equal(t, tt.want, RoundSeconds(tt.d), "row %d", i)
 	}
 }
+
+func TestRetryAfterIsAtLeastOneSecond(t *testing.T) {
+	require.Equal(t, int64(1), RetryAfter(0))
+	require.Equal(t, int64(1), RetryAfter(time.Nanosecond))
+	require.Equal(t, int64(2), RetryAfter(time.Second+1))
+}
+
+func TestPolicyOfALimiterWithoutParamsComesFromEachDecision(t *testing.T) {
+	p, err := New(noParams{}, Config{Name: "n", Unit: "content-bytes", Window: 90 * time.Second, WindowSet: true})
+	require.NoError(t, err)
+	require.Empty(t, p.Field())
+	f := p.Fields(sluice.Decision{Allowed: true, Limit: 7.5, Remaining: 3.2, ResetAfter: 1500 * time.Millisecond})
+	require.Equal(t, Fields{Policy: `"n";q=7;qu="content-bytes";w=90`, RateLimit: `"n";r=3;t=2`, Quota: 7, Remaining: 3, Reset: 2}, f)
+}
+
+func TestWindowOfAFractionalBurstDividesToTheRate(t *testing.T) {
+	lim, err := sluice.NewTokenBucket(sluice.Per(2, 3*time.Second), sluice.WithBurst(5.5))
+	require.NoError(t, err)
+	defer lim.Close()
+	p, err := New(lim, Config{})
+	require.NoError(t, err)
+	require.Equal(t, `"default";q=5;w=8`, p.Field(), "5 units refill in 7.5 s")
+}
+
+// noParams is a Limiter that cannot tell its limit in advance.
+type noParams struct{}
+
+func (noParams) Allow(context.Context, string, float64) (sluice.Decision, error) {
+	return sluice.Decision{}, nil
+}
+
+func (noParams) CanAccept(context.Context, string, float64) (sluice.Decision, error) {
+	return sluice.Decision{}, nil
+}
+
+func (noParams) Reset(context.Context, string) error         { return nil }
+func (noParams) Wait(context.Context, string, float64) error { return nil }
