@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -40,13 +41,17 @@ var (
 )
 
 // limiter carries what every algorithm's limiter shares: its Params, its
-// store and its clock. Its methods are promoted to the exported types.
+// store, its clock, and how it is observed. Its methods are promoted to the
+// exported types.
 type limiter struct {
-	params Params
-	store  Store
-	clock  nanoClock
-	mem    *MemStore // store, when it is a MemStore: called directly
-	owned  bool      // store was made by the limiter, and Close closes it
+	params   Params
+	store    Store
+	clock    nanoClock
+	mem      *MemStore // store, when it is a MemStore: called directly
+	owned    bool      // store was made by the limiter, and Close closes it
+	name     string
+	observer Observer      // or nil
+	timeout  time.Duration // bounds each remote store call; 0 is none
 }
 
 func newLimiter(p Params, opts []Option) (limiter, error) {
@@ -62,7 +67,8 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 	if s.clock == nil {
 		s.clock = SystemClock()
 	}
-	l := limiter{params: s.params, store: s.store, clock: nanoClock{s.clock}}
+	l := limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
+		name: s.name, observer: s.observer, timeout: s.timeout}
 	if l.store == nil {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
@@ -88,7 +94,12 @@ func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (d De
 
 // Reset forgets key: its next request sees a fresh state.
 func (l *limiter) Reset(ctx context.Context, key string) error {
-	return l.store.Reset(ctx, key)
+	if l.timeout > 0 && l.mem == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	return timedOut(ctx, l.store.Reset(ctx, key))
 }
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on
@@ -135,17 +146,53 @@ func (l *limiter) Close() error {
 // small enough to be inlined there), rather than returned through each
 // level: copying it back out of a callee's frame, just written field by
 // field, stalled the processor on every return.
+//
+// Without an observer, the decision costs one comparison more than it
+// would without the feature: op.Now, read anyway, is when the decision
+// began, and the clock is read again only for an observer.
 func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64, d *Decision) (err error) {
 	op := Op{Verb: verb, Cost: cost, Now: l.clock.now()}
 	if !l.params.usual(op) {
-		if err := l.params.checkOp(op); err != nil {
+		if err = l.params.checkOp(op); err != nil {
 			d.Limit = l.params.Limit
+			if l.observer != nil {
+				l.observe(ctx, key, op, d, err)
+			}
 			return err
 		}
 	}
 	if l.mem != nil {
-		return l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
+		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
+	} else {
+		err = l.apply(ctx, key, op, d)
+	}
+	if l.observer != nil {
+		l.observe(ctx, key, op, d, err)
+	}
+	return err
+}
+
+// apply decides op on a remote store, within the limiter's timeout.
+func (l *limiter) apply(ctx context.Context, key string, op Op, d *Decision) (err error) {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
 	}
 	*d, err = l.store.Apply(ctx, key, &l.params, op)
-	return err
+	return timedOut(ctx, err)
+}
+
+// timedOut returns err, from a store call under ctx, wrapping [ErrTimeout]
+// and context.DeadlineExceeded if ctx's deadline passed: a client that
+// honours deadlines reports them in its own words, often as a network
+// timeout.
+func timedOut(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return fmt.Errorf("%w (%w): %w", ErrTimeout, context.DeadlineExceeded, err)
 }

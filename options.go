@@ -1,6 +1,9 @@
 package sluice
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Option configures a limiter when it is built.
 type Option interface {
@@ -8,9 +11,12 @@ type Option interface {
 }
 
 type settings struct {
-	params Params
-	store  Store
-	clock  Clock
+	params   Params
+	store    Store
+	clock    Clock
+	name     string
+	observer Observer
+	timeout  time.Duration
 }
 
 type optionFunc func(*settings) error
@@ -82,6 +88,58 @@ func WithMaxEntries(n int) Option {
 			return fmt.Errorf("%w: %v: max entries option applies only to the sliding log", ErrInvalidConfig, s.params.Kind)
 		}
 		s.params.MaxEntries = n
+		return nil
+	})
+}
+
+// WithName names the limiter, for its [Observer]: metrics carry the name
+// as a label, so give each limiter of a process its own, fixed, name
+// ("login", "api"), never one made from a key.
+func WithName(name string) Option {
+	return optionFunc(func(s *settings) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty limiter name", ErrInvalidConfig)
+		}
+		s.name = name
+		return nil
+	})
+}
+
+// WithObserver makes the limiter report each decision to o. Given more
+// than once, it adds observers, called in the order given. A limiter
+// without one pays nothing for the feature.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(s *settings) error {
+		if o == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidConfig)
+		}
+		switch prev := s.observer.(type) {
+		case nil:
+			s.observer = o
+		case observers:
+			s.observer = append(prev[:len(prev):len(prev)], o)
+		default:
+			s.observer = observers{prev, o}
+		}
+		return nil
+	})
+}
+
+// WithTimeout bounds each call the limiter makes to its store (Allow,
+// CanAccept, Fillup, Reset, and each attempt of Wait) to d, or less if the
+// context's deadline comes first. A call cut short returns an error
+// wrapping [ErrTimeout] and context.DeadlineExceeded.
+//
+// The bound is the context's: the store's client must honour context
+// deadlines, as pgx does and go-redis does with ContextTimeoutEnabled set
+// (see docs/operations.md). The in-memory store never waits on anything
+// but its shard's lock, and ignores the timeout, which then costs nothing.
+func WithTimeout(d time.Duration) Option {
+	return optionFunc(func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout %v is not positive", ErrInvalidConfig, d)
+		}
+		s.timeout = d
 		return nil
 	})
 }

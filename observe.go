@@ -1,0 +1,152 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Observer receives every decision a limiter makes, for metrics, logs or
+// traces. Set one with [WithObserver]; the adapters in the modules
+// github.com/sluice-go/sluice/sluiceprom and .../sluiceotel export
+// Prometheus and OpenTelemetry metrics from it.
+//
+// Observe is called once per decision (Allow, CanAccept, Fillup, and each
+// attempt of Wait), after the decision, on the caller's goroutine: it
+// must be safe for concurrent use and quick, since the caller waits for
+// it. Reset is not a decision and is not observed.
+//
+// A limiter without an Observer reads no clock and allocates nothing more
+// than it would with none: the observation costs one comparison.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to an [Observer].
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// Event is one decision, as an [Observer] sees it.
+type Event struct {
+	// Limiter is the limiter's name, set with [WithName]; "" if unset.
+	Limiter string
+	// Kind is the limiter's algorithm.
+	Kind Kind
+	// Verb is what the decision did: VerbAllow for Allow (and Wait),
+	// VerbCheck for CanAccept, VerbFill for Fillup.
+	Verb Verb
+	// Key is the key decided on. Its values are unbounded: never use it as
+	// a metric label.
+	Key string
+	// Cost is the cost requested.
+	Cost float64
+	// Decision is the decision returned to the caller.
+	Decision Decision
+	// Latency is the time the decision took, on the limiter's clock: the
+	// store's call, and the validation before it. A fake clock that does
+	// not move gives zero.
+	Latency time.Duration
+	// Err is the error returned to the caller, or nil.
+	Err error
+	// Outcome classifies the decision, or its error.
+	Outcome Outcome
+}
+
+// Outcome classifies a decision for metrics: its values are few and fixed,
+// so they make good label values.
+type Outcome uint8
+
+const (
+	// OutcomeAllowed is a request admitted (or, for CanAccept, that would
+	// be), and a Fillup whose whole cost fitted.
+	OutcomeAllowed Outcome = iota + 1
+	// OutcomeDenied is a request refused, and a Fillup that reached
+	// capacity before its whole cost fitted.
+	OutcomeDenied
+	// OutcomeInvalid is an error in the request itself: an invalid cost, a
+	// cost above the limit, a verb the algorithm does not support, a time
+	// out of range, a key the store cannot hold or that holds another
+	// algorithm's state. The store is healthy; the request is wrong.
+	OutcomeInvalid
+	// OutcomeCanceled is a decision abandoned because the caller's context
+	// was canceled: a client that went away, not a failing store.
+	OutcomeCanceled
+	// OutcomeTimeout is a store call that did not finish within the
+	// limiter's timeout ([WithTimeout]) or before the context's deadline.
+	OutcomeTimeout
+	// OutcomeStoreError is any other error of the store: a connection
+	// refused or reset, a server error, a store closed.
+	OutcomeStoreError
+)
+
+var outcomeNames = [...]string{
+	OutcomeAllowed:    "allowed",
+	OutcomeDenied:     "denied",
+	OutcomeInvalid:    "invalid",
+	OutcomeCanceled:   "canceled",
+	OutcomeTimeout:    "timeout",
+	OutcomeStoreError: "store_error",
+}
+
+// String returns the outcome's name, in lower case with underscores, as a
+// metric label value: "allowed", "denied", "invalid", "canceled",
+// "timeout" or "store_error".
+func (o Outcome) String() string {
+	if o > 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Failed reports whether the outcome is an error of the store: a timeout
+// or a store error. Invalid input and canceled contexts are not.
+func (o Outcome) Failed() bool { return o == OutcomeTimeout || o == OutcomeStoreError }
+
+// classify returns the outcome of a decision that returned d and err, on a
+// call whose context was ctx.
+func classify(ctx context.Context, d *Decision, err error) Outcome {
+	switch {
+	case err == nil && d.Allowed:
+		return OutcomeAllowed
+	case err == nil:
+		return OutcomeDenied
+	case errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimeout
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return OutcomeCanceled
+	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrCostExceedsLimit),
+		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTimeOutOfRange),
+		errors.Is(err, ErrKeyConflict):
+		return OutcomeInvalid
+	}
+	return OutcomeStoreError
+}
+
+// observe hands the decision just made to the limiter's observer. op.Now
+// is the limiter's time when the decision began: the latency costs one
+// more reading of the clock, and only here.
+func (l *limiter) observe(ctx context.Context, key string, op Op, d *Decision, err error) {
+	l.observer.Observe(Event{
+		Limiter:  l.name,
+		Kind:     l.params.Kind,
+		Verb:     op.Verb,
+		Key:      key,
+		Cost:     op.Cost,
+		Decision: *d,
+		Latency:  time.Duration(max(l.clock.now()-op.Now, 0)),
+		Err:      err,
+		Outcome:  classify(ctx, d, err),
+	})
+}
+
+// observers is several observers, called in turn.
+type observers []Observer
+
+func (os observers) Observe(e Event) {
+	for _, o := range os {
+		o.Observe(e)
+	}
+}

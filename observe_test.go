@@ -1,0 +1,213 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+)
+
+// recorder is an Observer that keeps the events it sees.
+type recorder struct {
+	mu     sync.Mutex
+	events []sluice.Event
+}
+
+func (r *recorder) Observe(e sluice.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// slowStore is a MemStore whose decisions take a fixed time on a fake
+// clock, or fail with err.
+type slowStore struct {
+	*sluice.MemStore
+	mock *clock.Mock
+	took time.Duration
+	err  error
+}
+
+func (s *slowStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	s.mock.Add(s.took)
+	if s.err != nil {
+		return sluice.Decision{Limit: p.Limit}, s.err
+	}
+	return s.MemStore.Apply(ctx, key, p, op)
+}
+
+func TestObserverSeesEveryDecisionWithItsOutcomeAndLatency(t *testing.T) {
+	mock := newMock()
+	rec := &recorder{}
+	st := &slowStore{MemStore: sluice.NewMemStore(sluice.MemStoreConfig{}), mock: mock, took: 3 * time.Millisecond}
+	lim, err := sluice.NewLeakyBucket(2, sluice.PerSecond(1),
+		sluice.WithClock(mock), sluice.WithStore(st), sluice.WithName("spend"), sluice.WithObserver(rec))
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	_, err = lim.Allow(ctx, "a", 2)
+	require.NoError(t, err)
+	_, err = lim.Allow(ctx, "a", 1)
+	require.NoError(t, err)
+	_, err = lim.CanAccept(ctx, "a", 0)
+	require.NoError(t, err)
+	_, err = lim.Fillup(ctx, "a", 0.5)
+	require.NoError(t, err)
+	_, err = lim.Allow(ctx, "a", math.NaN())
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	_, err = lim.Allow(ctx, "a", 3)
+	require.ErrorIs(t, err, sluice.ErrCostExceedsLimit)
+	st.err = errors.New("connection refused")
+	_, err = lim.Allow(ctx, "a", 1)
+	require.Error(t, err)
+
+	type seen struct {
+		verb    sluice.Verb
+		cost    float64
+		allowed bool
+		latency time.Duration
+		outcome sluice.Outcome
+		failed  bool
+	}
+	want := []seen{
+		{sluice.VerbAllow, 2, true, 3 * time.Millisecond, sluice.OutcomeAllowed, false},
+		{sluice.VerbAllow, 1, false, 3 * time.Millisecond, sluice.OutcomeDenied, false},
+		{sluice.VerbCheck, 0, true, 3 * time.Millisecond, sluice.OutcomeAllowed, false},
+		{sluice.VerbFill, 0.5, false, 3 * time.Millisecond, sluice.OutcomeDenied, false},
+		{sluice.VerbAllow, math.NaN(), false, 0, sluice.OutcomeInvalid, false}, // refused before the store
+		{sluice.VerbAllow, 3, false, 0, sluice.OutcomeInvalid, false},
+		{sluice.VerbAllow, 1, false, 3 * time.Millisecond, sluice.OutcomeStoreError, true},
+	}
+	require.Len(t, rec.events, len(want))
+	for i, w := range want {
+		e := rec.events[i]
+		require.Equal(t, "spend", e.Limiter, i)
+		require.Equal(t, sluice.KindLeakyBucket, e.Kind, i)
+		require.Equal(t, "a", e.Key, i)
+		require.Equal(t, w.verb, e.Verb, i)
+		if !math.IsNaN(w.cost) {
+			require.Equal(t, w.cost, e.Cost, i)
+		}
+		require.Equal(t, w.allowed, e.Decision.Allowed, i)
+		require.Equal(t, 2.0, e.Decision.Limit, i)
+		require.Equal(t, w.latency, e.Latency, i)
+		require.Equal(t, w.outcome, e.Outcome, i)
+		require.Equal(t, w.failed, e.Outcome.Failed(), i)
+		require.Equal(t, w.outcome != sluice.OutcomeAllowed && w.outcome != sluice.OutcomeDenied, e.Err != nil, i)
+	}
+}
+
+func TestObserverClassifiesCanceledContextsAndClosedStores(t *testing.T) {
+	rec := &recorder{}
+	canceling := &cancelStore{}
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(canceling), sluice.WithObserver(rec))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = lim.Allow(ctx, "a", 1)
+	require.ErrorIs(t, err, context.Canceled)
+
+	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
+	require.NoError(t, mem.Close())
+	closed, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(mem), sluice.WithObserver(rec))
+	require.NoError(t, err)
+	_, err = closed.Allow(context.Background(), "a", 1)
+	require.ErrorIs(t, err, sluice.ErrStoreClosed)
+
+	require.Len(t, rec.events, 2)
+	require.Equal(t, sluice.OutcomeCanceled, rec.events[0].Outcome)
+	require.False(t, rec.events[0].Outcome.Failed(), "a client that went away is not a failing store")
+	require.Equal(t, sluice.OutcomeStoreError, rec.events[1].Outcome)
+	require.Equal(t, "", rec.events[1].Limiter, "no name was given")
+}
+
+// cancelStore fails every call with its context's error, as a client
+// whose caller went away does.
+type cancelStore struct{}
+
+func (cancelStore) Apply(ctx context.Context, _ string, p *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
+	return sluice.Decision{Limit: p.Limit}, ctx.Err()
+}
+func (cancelStore) Reset(ctx context.Context, _ string) error { return ctx.Err() }
+
+func TestObserversGivenTwiceAreBothCalledInOrder(t *testing.T) {
+	var order []string
+	first := sluice.ObserverFunc(func(sluice.Event) { order = append(order, "first") })
+	second := sluice.ObserverFunc(func(sluice.Event) { order = append(order, "second") })
+	third := sluice.ObserverFunc(func(sluice.Event) { order = append(order, "third") })
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1,
+		sluice.WithObserver(first), sluice.WithObserver(second), sluice.WithObserver(third))
+	require.NoError(t, err)
+	_, err = lim.Allow(context.Background(), "a", 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"first", "second", "third"}, order)
+}
+
+func TestObservationOptionsRefuseBadInput(t *testing.T) {
+	for name, opt := range map[string]sluice.Option{
+		"empty name":        sluice.WithName(""),
+		"nil observer":      sluice.WithObserver(nil),
+		"zero timeout":      sluice.WithTimeout(0),
+		"negative timeout":  sluice.WithTimeout(-time.Second),
+		"nil observer func": sluice.WithObserver(nilObserver()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := sluice.NewGCRA(sluice.PerSecond(1), 1, opt)
+			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+		})
+	}
+}
+
+// nilObserver returns a nil Observer interface value.
+func nilObserver() sluice.Observer { return nil }
+
+func TestOutcomeNamesAreLabelValues(t *testing.T) {
+	for o, want := range map[sluice.Outcome]string{
+		sluice.OutcomeAllowed:    "allowed",
+		sluice.OutcomeDenied:     "denied",
+		sluice.OutcomeInvalid:    "invalid",
+		sluice.OutcomeCanceled:   "canceled",
+		sluice.OutcomeTimeout:    "timeout",
+		sluice.OutcomeStoreError: "store_error",
+		sluice.Outcome(0):        "outcome(0)",
+		sluice.Outcome(42):       "outcome(42)",
+	} {
+		require.Equal(t, want, o.String())
+	}
+}
+
+func TestDecisionsAllocateNothingWithOrWithoutAnObserver(t *testing.T) {
+	var n int
+	counting := sluice.ObserverFunc(func(e sluice.Event) {
+		if e.Outcome == sluice.OutcomeAllowed {
+			n++
+		}
+	})
+	for name, opts := range map[string][]sluice.Option{
+		"none":                  nil,
+		"observer":              {sluice.WithObserver(counting), sluice.WithName("api")},
+		"timeout on a MemStore": {sluice.WithTimeout(time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, opts...)
+			require.NoError(t, err)
+			ctx := context.Background()
+			_, err = lim.Allow(ctx, "a", 1) // the key exists before counting
+			require.NoError(t, err)
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := lim.Allow(ctx, "a", 1); err != nil {
+					t.Fatal(err)
+				}
+			})
+			require.Zero(t, allocs)
+		})
+	}
+	require.Positive(t, n)
+}
