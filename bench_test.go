@@ -13,8 +13,9 @@ import (
 // benchLimiters builds one limiter of each algorithm allowing limit per
 // hour, with bursts and windows of limit. A huge limit exercises the admit
 // path, a limit of one the deny path; either way each key's state lives for
-// the whole benchmark, so every call finds an existing key.
-func benchLimiters(b *testing.B, limit float64) map[string]sluice.Limiter {
+// the whole benchmark, so every call finds an existing key. opts are given
+// to every limiter.
+func benchLimiters(b *testing.B, limit float64, opts ...sluice.Option) map[string]sluice.Limiter {
 	b.Helper()
 	must := func(l sluice.Limiter, err error) sluice.Limiter {
 		if err != nil {
@@ -23,13 +24,14 @@ func benchLimiters(b *testing.B, limit float64) map[string]sluice.Limiter {
 		return l
 	}
 	rate := sluice.PerHour(min(limit, 3600))
+	with := func(o ...sluice.Option) []sluice.Option { return append(o, opts...) }
 	return map[string]sluice.Limiter{
-		"LeakyBucket":    must(sluice.NewLeakyBucket(limit, rate)),
-		"GCRA":           must(sluice.NewGCRA(rate, limit)),
-		"TokenBucket":    must(sluice.NewTokenBucket(rate, sluice.WithBurst(limit))),
-		"FixedWindow":    must(sluice.NewFixedWindow(limit, time.Hour)),
-		"SlidingLog":     must(sluice.NewSlidingLog(limit, time.Hour, sluice.WithMaxEntries(64))),
-		"SlidingCounter": must(sluice.NewSlidingCounter(limit, time.Hour)),
+		"LeakyBucket":    must(sluice.NewLeakyBucket(limit, rate, opts...)),
+		"GCRA":           must(sluice.NewGCRA(rate, limit, opts...)),
+		"TokenBucket":    must(sluice.NewTokenBucket(rate, with(sluice.WithBurst(limit))...)),
+		"FixedWindow":    must(sluice.NewFixedWindow(limit, time.Hour, opts...)),
+		"SlidingLog":     must(sluice.NewSlidingLog(limit, time.Hour, with(sluice.WithMaxEntries(64))...)),
+		"SlidingCounter": must(sluice.NewSlidingCounter(limit, time.Hour, opts...)),
 	}
 }
 
@@ -46,13 +48,24 @@ func keys(n int) []string {
 // BenchmarkAllow measures Allow on existing keys of the default in-memory
 // store: one hot key and 10,000 keys, sequential and parallel, on the admit
 // path (a limit never reached) and the deny path (a limit always reached).
-func BenchmarkAllow(b *testing.B) {
+func BenchmarkAllow(b *testing.B) { benchAllow(b) }
+
+// BenchmarkAllowObserved is BenchmarkAllow with an observer that counts
+// the decisions by outcome, as a metrics adapter does.
+func BenchmarkAllowObserved(b *testing.B) {
+	var counts [8]atomic.Int64
+	benchAllow(b, sluice.WithName("bench"), sluice.WithObserver(sluice.ObserverFunc(func(e sluice.Event) {
+		counts[e.Outcome&7].Add(1)
+	})))
+}
+
+func benchAllow(b *testing.B, opts ...sluice.Option) {
 	ctx := context.Background()
 	for _, path := range []struct {
 		name  string
 		limit float64
 	}{{"admit", 1e9}, {"deny", 1}} {
-		lims := benchLimiters(b, path.limit)
+		lims := benchLimiters(b, path.limit, opts...)
 		for _, alg := range algorithms {
 			lim := lims[alg]
 			for _, n := range []int{1, 10_000} {
