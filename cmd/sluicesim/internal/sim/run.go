@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/guarantees"
+)
+
+// Epoch is where simulated time starts: a whole day since the Unix epoch,
+// so that aligned windows of a second, a minute, an hour or a day start
+// with the simulation.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Caps on what a run keeps for its figures, so that a simulation of
+// millions of requests draws in bounded memory: the watched key's state
+// is drawn around each of its requests up to maxStatePoints points, and
+// sampled twice per bin throughout; denials are marked up to
+// maxDenialMarks.
+const (
+	maxStatePoints = 20_000
+	maxDenialMarks = 5_000
+	samplesPerBin  = 2
+)
+
+// Run is one limiter's simulation.
+type Run struct {
+	// Name is the limiter's label.
+	Name string
+	// Params are the limiter's, as its constructor built them.
+	Params sluice.Params
+	// Summary is what it admitted.
+	Summary Summary
+	// Series is what the figures draw.
+	Series Series
+	// Trace is every request and its decision, in the order decided, when
+	// Options.Trace is set.
+	Trace []Decided
+}
+
+// Decided is one request and the limiter's decision on it.
+type Decided struct {
+	Request
+	sluice.Decision
+}
+
+// Options tunes a simulation without changing its results.
+type Options struct {
+	// Progress, when not nil, receives a line every ProgressEvery requests
+	// (1,000,000 when zero) and one when each limiter's run ends, if it
+	// wrote any.
+	Progress      io.Writer
+	ProgressEvery int64
+	// Trace keeps every decision in Run.Trace.
+	Trace bool
+}
+
+// Simulate runs every limiter of c on its traffic, in turn. c's defaults
+// are filled in.
+func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.Window == 0 {
+		for _, ls := range c.Limiters {
+			l, err := ls.New(NewClock(Epoch))
+			if err != nil {
+				return nil, err
+			}
+			c.Window = max(c.Window, time.Duration(guarantees.Period(l.Params())))
+			if err := l.Close(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	runs := make([]Run, 0, len(c.Limiters))
+	for _, ls := range c.Limiters {
+		r, err := simulate(ctx, c, ls, o)
+		if err != nil {
+			return nil, fmt.Errorf("limiter %q: %w", ls.Name, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// simulate runs one limiter.
+func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, error) {
+	clk := NewClock(Epoch)
+	lim, err := ls.New(clk)
+	if err != nil {
+		return Run{}, err
+	}
+	defer lim.Close()
+	p := lim.Params()
+	run := Run{Name: ls.Name, Params: p}
+	m := newMeter(c, p)
+	sh := newSheet(c, p)
+
+	var q queue
+	for _, t := range c.Traffic {
+		for _, src := range t.sources(Epoch.UnixNano()) {
+			q.add(src, nil, c.Duration)
+		}
+	}
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = 1_000_000
+	}
+	var n int64
+	var sample time.Duration // the next sample of the watched key's state
+	watch := func(at time.Duration) error {
+		clk.Set(Epoch.Add(at))
+		d, err := lim.CanAccept(ctx, c.Watch, 0)
+		if err == nil {
+			sh.state(at, d)
+		}
+		return err
+	}
+	for q.Len() > 0 {
+		e := heap.Pop(&q).(*event)
+		for ; sample <= e.req.At; sample += sh.sampleEvery {
+			if err := watch(sample); err != nil {
+				return run, err
+			}
+		}
+		detail := e.req.Key == c.Watch && sh.detailed()
+		if detail {
+			if err := watch(e.req.At); err != nil {
+				return run, err
+			}
+		}
+		clk.Set(Epoch.Add(e.req.At))
+		d, err := lim.Allow(ctx, e.req.Key, e.req.Cost)
+		if err != nil {
+			return run, fmt.Errorf("request at %v on key %q costing %v: %w", e.req.At, e.req.Key, e.req.Cost, err)
+		}
+		m.record(e.req, d)
+		sh.record(e.req, d, detail)
+		if o.Trace {
+			run.Trace = append(run.Trace, Decided{e.req, d})
+		}
+		if n++; o.Progress != nil && n%every == 0 {
+			fmt.Fprintf(o.Progress, "sluicesim: %s: %d requests, %.0f%% of %v simulated\n",
+				ls.Name, n, 100*float64(e.req.At)/float64(c.Duration), c.Duration)
+		}
+		q.add(e.src, &outcome{e.req, d}, c.Duration)
+	}
+	for ; sample <= c.Duration; sample += sh.sampleEvery {
+		if err := watch(sample); err != nil {
+			return run, err
+		}
+	}
+	if o.Progress != nil && n >= every {
+		fmt.Fprintf(o.Progress, "sluicesim: %s: done, %d requests in %v simulated\n", ls.Name, n, c.Duration)
+	}
+	run.Summary = m.summary(ls.Name)
+	run.Series = sh.Series
+	run.Series.State = simplify(run.Series.State, p.Limit)
+	return run, nil
+}
+
+// event is a client's next request.
+type event struct {
+	req Request
+	src source
+	seq int64 // breaks ties between equal times: first added, first decided
+}
+
+// queue orders the clients' next requests by time.
+type queue struct {
+	events []*event
+	seq    int64
+}
+
+func (q queue) Len() int { return len(q.events) }
+func (q queue) Less(i, j int) bool {
+	a, b := q.events[i], q.events[j]
+	return a.req.At < b.req.At || a.req.At == b.req.At && a.seq < b.seq
+}
+func (q queue) Swap(i, j int) { q.events[i], q.events[j] = q.events[j], q.events[i] }
+func (q *queue) Push(x any)   { q.events = append(q.events, x.(*event)) }
+func (q *queue) Pop() any {
+	e := q.events[len(q.events)-1]
+	q.events = q.events[:len(q.events)-1]
+	return e
+}
+
+// add queues src's next request, if it has one before end.
+func (q *queue) add(src source, prev *outcome, end time.Duration) {
+	r, ok := src.next(prev)
+	if !ok || r.At >= end {
+		return
+	}
+	q.seq++
+	heap.Push(q, &event{req: r, src: src, seq: q.seq})
+}
+
+// percentile returns the p-th percentile of sorted by the nearest-rank
+// method, or 0 for none.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

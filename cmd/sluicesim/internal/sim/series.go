@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Series is what a limiter's figure draws.
+type Series struct {
+	// Bin is the width of the bins; Offered, Admitted and Denied count the
+	// requests of each, over all keys.
+	Bin                       time.Duration
+	Offered, Admitted, Denied []int64
+	// Key is the watched key, whose state State draws, with StateName
+	// saying what it is. Limit is the state's ceiling.
+	Key       string
+	StateName string
+	Limit     float64
+	State     []Point
+	// Denials are the watched key's denied requests, at its state then.
+	Denials []Point
+}
+
+// Point is a value at a time since the start of the simulation.
+type Point struct {
+	At    time.Duration
+	Value float64
+}
+
+// sheet records a Series.
+type sheet struct {
+	Series
+	sampleEvery time.Duration
+	stateOf     func(sluice.Decision) float64
+}
+
+func newSheet(c *Config, p sluice.Params) *sheet {
+	n := int((c.Duration + c.Bin - 1) / c.Bin)
+	sh := &sheet{
+		Series: Series{
+			Bin:     c.Bin,
+			Offered: make([]int64, n), Admitted: make([]int64, n), Denied: make([]int64, n),
+			Key: c.Watch, Limit: p.Limit,
+		},
+		sampleEvery: max(c.Bin/samplesPerBin, 1),
+		stateOf:     func(d sluice.Decision) float64 { return d.Used },
+	}
+	sh.StateName = stateName(p)
+	if p.Kind == sluice.KindTokenBucket {
+		sh.stateOf = func(d sluice.Decision) float64 { return d.Remaining }
+	}
+	return sh
+}
+
+// stateName says what a limiter's state line shows, read through the
+// public API: a decision's Used (Remaining for the token bucket).
+func stateName(p sluice.Params) string {
+	switch p.Kind {
+	case sluice.KindLeakyBucket:
+		return "bucket level"
+	case sluice.KindGCRA:
+		return fmt.Sprintf("TAT − now, in emission intervals of %v", time.Duration(p.Interval))
+	case sluice.KindTokenBucket:
+		return "tokens in the bucket"
+	case sluice.KindFixedWindow:
+		return "count in the current window"
+	case sluice.KindSlidingLog:
+		return fmt.Sprintf("count in the last %v", time.Duration(p.Interval))
+	case sluice.KindSlidingCounter:
+		return fmt.Sprintf("weighted count of the last %v", time.Duration(p.Interval))
+	}
+	return "used"
+}
+
+// detailed reports whether the watched key's state is still drawn around
+// each of its requests.
+func (sh *sheet) detailed() bool { return len(sh.State) < maxStatePoints }
+
+// state records the watched key's state at a time.
+func (sh *sheet) state(at time.Duration, d sluice.Decision) {
+	sh.State = append(sh.State, Point{at, sh.stateOf(d)})
+}
+
+// record counts a decided request, and draws the watched key's state
+// after it when detail is set.
+func (sh *sheet) record(r Request, d sluice.Decision, detail bool) {
+	b := int(r.At / sh.Bin)
+	sh.Offered[b]++
+	if d.Allowed {
+		sh.Admitted[b]++
+	} else {
+		sh.Denied[b]++
+		if r.Key == sh.Key && len(sh.Denials) < maxDenialMarks {
+			sh.Denials = append(sh.Denials, Point{r.At, sh.stateOf(d)})
+		}
+	}
+	if detail {
+		sh.state(r.At, d)
+	}
+}
+
+// WriteSeries writes the runs' bins as CSV: one row per limiter and bin.
+func WriteSeries(w io.Writer, runs []Run) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"limiter", "bin_start_s", "offered", "admitted", "denied"})
+	for _, r := range runs {
+		s := r.Series
+		for i := range s.Offered {
+			cw.Write([]string{r.Name, seconds(time.Duration(i) * s.Bin),
+				strconv.FormatInt(s.Offered[i], 10), strconv.FormatInt(s.Admitted[i], 10), strconv.FormatInt(s.Denied[i], 10)})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteState writes the watched key's state lines and denials as CSV.
+func WriteState(w io.Writer, runs []Run) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"limiter", "key", "what", "t_s", "value"})
+	for _, r := range runs {
+		s := r.Series
+		for _, p := range s.State {
+			cw.Write([]string{r.Name, s.Key, s.StateName, seconds(p.At), num(p.Value)})
+		}
+		for _, p := range s.Denials {
+			cw.Write([]string{r.Name, s.Key, "denied", seconds(p.At), num(p.Value)})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// simplify drops the points of a line that lie on the straight segment
+// between their neighbours (within a billionth of scale), which draw
+// nothing: a state that stays flat or drains steadily between two
+// requests needs only its ends.
+func simplify(ps []Point, scale float64) []Point {
+	if len(ps) < 3 {
+		return ps
+	}
+	tol := scale * 1e-9
+	out := ps[:1]
+	for i := 1; i < len(ps)-1; i++ {
+		a, b, c := out[len(out)-1], ps[i], ps[i+1]
+		if c.At == a.At {
+			if b.Value == a.Value && b.Value == c.Value {
+				continue
+			}
+		} else if b.At != a.At && b.At != c.At {
+			f := float64(b.At-a.At) / float64(c.At-a.At)
+			if math.Abs(a.Value+f*(c.Value-a.Value)-b.Value) <= tol {
+				continue
+			}
+		}
+		out = append(out, b)
+	}
+	return append(out, ps[len(ps)-1])
+}
