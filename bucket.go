@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"context"
+
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // LeakyBucket is a leaky bucket meter: each key has a level that requests
@@ -87,7 +89,7 @@ func (p *Params) drain(x float64) int64 {
 	if x <= p.slack() {
 		return 0
 	}
-	return ceilNanos(x * float64(p.Interval) / p.Amount)
+	return arith.CeilNanos(x * float64(p.Interval) / p.Amount)
 }
 
 // leaked returns the level of s after elapsed nanoseconds. A negative

@@ -3,6 +3,8 @@ package sluice
 import (
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // Clock is the source of time for a limiter. The system clock is the
@@ -29,7 +31,7 @@ func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d
 // 2116), so that a time plus a span cannot overflow. Times before the
 // epoch are refused too, so that the zero State, whose times are zero, is
 // never in a request's future.
-const maxTime = 1 << 62
+const maxTime = arith.MaxTime
 
 // base is the instant every limiter measures time from: read once, when
 // the process starts, and never changed.

@@ -43,6 +43,16 @@
 //
 // Invalid input is an error, never a panic or a silent wrong answer:
 // configuration is validated when a limiter is built ([ErrInvalidConfig]),
-// costs on every call ([ErrInvalidCost], [ErrCostExceedsLimit]). A clock
-// that steps backwards counts as no time passing.
+// costs on every call ([ErrInvalidCost], [ErrCostExceedsLimit]).
+//
+// A clock that steps backwards never loosens a limit. No stored time ever
+// moves back, and a request at an earlier instant than the key's last is
+// decided at that instant against the state as it stands: a request δ
+// earlier is never admitted where the later one would be denied, and when
+// both are denied they are told to retry at the same instant (RetryAfter δ
+// longer). For the buckets, time before their last update stands still:
+// nothing leaks or refills. The fixed window and the sliding counter never
+// return to an earlier window. GCRA, the sliding log and the sliding
+// counter weigh their state against now, so an earlier request sees more
+// backlog and is stricter by the step.
 package sluice

@@ -1,6 +1,10 @@
 package sluice
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
+)
 
 // FixedWindow counts each key's cost in consecutive windows of a fixed
 // length and admits a request iff the window's count plus its cost stays
@@ -45,7 +49,7 @@ func (p *Params) stepFixedWindow(s *State, op Op, d *Decision) {
 		}
 	default:
 		// A clock that stepped back stays in the stored window.
-		if w := floorDiv(op.Now, p.Interval) * p.Interval; w > start {
+		if w := arith.FloorDiv(op.Now, p.Interval) * p.Interval; w > start {
 			start, count = w, 0
 		}
 	}

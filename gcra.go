@@ -1,6 +1,6 @@
 package sluice
 
-import "math"
+import "github.com/sluice-go/sluice/internal/arith"
 
 // GCRA is the generic cell rate algorithm: a leaky bucket kept as one
 // number per key, the theoretical arrival time (TAT) at which the key would
@@ -67,6 +67,4 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 }
 
 // gcraNanos converts an amount to nanoseconds at the emission interval.
-func (p *Params) gcraNanos(amount float64) int64 {
-	return int64(math.Round(amount * float64(p.Interval)))
-}
+func (p *Params) gcraNanos(amount float64) int64 { return arith.Nanos(amount, p.Interval) }

@@ -17,7 +17,7 @@ func TestMemStoreConformance(t *testing.T) {
 		st := sluice.NewMemStore(sluice.MemStoreConfig{})
 		t.Cleanup(func() { _ = st.Close() })
 		return st
-	})
+	}, storetest.Exact())
 }
 
 func TestMemStoreForgetsKeysOnceFresh(t *testing.T) {

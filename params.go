@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // Kind names an algorithm.
@@ -66,11 +68,11 @@ type Params struct {
 const (
 	// maxSpan bounds every duration the algorithms compute (about 36
 	// years), so that a time plus a span stays far from int64 overflow.
-	maxSpan = 1 << 60
+	maxSpan = arith.MaxSpan
 	// tolerance is the relative slack of float comparisons: amounts within
 	// Limit*tolerance of each other are equal, and durations computed from
 	// float amounts forgive the same relative error before rounding up.
-	tolerance = 0x1p-48
+	tolerance = arith.Tolerance
 	// maxLogEntries bounds MaxEntries.
 	maxLogEntries = 1 << 20
 )
@@ -112,9 +114,9 @@ func (p *Params) Validate() error {
 	var span float64
 	switch p.Kind {
 	case KindGCRA:
-		span = p.Limit * float64(p.Interval)
+		span = arith.GCRASpan(p.Limit, p.Interval)
 	case KindLeakyBucket, KindTokenBucket:
-		span = math.Ceil(p.Limit/p.Amount) * float64(p.Interval)
+		span = arith.BucketSpan(p.Limit, p.Amount, p.Interval)
 	}
 	if span > maxSpan {
 		return p.invalid("limit takes longer than " + time.Duration(maxSpan).String() + " to drain or refill")
@@ -242,28 +244,6 @@ func (p *Params) describe(d *Decision, used float64) {
 		used = p.Limit
 	}
 	d.Limit, d.Used, d.Remaining = p.Limit, used, p.Limit-used
-}
-
-// ceilNanos rounds a float duration in nanoseconds up to a whole
-// nanosecond, forgiving float rounding noise, and caps it at maxSpan.
-func ceilNanos(ns float64) int64 {
-	if !(ns > 0) {
-		return 0
-	}
-	ns -= ns * tolerance
-	if ns >= maxSpan {
-		return maxSpan
-	}
-	return int64(math.Ceil(ns))
-}
-
-// floorDiv returns a/b rounded toward negative infinity, for b > 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
 }
 
 // after returns how long from now until t, never negative.

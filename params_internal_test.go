@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,9 @@ import (
 func TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks(t *testing.T) {
 	p := Params{Kind: KindGCRA, Limit: 5, Interval: 1e8}
 	require.NoError(t, p.Validate())
-	costs := []float64{0, math.SmallestNonzeroFloat64, 1, 5, math.Nextafter(5, 6), 6, -0.0, -1, math.NaN(), math.Inf(1), math.Inf(-1)}
+	negZero := math.Copysign(0, -1) // the constant -0.0 is plain zero in Go
+	costs := []float64{0, math.SmallestNonzeroFloat64, 1, 5, math.Nextafter(5, 6), 6, negZero, -1, math.NaN(), math.Inf(1), math.Inf(-1)}
+	require.True(t, slices.ContainsFunc(costs, func(c float64) bool { return c == 0 && math.Signbit(c) }), "a negative zero is among the costs")
 	times := []int64{0, 1, maxTime - 1, maxTime, maxTime + 1, -1, math.MinInt64, math.MaxInt64}
 	for _, verb := range []Verb{0, VerbAllow, VerbCheck, VerbFill, VerbFill + 1} {
 		for _, cost := range costs {

@@ -3,6 +3,8 @@ package sluice
 import (
 	"math"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // SlidingLog is the exact sliding window: it keeps each key's admitted
@@ -138,7 +140,7 @@ func NewSlidingCounter(limit float64, window time.Duration, opts ...Option) (*Sl
 func (p *Params) stepSlidingCounter(s *State, op Op, d *Decision) {
 	w := p.Interval
 	start, cur, prev := s.Time, s.A, s.B
-	if ws := floorDiv(op.Now, w) * w; ws > start {
+	if ws := arith.FloorDiv(op.Now, w) * w; ws > start {
 		if ws-start == w {
 			prev = cur
 		} else {
@@ -181,10 +183,10 @@ func (p *Params) counterAdmitAt(start int64, cur, prev, cost float64) int64 {
 		if r >= 1 {
 			return start
 		}
-		return start + ceilNanos(w*(1-r))
+		return start + arith.CeilNanos(w*(1-r))
 	}
 	// It fits in the next window, where this window's count is the
 	// previous one, once that count's weight has fallen to r.
 	r := (p.Limit - cost) / cur
-	return start + p.Interval + ceilNanos(w*(1-r))
+	return start + p.Interval + arith.CeilNanos(w*(1-r))
 }

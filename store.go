@@ -57,8 +57,9 @@ import (
 // A store either uses the time in [Op].Now (the caller's clock) or its own
 // clock (Redis TIME, PostgreSQL clock_timestamp()), chosen when the store is
 // built and never mixed within one store. Whatever the source, a step never
-// stores a time earlier than the one it read: a clock that steps backwards
-// counts as no time passing.
+// stores a time earlier than the one it read, and a clock that steps
+// backwards never loosens a limit (the package documentation says exactly
+// what each algorithm does).
 //
 // # Keys
 //

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // This file translates the algorithms of package sluice (Params.Step, the
@@ -50,12 +51,15 @@ var (
 	verbFill  = strconv.Itoa(int(sluice.VerbFill))
 )
 
+var (
+	// sqlTolerance is sluice's relative float slack, written so that
+	// float8 input reads back the same double.
+	sqlTolerance = "'" + strconv.FormatFloat(arith.Tolerance, 'g', -1, 64) + "'::float8"
+	// maxSpan is sluice's bound on computed durations.
+	maxSpan = strconv.FormatInt(arith.MaxSpan, 10)
+)
+
 const (
-	// sqlTolerance is sluice's relative float slack, 2^-48, written so
-	// that float8 input reads back the same double.
-	sqlTolerance = "'3.552713678800501e-15'::float8"
-	// maxSpan is sluice's bound on computed durations, 2^60 ns.
-	maxSpan = "1152921504606846976"
 	// minTime is the expiry of a row whose state is fresh: it expired
 	// before any time, so it never conflicts and is pruned first.
 	minTime = "'-9223372036854775808'::int8"
@@ -64,7 +68,7 @@ const (
 	noCosts = "NULL::float8[]"
 )
 
-// ceilNanos is sluice's ceilNanos: ns, a float8 expression, rounded up to
+// ceilNanos is arith.CeilNanos: ns, a float8 expression, rounded up to
 // a whole nanosecond after forgiving the tolerance, capped at maxSpan.
 func ceilNanos(ns string) string {
 	less := fmt.Sprintf("(%[1]s - %[1]s * %[2]s)", ns, sqlTolerance)
@@ -90,7 +94,7 @@ func fill(level string) string {
 // after is sluice's after: how long from now until t, never negative.
 func after(t string) string { return "greatest(" + t + " - now, 0)" }
 
-// floorDiv is sluice's floorDiv: a/b rounded toward negative infinity.
+// floorDiv is arith.FloorDiv: a/b rounded toward negative infinity.
 func floorDiv(a, b string) string {
 	return fmt.Sprintf("(%[1]s / %[2]s - CASE WHEN %[1]s %% %[2]s < 0 THEN 1 ELSE 0 END)", a, b)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // Store is a [sluice.Store] that keeps limiters' state in one PostgreSQL
@@ -237,22 +237,13 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 func (st *Store) args(key string, p *sluice.Params, op sluice.Op) []any {
 	var tau, costNanos int64
 	if p.Kind == sluice.KindGCRA {
-		tau, costNanos = gcraNanos(p, p.Limit), gcraNanos(p, op.Cost)
+		tau, costNanos = arith.Nanos(p.Limit, p.Interval), arith.Nanos(op.Cost, p.Interval)
 	}
-	args := []any{key, int16(op.Verb), op.Cost, p.Limit, p.Interval, p.Limit * tolerance, p.Amount, tau, costNanos, int32(p.MaxEntries)}
+	args := []any{key, int16(op.Verb), op.Cost, p.Limit, p.Interval, p.Limit * arith.Tolerance, p.Amount, tau, costNanos, int32(p.MaxEntries)}
 	if st.callerClock {
 		args = append(args, op.Now)
 	}
 	return args
-}
-
-// tolerance is sluice's relative float slack.
-const tolerance = 0x1p-48
-
-// gcraNanos is sluice's Params.gcraNanos: amount in nanoseconds at the
-// emission interval, rounded half away from zero.
-func gcraNanos(p *sluice.Params, amount float64) int64 {
-	return int64(math.Round(amount * float64(p.Interval)))
 }
 
 // checkOp validates op as sluice's Params.Step does; the caller's time only

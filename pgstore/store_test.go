@@ -71,7 +71,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) sluice.Store {
 		st, _ := newStore(t, pool, pgstore.WithCallerClock())
 		return st
-	})
+	}, storetest.Exact())
 }
 
 func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
@@ -101,7 +101,7 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 						require.NoError(t, err)
 						got, err := st.Apply(ctx, key, &p, op)
 						require.NoError(t, err)
-						storetest.RequireSameDecision(t, p, want, got, fmt.Sprintf("now %d verb %v", now, verb))
+						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d verb %v", now, verb))
 						s = next
 					}
 				}
@@ -487,14 +487,14 @@ func TestReadmeShowsTheSchema(t *testing.T) {
 	require.Contains(t, string(readme), st.Schema(), "README.md must show the DDL of the default table")
 }
 
-// TestDecisionsAreBitIdenticalToStep replays random traces and requires
-// every decision to equal the specification's exactly, beyond the
-// conformance suite's tolerances: the SQL does the Go code's float
-// operations in the Go code's order.
-func TestDecisionsAreBitIdenticalToStep(t *testing.T) {
+// TestDecisionsAreBitIdenticalToStepInEveryQueryMode replays the exact
+// traces through each of pgx's query modes: the other modes plan every
+// statement anew, and one trace each checks that their encodings of the
+// parameters are exact too. (TestConformance replays them in pgx's
+// default mode.)
+func TestDecisionsAreBitIdenticalToStepInEveryQueryMode(t *testing.T) {
 	url := testserver.StartPostgres(t).URL
 	for _, mode := range []pgx.QueryExecMode{
-		pgx.QueryExecModeCacheStatement, // pgx's default
 		pgx.QueryExecModeCacheDescribe,
 		pgx.QueryExecModeDescribeExec,
 		pgx.QueryExecModeExec,
@@ -508,82 +508,7 @@ func TestDecisionsAreBitIdenticalToStep(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(pool.Close) // after newStore's cleanup, which uses it
 			st, _ := newStore(t, pool, pgstore.WithCallerClock())
-			// The other modes plan every statement anew: one trace each
-			// checks that their encodings of the parameters are exact.
-			traces := 10
-			if mode != pgx.QueryExecModeCacheStatement {
-				traces = 1
-			}
-			requireBitIdentical(t, st, traces)
+			storetest.RunTraces(t, st, storetest.Exact(), storetest.WithTraces(1))
 		})
-	}
-}
-
-// requireBitIdentical replays traces random traces per algorithm against
-// st and requires every decision to equal Step's.
-func requireBitIdentical(t *testing.T, st sluice.Store, traces int) {
-	ctx := context.Background()
-	for ai, p := range storetest.Algorithms() {
-		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
-			for trace := range traces {
-				rng := rand.New(rand.NewPCG(uint64(ai), uint64(trace)))
-				key := fmt.Sprintf("exact%d.%d", ai, trace)
-				var s sluice.State
-				now := base
-				for step := range 60 {
-					now += randomGap(rng, p)
-					op := sluice.Op{Verb: sluice.VerbAllow, Cost: randomCost(rng, p), Now: now}
-					switch r := rng.IntN(10); {
-					case r < 2:
-						op.Verb = sluice.VerbCheck
-					case r < 4 && p.Kind == sluice.KindLeakyBucket:
-						op.Verb = sluice.VerbFill
-					}
-					if op.Verb != sluice.VerbFill {
-						op.Cost = min(op.Cost, p.Limit)
-					}
-					next, want, err := p.Step(s, op)
-					require.NoError(t, err)
-					got, err := st.Apply(ctx, key, &p, op)
-					require.NoError(t, err)
-					require.Equal(t, want, got, "trace %d step %d op %+v", trace, step, op)
-					s = next
-				}
-			}
-		})
-	}
-}
-
-// randomGap draws the time to a trace's next request: often none or a
-// few nanoseconds, mostly up to a few of the algorithm's intervals, and
-// sometimes a step back.
-func randomGap(rng *rand.Rand, p sluice.Params) int64 {
-	scale := p.Interval
-	if p.Kind == sluice.KindGCRA {
-		scale *= int64(p.Limit) + 1
-	}
-	switch r := rng.IntN(20); {
-	case r < 4:
-		return 0
-	case r < 6:
-		return rng.Int64N(1000)
-	case r < 19:
-		return rng.Int64N(2 * scale)
-	default:
-		return -rng.Int64N(scale)
-	}
-}
-
-// randomCost draws a cost: a unit, nothing, a whole number, or cents.
-func randomCost(rng *rand.Rand, p sluice.Params) float64 {
-	switch r := rng.IntN(10); {
-	case r < 4:
-		return 1
-	case r < 5:
-		return 0
-	case r < 7:
-		return float64(1 + rng.IntN(int(p.Limit)+1))
-	default:
-		return float64(rng.IntN(int(p.Limit*100)+1)) / 100
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // maxSpan bounds the spans an algorithm computes with: the script's
@@ -94,6 +95,8 @@ func scriptOf(p *sluice.Params) *redis.Script {
 // use, and recovers by itself when Redis comes back after a failure.
 type Store struct {
 	client      redis.UniversalClient
+	reload      *reloader // for a Cluster client, else nil
+	acks        acks
 	prefix      string
 	callerClock bool
 	skewMillis  int64 // added to TTLs in caller-clock mode
@@ -149,11 +152,14 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: redisstore: nil client", sluice.ErrInvalidConfig)
 	}
-	s := &Store{client: client}
+	s := &Store{client: client, reload: newReloader(client)}
 	for _, o := range opts {
 		if err := o.apply(s); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.acks.check(client); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -176,7 +182,11 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 	if d, err := s.check(p, op); err != nil {
 		return d, err
 	}
+	if s.acks.records(op.Verb) {
+		return s.applyAcked(ctx, key, p, op)
+	}
 	reply, err := scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
+	s.reload.failed(err)
 	return outcome(key, p, op.Verb, reply, err)
 }
 
@@ -238,9 +248,9 @@ func longestSpan(p *sluice.Params) float64 {
 	span := float64(p.Interval)
 	switch p.Kind {
 	case sluice.KindGCRA:
-		span = max(span, p.Limit*span)
+		span = max(span, arith.GCRASpan(p.Limit, p.Interval))
 	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
-		span = math.Ceil(p.Limit/p.Amount) * span
+		span = arith.BucketSpan(p.Limit, p.Amount, p.Interval)
 	case sluice.KindSlidingCounter:
 		span *= 2
 	}
@@ -260,7 +270,7 @@ func (s *Store) args(p *sluice.Params, op sluice.Op) string {
 	var sec, nsec int64
 	if s.callerClock {
 		b[3] = 1
-		sec = floorDiv(op.Now, 1e9)
+		sec = arith.FloorDiv(op.Now, 1e9)
 		nsec = op.Now - sec*1e9
 	}
 	for i, x := range [...]float64{p.Limit, float64(p.Interval), p.Amount, float64(p.MaxEntries),
@@ -268,15 +278,6 @@ func (s *Store) args(p *sluice.Params, op sluice.Op) string {
 		binary.LittleEndian.PutUint64(b[4+8*i:], math.Float64bits(x))
 	}
 	return string(b[:])
-}
-
-// floorDiv returns a/b rounded toward negative infinity, for b > 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
 }
 
 // decode turns the script's reply into a decision: a status byte, then

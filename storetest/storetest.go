@@ -9,7 +9,11 @@
 // The store under test must use the caller's time (Op.Now), so that the
 // suite can drive it with simulated time. The suite replays seeded random
 // traces of every algorithm against the store and against [sluice.Params.Step],
-// the specification, and requires the same decisions.
+// the specification, and requires the same decisions: within the
+// tolerances below by default, or bit for bit for a store that promises
+// it ([Exact]), as sluice's own stores do:
+//
+//	storetest.Run(t, newStore, storetest.Exact())
 package storetest
 
 import (
@@ -68,10 +72,44 @@ func Traces() int {
 	return 50
 }
 
+// An Option changes what the suite requires of a store or what it runs.
+type Option func(*config)
+
+type config struct {
+	exact  bool
+	traces int
+	extra  []sluice.Params
+}
+
+func configure(opts []Option) config {
+	c := config{traces: Traces()}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Exact requires every decision to equal Step's bit for bit: Allowed, the
+// float64 bits of every amount, and every duration to the nanosecond. A
+// store that runs the Go step itself, or translates it operation for
+// operation (sluice's Redis and PostgreSQL stores), promises this.
+func Exact() Option { return func(c *config) { c.exact = true } }
+
+// WithTraces sets how many random traces RunTraces replays per algorithm
+// from a realistic time; it replays a tenth as many (at least two) from
+// each end of the time range. The default is [Traces].
+func WithTraces(n int) Option { return func(c *config) { c.traces = max(n, 1) } }
+
+// WithAlgorithms adds Params to [Algorithms] for the traces: say, those at
+// the edges of a store's own arithmetic.
+func WithAlgorithms(ps ...sluice.Params) Option {
+	return func(c *config) { c.extra = append(c.extra, ps...) }
+}
+
 // Run runs the whole suite against stores made by newStore. A store may be
 // shared by the subtests: each uses keys of its own.
-func Run(t *testing.T, newStore func(t *testing.T) sluice.Store) {
-	t.Run("TracesMatchSpecification", func(t *testing.T) { RunTraces(t, newStore(t), Traces()) })
+func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option) {
+	t.Run("TracesMatchSpecification", func(t *testing.T) { RunTraces(t, newStore(t), opts...) })
 	t.Run("ConcurrentCallersAdmitExactlyTheBurst", func(t *testing.T) { RunConcurrent(t, newStore(t), 64) })
 	t.Run("ResetForgetsKey", func(t *testing.T) { RunReset(t, newStore(t)) })
 	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
@@ -82,41 +120,66 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store) {
 // there fails.
 var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 
-// RunTraces replays traces random traces per algorithm against st and
-// against the specification.
-func RunTraces(t *testing.T, st sluice.Store, traces int) {
-	ctx := context.Background()
+// origins are where traces start: a realistic time, the epoch (where a
+// fresh state's zero time is now), and ten thousand days before the latest
+// time sluice accepts (2^62 ns, in 2116), where sums of times overflow
+// first.
+var origins = []struct {
+	name string
+	at   int64
+}{
+	{"today", base},
+	{"epoch", 0},
+	{"end", 1<<62 - int64(10000*24*time.Hour)},
+}
+
+// RunTraces replays random traces of every algorithm against st and
+// against the specification: mixed verbs and costs (fractional, zero, too
+// large), resets, simultaneous requests, gaps from nanoseconds to months,
+// and a clock that steps back, from each of three origins.
+func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
+	c := configure(opts)
 	prefix := uniquePrefix()
-	for ai, p := range Algorithms() {
-		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
-			// One timeline for the algorithm's traces, as a store sees one
-			// clock: each trace starts an hour after the previous one
-			// ended, when all is expired.
-			now := base
-			for trace := range traces {
-				seed := uint64(ai)<<32 | uint64(trace)
-				rng := rand.New(rand.NewPCG(seed, 0x5eed))
-				keys := []string{
-					fmt.Sprintf("%sa%d.%d", prefix, ai, trace),
-					fmt.Sprintf("%sb%d.%d", prefix, ai, trace),
-				}
-				spec := specStore{states: map[string]sluice.State{}, expires: map[string]int64{}}
-				now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
-				for step := range 60 {
-					now += nextGap(rng, p)
-					key := keys[rng.IntN(len(keys))]
-					if rng.IntN(25) == 0 {
-						require.NoError(t, st.Reset(ctx, key))
-						spec.reset(key)
-						continue
-					}
-					op := sluice.Op{Verb: randomVerb(rng, p), Cost: randomCost(rng, p), Now: now}
-					got, err := st.Apply(ctx, key, &p, op)
-					where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
-					spec.apply(t, p, key, op, got, err, where)
-				}
+	for ai, p := range append(Algorithms(), c.extra...) {
+		for oi, origin := range origins {
+			traces := c.traces
+			if oi > 0 {
+				traces = max(traces/10, 2)
 			}
-		})
+			t.Run(fmt.Sprintf("%d_%v_from_%s", ai, p.Kind, origin.name), func(t *testing.T) {
+				keyPrefix := fmt.Sprintf("%s%d.%s.", prefix, ai, origin.name)
+				replay(t, st, p, c.exact, keyPrefix, uint64(ai)<<40|uint64(oi)<<32, origin.at, traces)
+			})
+		}
+	}
+}
+
+// replay runs traces random traces of p on st from now on. They share one
+// timeline, as a store sees one clock: each starts an hour or two after
+// the previous one ended, when all is expired.
+func replay(t *testing.T, st sluice.Store, p sluice.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
+	ctx := context.Background()
+	for trace := range traces {
+		seed := seeds | uint64(trace)
+		rng := rand.New(rand.NewPCG(seed, 0x5eed))
+		keys := []string{fmt.Sprintf("%sa%d", keyPrefix, trace), fmt.Sprintf("%sb%d", keyPrefix, trace)}
+		spec := specStore{states: map[string]sluice.State{}, expires: map[string]int64{}, exact: exact}
+		if trace > 0 {
+			now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
+		}
+		for step := range 60 {
+			now = max(now+nextGap(rng, p), 0)
+			key := keys[rng.IntN(len(keys))]
+			if rng.IntN(25) == 0 {
+				require.NoError(t, st.Reset(ctx, key))
+				spec.reset(key)
+				continue
+			}
+			op := sluice.Op{Verb: randomVerb(rng, p), Cost: randomCost(rng, p), Now: now}
+			got, err := st.Apply(ctx, key, &p, op)
+			where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
+			spec.apply(t, p, key, op, got, err, where)
+		}
 	}
 }
 
@@ -125,6 +188,7 @@ type specStore struct {
 	states  map[string]sluice.State
 	expires map[string]int64 // when each state is fresh again
 	latest  int64            // the latest time the store has seen
+	exact   bool             // decisions must be Step's bit for bit
 }
 
 func (s *specStore) reset(key string) {
@@ -141,8 +205,12 @@ func (s *specStore) reset(key string) {
 func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.Op, got sluice.Decision, gotErr error, where string) {
 	t.Helper()
 	kept, want, wantErr := p.Step(cloneState(s.states[key]), op)
+	same := SameDecision
+	if s.exact {
+		same = func(_ sluice.Params, want, got sluice.Decision) bool { return IdenticalDecision(want, got) }
+	}
 	exp, found := s.expires[key]
-	if found && exp <= s.latest && op.Now < exp && wantErr == nil && gotErr == nil && !SameDecision(p, want, got) {
+	if found && exp <= s.latest && op.Now < exp && wantErr == nil && gotErr == nil && !same(p, want, got) {
 		kept, want, wantErr = p.Step(sluice.State{}, op)
 		where += " (key forgotten after its expiry, before the clock stepped back)"
 	}
@@ -152,7 +220,11 @@ func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.O
 		return
 	}
 	require.NoError(t, gotErr, where)
-	RequireSameDecision(t, p, want, got, where)
+	if s.exact {
+		RequireIdenticalDecision(t, want, got, where)
+	} else {
+		RequireSameDecision(t, p, want, got, where)
+	}
 	if op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && want.Allowed {
 		s.states[key] = kept
 		s.expires[key] = op.Now + int64(want.ResetAfter)
@@ -191,8 +263,10 @@ func nextGap(rng *rand.Rand, p sluice.Params) int64 {
 		return rng.Int64N(scale)
 	case r < 95:
 		return scale + rng.Int64N(4*scale)
-	case r < 98:
+	case r < 97:
 		return rng.Int64N(int64(6 * time.Hour))
+	case r < 98:
+		return rng.Int64N(int64(200 * 24 * time.Hour)) // well beyond 2^53 ns
 	default:
 		return -rng.Int64N(scale) // the clock steps back
 	}
@@ -236,6 +310,26 @@ func RequireSameDecision(t testing.TB, p sluice.Params, want, got sluice.Decisio
 	t.Helper()
 	if diff := difference(p, want, got); diff != "" {
 		t.Fatalf("%s differs: %s\nwant %+v\ngot  %+v", diff, where, want, got)
+	}
+}
+
+// IdenticalDecision reports whether got is want bit for bit: Allowed, the
+// float64 bits of every amount (so 0 and -0 differ), and every duration.
+func IdenticalDecision(want, got sluice.Decision) bool {
+	return want.Allowed == got.Allowed &&
+		math.Float64bits(want.Limit) == math.Float64bits(got.Limit) &&
+		math.Float64bits(want.Used) == math.Float64bits(got.Used) &&
+		math.Float64bits(want.Remaining) == math.Float64bits(got.Remaining) &&
+		want.RetryAfter == got.RetryAfter && want.ResetAfter == got.ResetAfter
+}
+
+// RequireIdenticalDecision fails t unless IdenticalDecision(want, got).
+func RequireIdenticalDecision(t testing.TB, want, got sluice.Decision, where string) {
+	t.Helper()
+	if !IdenticalDecision(want, got) {
+		t.Fatalf("decision is not Step's bit for bit: %s\nwant %+v (used %#x, remaining %#x)\ngot  %+v (used %#x, remaining %#x)",
+			where, want, math.Float64bits(want.Used), math.Float64bits(want.Remaining),
+			got, math.Float64bits(got.Used), math.Float64bits(got.Remaining))
 	}
 }
 
