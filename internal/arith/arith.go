@@ -46,7 +46,7 @@ func CeilNanos(ns float64) int64 {
 		return 0
 	}
 	ns -= ns * Tolerance
-	if ns >= MaxSpan {
+	if !(ns < MaxSpan) { // NaN here is +Inf minus its own tolerance
 		return MaxSpan
 	}
 	return int64(math.Ceil(ns))
