@@ -69,6 +69,7 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 					continue
 				}
 			}
+			s.reload.failed(err)
 			d, err := outcome(r.Key, r.Params, r.Op.Verb, reply, err)
 			results[c.req] = Result{Decision: d, Err: err}
 		}

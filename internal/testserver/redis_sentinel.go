@@ -47,20 +47,7 @@ func StartRedisSentinel(t testing.TB, replicas int) *RedisSentinel {
 	if replicas < 1 {
 		t.Fatalf("testserver: Sentinel needs a replica to fail over to, not %d", replicas)
 	}
-	s := &RedisSentinel{MasterName: "sluice"}
-	for i := range 1 + replicas {
-		r := newRedis(t)
-		r.config = []string{"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}
-		if i > 0 {
-			host, port := splitAddr(s.Nodes[0].Addr)
-			r.config = append(r.config, "--replicaof", host, port)
-		}
-		r.Start(t)
-		s.Nodes = append(s.Nodes, r)
-	}
-	for _, replica := range s.Nodes[1:] {
-		waitForSync(t, replica)
-	}
+	s := &RedisSentinel{MasterName: "sluice", Nodes: startReplicated(t, replicas)}
 	host, port := splitAddr(s.Nodes[0].Addr)
 	ms := strconv.FormatInt(SentinelDownAfter.Milliseconds(), 10)
 	conf := strings.Join([]string{
@@ -99,6 +86,41 @@ func (s *RedisSentinel) SentinelAddrs() []string {
 		addrs[i] = sen.Addr
 	}
 	return addrs
+}
+
+// StartRedisWithReplicas starts for t a master and the given number of
+// replicas of it, each as [StartRedis] starts it, and returns them, the
+// master first, once every replica is in sync. They are stopped when t
+// ends.
+//
+// It skips t when SLUICE_REDIS_ADDR is set, and when redis-server is not
+// installed, except under CI=true, where that fails t.
+func StartRedisWithReplicas(t testing.TB, replicas int) []*Redis {
+	t.Helper()
+	if os.Getenv("SLUICE_REDIS_ADDR") != "" {
+		t.Skip("testserver: replication needs servers of its own, not SLUICE_REDIS_ADDR")
+	}
+	return startReplicated(t, replicas)
+}
+
+func startReplicated(t testing.TB, replicas int) []*Redis {
+	t.Helper()
+	var nodes []*Redis
+	for i := range 1 + replicas {
+		r := newRedis(t)
+		// A replica's first sync starts at once, not after 5 s.
+		r.config = []string{"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}
+		if i > 0 {
+			host, port := splitAddr(nodes[0].Addr)
+			r.config = append(r.config, "--replicaof", host, port)
+		}
+		r.Start(t)
+		nodes = append(nodes, r)
+	}
+	for _, replica := range nodes[1:] {
+		waitForSync(t, replica)
+	}
+	return nodes
 }
 
 // Master returns the node that the first Sentinel to answer names as the

@@ -1,0 +1,251 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+)
+
+// Failover tests run decisions under load in real time, kill a master
+// with SIGKILL, and require decisions to succeed again within a bound and
+// no key to admit more than its limit, plus what the replication window
+// can lose.
+const (
+	// failoverKeys keys, each allowed failoverLimit requests an hour, are
+	// decided in turn by failoverWorkers goroutines: with about a second
+	// of load before the kill, keys are still being admitted when the
+	// master dies, and again after the failover.
+	failoverKeys    = 600
+	failoverLimit   = 50
+	failoverWorkers = 8
+
+	// replicationWindow bounds how long an admission may go unreplicated
+	// in these tests: replicas on the same machine are a few milliseconds
+	// behind their master at most, and this allows for a loaded machine.
+	// An admission lost with the master can be admitted again after the
+	// failover; with WithReplicaAcks none is lost.
+	replicationWindow = 250 * time.Millisecond
+
+	// recovered is how long decisions must succeed, none failing or
+	// slow, after the kill for the store to count as recovered.
+	recovered = time.Second
+
+	// slow is how long a decision may take before it counts as disrupted:
+	// one that waits for a dead server has not recovered either.
+	slow = 500 * time.Millisecond
+)
+
+// failoverFigures are what a failover test measured.
+type failoverFigures struct {
+	errors   int           // decisions that failed after the kill
+	slow     int           // decisions that took longer than slow
+	recovery time.Duration // from the kill to the end of the last failed or slow decision
+	extra    int           // admissions beyond the keys' limits, in all
+}
+
+func (f failoverFigures) String() string {
+	return fmt.Sprintf("%d failed and %d slow decisions, the last ending %v after the kill; %d admissions beyond the limits",
+		f.errors, f.slow, f.recovery.Round(time.Millisecond), f.extra)
+}
+
+// An admission is one admitted request on key, and when its decision
+// returned.
+type admission struct {
+	key int
+	at  time.Time
+}
+
+// decideThroughFailover decides requests of cost 1 on failoverKeys keys
+// from failoverWorkers goroutines, calls kill (which returns when the
+// master is dead) after a second of load, and goes on until decisions
+// have succeeded for the time recovered, or until bound after the kill.
+// It requires every key to admit at most its limit plus its admissions
+// within replicationWindow of the kill, which the master may have taken
+// with it; when acked, the store waits for replicas, and a key admits at
+// most its limit in decisions returned without an error.
+func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), bound time.Duration, acked bool) failoverFigures {
+	lim, err := sluice.NewTokenBucket(sluice.PerHour(failoverLimit), sluice.WithStore(st))
+	require.NoError(t, err)
+	keys := make([]string, failoverKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+
+	var (
+		next     atomic.Uint64
+		killed   atomic.Bool
+		mu       sync.Mutex // guards what follows
+		lastErr  time.Time  // the end of the last failed or slow decision
+		errs     int
+		slows    int
+		okSince  int // decisions that succeeded since lastErr
+		firstErr error
+		admitted []admission
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	stop := make(chan struct{})
+	for range failoverWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []admission
+			defer func() {
+				mu.Lock()
+				admitted = append(admitted, mine...)
+				mu.Unlock()
+			}()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := int(next.Add(1) % failoverKeys)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				began := time.Now()
+				d, err := lim.Allow(ctx, keys[k], 1)
+				cancel()
+				now := time.Now()
+				// A decision not acknowledged by a replica stands on its
+				// master: an admission, which the failover may forget.
+				if d.Allowed && (err == nil || !acked && errors.Is(err, redisstore.ErrNotReplicated)) {
+					mine = append(mine, admission{k, now})
+				}
+				mu.Lock()
+				switch {
+				case err != nil:
+					if !killed.Load() && firstErr == nil {
+						firstErr = err
+					}
+					errs++
+					lastErr, okSince = now, 0
+				case now.Sub(began) > slow:
+					slows++
+					lastErr, okSince = now, 0
+				default:
+					okSince++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+
+	time.Sleep(time.Second) // load before the kill
+	mu.Lock()
+	errsBefore, slowsBefore := errs, slows
+	require.NoError(t, firstErr, "a decision failed before the kill")
+	mu.Unlock()
+	killStart := time.Now()
+	kill()
+	killEnd := time.Now()
+	killed.Store(true)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		last, ok := lastErr, okSince
+		mu.Unlock()
+		if last.Before(killEnd) {
+			last = killEnd
+		}
+		// Every key decided twice without failing, and for a while.
+		if time.Since(last) >= recovered && ok >= 2*failoverKeys || time.Since(killEnd) > bound+recovered {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	f := failoverFigures{errors: errs - errsBefore, slow: slows - slowsBefore}
+	if lastErr.After(killEnd) {
+		f.recovery = lastErr.Sub(killEnd)
+	}
+	// A key admits at most its burst plus what refills while the test
+	// runs, plus what the master admitted without replicating.
+	refill := int(failoverLimit * elapsed.Hours())
+	counts := make([]int, failoverKeys)
+	window := make([]int, failoverKeys)
+	for _, a := range admitted {
+		counts[a.key]++
+		if a.at.After(killStart.Add(-replicationWindow)) && a.at.Before(killEnd.Add(replicationWindow)) {
+			window[a.key]++
+		}
+	}
+	for k, n := range counts {
+		extra := n - failoverLimit - refill
+		if extra > 0 {
+			f.extra += extra
+		}
+		if acked {
+			window[k] = 0
+		}
+		require.LessOrEqual(t, extra, window[k],
+			"key %d admitted %d requests, %d within %v of the kill", k, n, window[k], replicationWindow)
+	}
+	t.Logf("%v (%d admissions, %d within %v of the kill, load for %v)",
+		f, len(admitted), sum(window), replicationWindow, elapsed.Round(time.Millisecond))
+	require.LessOrEqual(t, f.recovery, bound, "decisions failed for longer than the bound: %v", f)
+	return f
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// TestClusterRecoversFromAKilledMaster kills one of three masters under
+// load, through the Cluster client the README shows: decisions on the
+// dead master's slots fail until its replica takes over, and succeed
+// again within the cluster's own failover time, ClusterNodeTimeout and a
+// few seconds, not at go-redis's next periodic reload of the slots (every
+// 60 s by default).
+func TestClusterRecoversFromAKilledMaster(t *testing.T) {
+	cluster := testserver.StartRedisClusterWithReplicas(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	st := newStore(t, c)
+
+	bound := testserver.ClusterNodeTimeout + 5*time.Second
+	var master *testserver.Redis
+	decideThroughFailover(t, st, func() {
+		master = cluster.MasterOf(t, 0)
+		master.Stop(t)
+	}, bound, false)
+	cluster.WaitForFailover(t, 0, master)
+}
+
+// TestSentinelRecoversFromAKilledMaster is the same through a Sentinel
+// client: go-redis asks the Sentinels for the new master.
+func TestSentinelRecoversFromAKilledMaster(t *testing.T) {
+	s := testserver.StartRedisSentinel(t, 2)
+	c := redis.NewUniversalClient(&redis.UniversalOptions{
+		MasterName:            s.MasterName,
+		Addrs:                 s.SentinelAddrs(),
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { c.Close() })
+	st := newStore(t, c)
+
+	bound := testserver.SentinelDownAfter + 5*time.Second
+	var master *testserver.Redis
+	decideThroughFailover(t, st, func() {
+		master = s.Master(t)
+		master.Stop(t)
+	}, bound, false)
+	s.WaitForFailover(t, master)
+}

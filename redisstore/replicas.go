@@ -1,0 +1,187 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice"
+)
+
+// ErrNotReplicated reports a decision that fewer replicas acknowledged, in
+// the time [WithReplicaAcks] allows, than it asks for, or whose
+// acknowledgement was lost with its connection. The decision was made
+// and recorded on the master, and is returned along with the error: it
+// stands, unless the master fails before its replicas have it, and it is
+// the caller's choice whether to act on it.
+var ErrNotReplicated = errors.New("redisstore: decision not acknowledged by enough replicas")
+
+// acks is what [WithReplicaAcks] asks for; n is 0 without it.
+type acks struct {
+	n       int
+	timeout time.Duration // whole milliseconds, as WAIT takes it
+}
+
+// WithReplicaAcks makes every decision that records (Allow and Fill; a
+// Check records nothing) wait until at least n replicas of its master have
+// acknowledged it, for at most timeout, rounded up to whole milliseconds.
+//
+// Redis replicates asynchronously: a master that dies takes with it the
+// decisions its replicas had not received yet, and the replica that takes
+// over admits those requests again. With this option, a decision returned
+// without an error is on n replicas, and survives the failover of its
+// master to any of them. The store sends Redis's WAIT in the same round
+// trip as the script call, on the same connection (on a Cluster client, the
+// connection to the master that serves the key), so a decision costs one
+// round trip plus the replicas' acknowledgement.
+//
+// A decision that fewer replicas acknowledge in time is returned with an
+// error wrapping [ErrNotReplicated]: it was recorded on the master all the
+// same. timeout must be shorter than the client's ReadTimeout, which
+// bounds the wait for the reply.
+func WithReplicaAcks(n int, timeout time.Duration) Option {
+	return optionFunc(func(s *Store) error {
+		ms := timeout.Truncate(time.Millisecond)
+		if ms < timeout {
+			ms += time.Millisecond // negative if it overflowed
+		}
+		if n < 1 || ms < time.Millisecond {
+			return fmt.Errorf("%w: redisstore: replica acknowledgements need n >= 1 and a timeout from 1ms, not %d and %v",
+				sluice.ErrInvalidConfig, n, timeout)
+		}
+		s.acks = acks{n: n, timeout: ms}
+		return nil
+	})
+}
+
+// checkAcks reports an option of replica acknowledgements that client
+// cannot honour: on a Ring, whose shards have no common connection for
+// WAIT, or with a timeout that the client's ReadTimeout cuts short.
+func (a acks) check(client redis.UniversalClient) error {
+	if a.n == 0 {
+		return nil
+	}
+	var read time.Duration
+	switch c := client.(type) {
+	case *redis.Ring:
+		return fmt.Errorf("%w: redisstore: replica acknowledgements on a Ring client", sluice.ErrUnsupported)
+	case *redis.Client:
+		read = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		read = c.Options().ReadTimeout
+	}
+	if read > 0 && a.timeout >= read {
+		return fmt.Errorf("%w: redisstore: replica acknowledgement timeout %v is not shorter than the client's ReadTimeout %v",
+			sluice.ErrInvalidConfig, a.timeout, read)
+	}
+	return nil
+}
+
+// records reports whether a decision of verb records, and so waits for
+// acknowledgements when the store asks for them.
+func (a acks) records(verb sluice.Verb) bool {
+	return a.n > 0 && verb != sluice.VerbCheck
+}
+
+// wait adds WAIT to pipe, and returns its command.
+func (a acks) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, "wait", a.n, a.timeout.Milliseconds())
+	_ = pipe.Process(ctx, cmd) // queued: the error comes with Exec
+	return cmd
+}
+
+// verdict returns nil if the WAIT that followed a recorded decision on key
+// counted enough replicas, and else an error wrapping ErrNotReplicated.
+func (a acks) verdict(key string, wait *redis.IntCmd) error {
+	n, err := wait.Result()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: key %q: waiting for replicas: %w", ErrNotReplicated, key, err)
+	case n < int64(a.n):
+		return fmt.Errorf("%w: key %q: %d of %d replicas acknowledged within %v", ErrNotReplicated, key, n, a.n, a.timeout)
+	}
+	return nil
+}
+
+// applyAcked is Apply for a decision that waits for acknowledgements: the
+// script call and WAIT in one pipeline, on one connection to the master
+// that serves key.
+func (s *Store) applyAcked(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	name, args, script := s.Key(key), s.args(p, op), scriptOf(p)
+	var (
+		reply any
+		err   error
+		wait  *redis.IntCmd
+	)
+	// A script call refused without running (NOSCRIPT after a restart or
+	// SCRIPT FLUSH, MOVED after the slot moved) is sent again, at most
+	// twice.
+	for attempt := 0; attempt < 3; attempt++ {
+		var node redis.UniversalClient
+		if node, err = s.master(ctx, name); err != nil {
+			break
+		}
+		pipe := node.Pipeline()
+		run := script.EvalSha(ctx, pipe, []string{name}, args)
+		wait = s.acks.wait(ctx, pipe)
+		_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command
+		reply, err = run.Result()
+		if err != nil && attempt < 2 && s.refused(ctx, node, script, name, err) {
+			continue
+		}
+		break
+	}
+	s.reload.failed(err)
+	d, err := outcome(key, p, op.Verb, reply, err)
+	if err == nil {
+		err = s.acks.verdict(key, wait)
+	}
+	return d, err
+}
+
+// master returns the client whose pipelines run on one connection to the
+// master that serves the Redis key name: on a Cluster client, that node's
+// client; otherwise the store's client itself.
+func (s *Store) master(ctx context.Context, name string) (redis.UniversalClient, error) {
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		return c.MasterForKey(ctx, name)
+	}
+	return s.client, nil
+}
+
+// refused reports whether a script call on node failed without running in
+// a way that sending it again may cure, having done what it takes: loaded
+// the script after NOSCRIPT, or after MOVED (a slot that has moved, as
+// after a failover) reloaded the cluster's layout and waited until it
+// names the new master of name's slot, for at most a second.
+func (s *Store) refused(ctx context.Context, node redis.UniversalClient, script *redis.Script, name string, err error) bool {
+	switch {
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		return script.Load(ctx, node).Err() == nil
+	case redis.HasErrorPrefix(err, "MOVED"):
+		c, ok := s.client.(*redis.ClusterClient)
+		if !ok {
+			return false
+		}
+		fields := strings.Fields(err.Error())
+		addr := fields[len(fields)-1] // MOVED slot host:port
+		c.ReloadState(ctx)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+			if m, err := c.MasterForKey(ctx, name); err == nil && m.Options().Addr == addr {
+				return true
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-tick.C:
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+)
+
+// hourly is a token bucket of 10 requests an hour: nothing refills while
+// a test runs.
+var hourly = sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: int64(time.Hour), Amount: 10}
+
+// TestReplicaAcksCountTheReplicasOfTheKeysMaster pauses the replica of
+// one master of a Cluster: decisions on that master's keys are recorded
+// but not acknowledged, while those on the other masters' keys are. A WAIT
+// sent on any other connection than the one that ran the script would
+// count another master's replica, or none of this connection's writes.
+func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
+	cluster := testserver.StartRedisClusterWithReplicas(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, 50*time.Millisecond))
+
+	// Five keys on each master.
+	keysOf := map[*testserver.Redis][]string{}
+	for i := 0; len(keysOf) < 3 || minLen(keysOf) < 5; i++ {
+		key := fmt.Sprint("k", i)
+		m := cluster.MasterOf(t, cluster.Slot(t, st.Key(key)))
+		keysOf[m] = append(keysOf[m], key)
+	}
+	paused := cluster.Nodes[0]
+	replica := cluster.ReplicaOf(t, paused)
+	require.NotNil(t, replica)
+
+	replica.Pause(t)
+	for _, m := range cluster.Nodes[:3] {
+		for _, key := range keysOf[m][:5] {
+			d, err := st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			require.True(t, d.Allowed, "the master decided")
+			require.Equal(t, 9.0, d.Remaining)
+			if m == paused {
+				require.ErrorIs(t, err, redisstore.ErrNotReplicated, "key %s on the paused replica's master", key)
+				require.ErrorContains(t, err, "0 of 1 replicas acknowledged within 50ms")
+			} else {
+				require.NoError(t, err, "key %s on another master", key)
+			}
+			// A check records nothing, and waits for nothing.
+			d, err = st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
+			require.NoError(t, err)
+			require.InDelta(t, 2, d.Used, 0.01, "the decision was recorded on the master: one used, one checked")
+		}
+	}
+	replica.Resume(t)
+	for _, key := range keysOf[paused][:5] {
+		_, err := st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+		require.NoError(t, err, "the replica is back")
+	}
+}
+
+func minLen(m map[*testserver.Redis][]string) int {
+	n := -1
+	for _, keys := range m {
+		if n < 0 || len(keys) < n {
+			n = len(keys)
+		}
+	}
+	return n
+}
+
+// TestReplicaAcksOnOneMaster waits for the replicas of a single master,
+// through a plain client.
+func TestReplicaAcksOnOneMaster(t *testing.T) {
+	nodes := testserver.StartRedisWithReplicas(t, 1)
+	c := newClient(t, nodes[0].Addr)
+	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, 100*time.Millisecond))
+	d, err := st.Apply(t.Context(), "a", &hourly, allow)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.Equal(t, "1", replicaGet(t, nodes[1], st.Key("a")), "the replica has the state")
+
+	nodes[1].Pause(t)
+	d, err = st.Apply(t.Context(), "a", &hourly, allow)
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
+	require.True(t, d.Allowed, "the decision is returned with the error")
+	require.InDelta(t, 2, d.Used, 0.01, "and was recorded")
+	nodes[1].Resume(t)
+
+	two := newStore(t, c, redisstore.WithReplicaAcks(2, time.Millisecond))
+	_, err = two.Apply(t.Context(), "b", &hourly, allow)
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
+	require.ErrorContains(t, err, "1 of 2 replicas acknowledged within 1ms")
+}
+
+// replicaGet returns "1" if the replica holds name, "0" otherwise.
+func replicaGet(t *testing.T, replica *testserver.Redis, name string) string {
+	t.Helper()
+	reply, err := testserver.Do(replica.Addr, "EXISTS", name)
+	require.NoError(t, err)
+	return fmt.Sprint(reply)
+}
+
+// TestReplicaAcksRejectsWhatCannotWork refuses options no client can
+// honour, and ones the client's read timeout would cut short.
+func TestReplicaAcksRejectsWhatCannotWork(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	for _, tc := range []struct {
+		name    string
+		n       int
+		timeout time.Duration
+	}{
+		{"NoReplica", 0, time.Second / 2},
+		{"NegativeReplicas", -1, time.Second / 2},
+		{"ZeroTimeout", 1, 0},
+		{"NegativeTimeout", 1, -time.Second},
+		{"NotBelowReadTimeout", 1, time.Second},
+		{"Overflow", 1, 1<<63 - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := redisstore.New(c, redisstore.WithReplicaAcks(tc.n, tc.timeout))
+			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+		})
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { ring.Close() })
+	_, err := redisstore.New(ring, redisstore.WithReplicaAcks(1, time.Millisecond))
+	require.ErrorIs(t, err, sluice.ErrUnsupported)
+}
