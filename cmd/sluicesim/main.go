@@ -12,6 +12,11 @@
 //	go generate ./cmd/sluicesim
 package main
 
+//go:generate go run . -config ../../docs/figures/leakybucket/sim.conf -out ../../docs/figures/leakybucket
+//go:generate go run . -config ../../docs/figures/uniform/sim.conf -out ../../docs/figures/uniform
+//go:generate go run . -config ../../docs/figures/greedy/sim.conf -out ../../docs/figures/greedy
+//go:generate go run . -config ../../docs/figures/edge/sim.conf -out ../../docs/figures/edge
+
 import (
 	"context"
 	"os"

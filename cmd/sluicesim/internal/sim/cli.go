@@ -163,11 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	sums := make([]Summary, len(runs))
-	for i, r := range runs {
-		sums[i] = r.Summary
-	}
-	if err := WriteTable(stdout, sums); err != nil {
+	if err := WriteTable(stdout, summaries(runs)); err != nil {
 		return err
 	}
 	if *out == "" {
@@ -213,7 +209,8 @@ type File struct {
 	Data []byte
 }
 
-// Outputs returns the files a simulation writes: summary.csv, series.csv
+// Outputs returns the files a simulation writes: summary.txt (the table
+// written on stdout), summary.csv, series.csv
 // (requests per bin) and state.csv (the watched key's state), the data
 // behind the figures, then the figures the config asks for.
 func Outputs(runs []Run, c *Config, svg, png bool) ([]File, error) {
@@ -222,6 +219,7 @@ func Outputs(runs []Run, c *Config, svg, png bool) ([]File, error) {
 		name  string
 		write func(io.Writer) error
 	}{
+		{"summary.txt", func(w io.Writer) error { return WriteTable(w, summaries(runs)) }},
 		{"summary.csv", func(w io.Writer) error { return WriteCSV(w, summaries(runs)) }},
 		{"series.csv", func(w io.Writer) error { return WriteSeries(w, runs) }},
 		{"state.csv", func(w io.Writer) error { return WriteState(w, runs) }},

@@ -95,9 +95,18 @@ func CompareFigure(runs []Run, c *Config) Figure {
 		title.YAlign = draw.YTop
 		dc.FillText(title, vg.Point{X: dc.Center().X, Y: dc.Max.Y - 2*vg.Millimeter}, "Every limiter on the same traffic: "+c.Title)
 		dc.Max.Y -= head
-		t := draw.Tiles{Rows: len(runs), Cols: 2, PadX: 8 * vg.Millimeter, PadY: 3 * vg.Millimeter,
-			PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
-		draws(plots, t, dc)
+		// Each column is aligned on its own: plot.Align misplaces the rows
+		// of columns whose plots have different margins.
+		cols := draw.Tiles{Rows: 1, Cols: 2, PadX: 8 * vg.Millimeter}
+		for j := range 2 {
+			column := make([][]*plot.Plot, len(plots))
+			for i := range plots {
+				column[i] = []*plot.Plot{plots[i][j]}
+			}
+			t := draw.Tiles{Rows: len(runs), Cols: 1, PadY: 3 * vg.Millimeter,
+				PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+			draws(column, t, cols.At(dc, j, 0))
+		}
 	}}
 }
 

@@ -113,7 +113,8 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 		every = 1_000_000
 	}
 	var n int64
-	var sample time.Duration // the next sample of the watched key's state
+	var sample time.Duration  // the next sample of the watched key's state
+	last := time.Duration(-1) // the latest time the clock was set to
 	watch := func(at time.Duration) error {
 		clk.Set(Epoch.Add(at))
 		d, err := lim.CanAccept(ctx, c.Watch, 0)
@@ -124,17 +125,26 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 	}
 	for q.Len() > 0 {
 		e := heap.Pop(&q).(*event)
-		for ; sample <= e.req.At; sample += sh.sampleEvery {
+		for ; sample < e.req.At; sample += sh.sampleEvery {
 			if err := watch(sample); err != nil {
 				return run, err
 			}
+			last = max(last, sample)
 		}
 		detail := e.req.Key == c.Watch && sh.detailed()
 		if detail {
+			// The state a nanosecond before and at the request's instant,
+			// so that a window turning over draws as a vertical drop.
+			if before := e.req.At - 1; before > last {
+				if err := watch(before); err != nil {
+					return run, err
+				}
+			}
 			if err := watch(e.req.At); err != nil {
 				return run, err
 			}
 		}
+		last = e.req.At
 		clk.Set(Epoch.Add(e.req.At))
 		d, err := lim.Allow(ctx, e.req.Key, e.req.Cost)
 		if err != nil {
