@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-go/sluice/internal/clientip"
+	"github.com/sluice-go/sluice/internal/compositekey"
 )
 
 // KeyFunc returns the limiter key of a request: requests with the same key
@@ -150,25 +151,8 @@ func Keys(parts ...KeyFunc) KeyFunc {
 			if err != nil {
 				return "", err
 			}
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			writeEscaped(&b, k)
+			compositekey.Append(&b, k, i == 0)
 		}
 		return b.String(), nil
-	}
-}
-
-// writeEscaped writes s to b with "|" and "\" escaped by "\".
-func writeEscaped(b *strings.Builder, s string) {
-	if !strings.ContainsAny(s, `|\`) {
-		b.WriteString(s)
-		return
-	}
-	for i := range len(s) {
-		if s[i] == '|' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
 	}
 }

@@ -1,0 +1,236 @@
+// Package sluicegrpc limits the rate of gRPC calls with a sluice limiter:
+// server interceptors that refuse calls over a limit, and client
+// interceptors that pace outgoing calls to stay under one.
+//
+// # Servers
+//
+// An [Interceptor] keys each call ([ClientIP] by default: the peer
+// address, or the client behind trusted proxies' x-forwarded-for or
+// forwarded metadata; [MetadataKey], [MethodKey] and [Keys] are the
+// others), computes its cost (1 by default, see [WithCost] and
+// [WithMinCost]) and asks the limiter to Allow it. A stream is decided
+// once, when it opens.
+//
+//	limit, err := sluicegrpc.NewInterceptor(lim)
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(limit.Unary),
+//		grpc.ChainStreamInterceptor(limit.Stream),
+//	)
+//
+// Every decided call's response header metadata carries the RateLimit
+// fields of draft-ietf-httpapi-ratelimit-headers-11, with the syntax the
+// HTTP middleware uses (ratelimit-policy: "default";q=100;w=60 and
+// ratelimit: "default";r=42;t=18). A denied call ends with
+// codes.ResourceExhausted and two error details a gRPC client decodes:
+// google.rpc.RetryInfo, whose retry delay is the exact time until the same
+// call would be admitted, and google.rpc.QuotaFailure, whose violation
+// names the key (subject) and the policy (quota id, and q as quota value).
+//
+// Errors map to codes as a client can act on them: a call without a key,
+// or whose cost could not be computed (once its minimum cost is admitted),
+// or that costs more than the whole limit, is codes.InvalidArgument,
+// since retrying it cannot help. A failing limiter (a store that is down)
+// fails closed by default with codes.Unavailable and a RetryInfo of one
+// second; [WithFailOpen] serves the call instead. A call whose context
+// ends while its decision is pending gets its context's code
+// (codes.Canceled, codes.DeadlineExceeded) and is neither served nor
+// reported as a store error.
+//
+// # Clients
+//
+// A [Pacer] waits on a limiter before each outgoing call, so that a job
+// calling a rate-limited API stays under its limit instead of being
+// refused: the call starts when the limiter admits it, or fails at once
+// with codes.DeadlineExceeded if its deadline comes first.
+package sluicegrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/ratelimitheader"
+)
+
+// Errors reported to the error hook. The error of a key or cost function
+// is wrapped, so errors.Is finds both.
+var (
+	// ErrKey reports that the key function failed: the call has no key to
+	// be limited by.
+	ErrKey = errors.New("sluicegrpc: no key for call")
+	// ErrCost reports that the cost function failed or returned a
+	// negative, NaN or infinite cost.
+	ErrCost = errors.New("sluicegrpc: no cost for call")
+	// ErrCallCanceled reports that the call's context ended (its client
+	// went away, or its deadline passed) while the limiter was deciding:
+	// the limiter's error is then the call's end, not a failure of the
+	// store. The context's error is wrapped too.
+	ErrCallCanceled = errors.New("sluicegrpc: call ended before its decision")
+)
+
+// Metadata keys of the RateLimit fields in response header metadata.
+const (
+	PolicyMetadataKey    = "ratelimit-policy"
+	RateLimitMetadataKey = "ratelimit"
+)
+
+// KeyFunc returns the limiter key of a call to fullMethod
+// ("/package.Service/Method"): calls with the same key share one
+// allowance. An error makes the interceptor answer codes.InvalidArgument.
+type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
+
+// CostFunc returns the cost of a call, in the limiter's units: for example
+// the number of records in a batch request. req is the unary request, and
+// nil for a stream, which is charged when it opens. An error, or a
+// negative, NaN or infinite cost, makes the interceptor charge the
+// minimum cost ([WithMinCost]) and, if that is admitted, answer
+// codes.InvalidArgument.
+type CostFunc func(ctx context.Context, fullMethod string, req any) (float64, error)
+
+// Interceptor limits the calls a gRPC server accepts. Its Unary and Stream
+// methods are the server interceptors; it is safe for concurrent use.
+type Interceptor struct {
+	config
+	lim    sluice.Limiter
+	policy *ratelimitheader.Policy
+}
+
+// NewInterceptor returns server interceptors that limit calls with lim,
+// configured by opts, or an error wrapping [sluice.ErrInvalidConfig] if
+// lim is nil, an option is invalid, or the limiter's limit cannot be
+// reported (less than one whole unit, or below the minimum cost).
+func NewInterceptor(lim sluice.Limiter, opts ...Option) (*Interceptor, error) {
+	if lim == nil {
+		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
+	}
+	i := &Interceptor{lim: lim, config: defaults()}
+	var errs []error
+	for _, o := range opts {
+		errs = append(errs, o.apply(&i.config))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if i.key == nil {
+		i.key = ClientIP{}.Key
+	}
+	p, err := ratelimitheader.New(lim, ratelimitheader.Config{
+		Name:      i.name,
+		Unit:      i.unit,
+		Window:    i.window,
+		WindowSet: i.windowSet,
+		MinCost:   i.minCost,
+	})
+	if err != nil {
+		return nil, err
+	}
+	i.policy = p
+	return i, nil
+}
+
+// Unary is a grpc.UnaryServerInterceptor that limits unary calls.
+func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if i.skip != nil && i.skip(ctx, info.FullMethod) {
+		return handler(ctx, req)
+	}
+	if err := i.admit(ctx, info.FullMethod, req, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Stream is a grpc.StreamServerInterceptor that limits streams: each is
+// decided, and charged, once when it opens.
+func (i *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx := ss.Context()
+	if i.skip != nil && i.skip(ctx, info.FullMethod) {
+		return handler(srv, ss)
+	}
+	if err := i.admit(ctx, info.FullMethod, nil, ss.SetHeader); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// admit decides a call, sends its RateLimit fields with setHeader, and
+// returns nil if the call is to be served, or its status error.
+func (i *Interceptor) admit(ctx context.Context, method string, req any, setHeader func(metadata.MD) error) error {
+	key, err := i.key(ctx, method)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrKey, err)
+		i.report(ctx, method, err)
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	cost, costErr := i.costOf(ctx, method, req)
+	d, err := i.lim.Allow(ctx, key, cost)
+	if err != nil {
+		return i.limiterFailed(ctx, method, err)
+	}
+	fields := i.policy.Fields(d)
+	// A header that cannot be sent (the stream's header is already out)
+	// must not change the decision.
+	_ = setHeader(metadata.Pairs(PolicyMetadataKey, fields.Policy, RateLimitMetadataKey, fields.RateLimit))
+	if i.decisionHook != nil {
+		i.decisionHook(ctx, method, d)
+	}
+	switch {
+	case !d.Allowed && !i.dryRun:
+		return denied(key, i.name, fields, d)
+	case costErr != nil:
+		i.report(ctx, method, costErr)
+		if !i.dryRun {
+			return status.Error(codes.InvalidArgument, costErr.Error())
+		}
+	}
+	return nil
+}
+
+// costOf returns what a call is charged: its cost, at least the minimum
+// cost. When its cost cannot be computed, it is charged the minimum cost
+// and err says why.
+func (i *Interceptor) costOf(ctx context.Context, method string, req any) (cost float64, err error) {
+	cost = 1
+	if i.cost != nil {
+		if cost, err = i.cost(ctx, method, req); err != nil {
+			return i.minCost, fmt.Errorf("%w: %w", ErrCost, err)
+		}
+		if !(cost >= 0) || math.IsInf(cost, 0) {
+			return i.minCost, fmt.Errorf("%w: %w: %v", ErrCost, sluice.ErrInvalidCost, cost)
+		}
+	}
+	return max(cost, i.minCost), nil
+}
+
+// limiterFailed returns the status of a call whose decision failed with
+// err, or nil to serve it anyway.
+func (i *Interceptor) limiterFailed(ctx context.Context, method string, err error) error {
+	switch {
+	case errors.Is(err, sluice.ErrCostExceedsLimit):
+		i.report(ctx, method, err)
+		return status.Error(codes.InvalidArgument, "sluicegrpc: the call costs more than the whole limit")
+	case ctx.Err() != nil:
+		// Most likely the store gave up because the call's context
+		// ended: that is the call's end, not an outage, and nobody
+		// waits for it to be served.
+		i.report(ctx, method, fmt.Errorf("%w: %w (limiter: %w)", ErrCallCanceled, context.Cause(ctx), err))
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	i.report(ctx, method, err)
+	if i.failOpen || i.dryRun {
+		return nil
+	}
+	return unavailable(i.unavailable)
+}
+
+func (i *Interceptor) report(ctx context.Context, method string, err error) {
+	if i.errorHook != nil {
+		i.errorHook(ctx, method, err)
+	}
+}
