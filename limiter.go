@@ -186,9 +186,13 @@ func (l *limiter) apply(ctx context.Context, key string, op Op, d *Decision) (er
 // timedOut returns err, from a store call under ctx, wrapping [ErrTimeout]
 // and context.DeadlineExceeded if ctx's deadline passed: a client that
 // honours deadlines reports them in its own words, often as a network
-// timeout.
+// timeout, and its socket's deadline may fire a moment before ctx's timer.
 func timedOut(ctx context.Context, err error) error {
-	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
+	if err == nil || errors.Is(err, ErrTimeout) {
+		return err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Now().Before(deadline) {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -109,3 +109,13 @@ func TestWaitGivesUpOnAStalledStoreAtTheTimeout(t *testing.T) {
 		require.Equal(t, 25*ms, time.Since(begin))
 	})
 }
+
+func TestCanceledContextIsNotATimeout(t *testing.T) {
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(cancelStore{}), sluice.WithTimeout(time.Hour))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	cancel()
+	_, err = lim.Allow(ctx, "k", 1)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, sluice.ErrTimeout)
+}
