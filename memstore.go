@@ -41,8 +41,12 @@ import (
 // MemStoreConfig.MaxKeys bounds memory under a flood of unique keys. When a
 // shard is at its share of the bound, adding a key first removes the
 // expired keys among a sample of the shard's keys; if none has expired, it
-// evicts the sampled key that would have expired soonest: the one whose
-// limit is closest to fresh, so that evicting it forgives the least.
+// evicts the sampled key that has gone longest without a decision (each
+// slot counts, in bits it has spare, how often it was sampled since its
+// key's last decision), and of those the one closest to fresh, so that
+// evicting it forgives the least. A key in use, allowed or denied, is not
+// the one forgiven: a client flooding the store with new keys cannot lift
+// the limit of a key it keeps hammering.
 type MemStore struct {
 	seeds    [2]maphash.Seed
 	mask     uint64
@@ -163,9 +167,12 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	var s State
 	switch {
 	case found && gcra:
-		s.Time = sh.tats.slots[i].expires
+		e := &sh.tats.slots[i]
+		e.used()
+		s.Time = e.expires
 	case found:
 		e := &sh.slots.slots[i]
+		e.used()
 		s = State{Time: e.time, A: e.a, B: e.b}
 		if p.Kind == KindSlidingLog {
 			s.Log = sh.logs[id]
@@ -253,34 +260,60 @@ func dropIn[S slotType](sh *shard, t *table[S], i int) {
 
 // makeRoom removes the keys expired by now among a sample of the shard's
 // keys in each table, taken from where the new key id's probe starts (as
-// random as id to whoever does not know the store's seeds), and if the
-// shard is still at its bound, evicts the sampled key closest to fresh.
+// random as id to whoever does not know the store's seeds), and ages the
+// live ones. If the shard is still at its bound, it evicts the sampled key
+// that has been idle longest, and of those the one closest to fresh.
+//
+// Idleness comes first because closeness to fresh alone forgives the keys
+// being limited: a denied request does not move its key's expiry, so a
+// key hammered at its limit soon expires sooner than the keys of a flood,
+// each of which has just spent its whole limit. A key in use is set back
+// to idle age zero at each of its decisions, while the flood's keys, used
+// once, age with every sampling.
 func (sh *shard) makeRoom(id keyID, bound int, now int64) {
 	full := bound > 0 && sh.tats.n+sh.slots.n >= bound
 	sample := sweepSample
 	if full {
 		sample = evictSample
 	}
-	tat, tatExpires := expireSample(sh, &sh.tats, id, sample, now)
-	other, otherExpires := expireSample(sh, &sh.slots, id, sample, now)
+	tat := expireSample(sh, &sh.tats, id, sample, now)
+	other := expireSample(sh, &sh.slots, id, sample, now)
 	if !full || sh.tats.n+sh.slots.n < bound {
 		return
 	}
 	switch {
-	case tatExpires <= min(otherExpires, maxTime):
-		forget(sh, &sh.tats, tat)
-	case otherExpires <= maxTime:
-		forget(sh, &sh.slots, other)
+	case tat.found && !other.before(tat):
+		forget(sh, &sh.tats, tat.id)
+	case other.found:
+		forget(sh, &sh.slots, other.id)
 	}
 }
 
+// A victim is the key eviction would take from a sample.
+type victim struct {
+	id      keyID
+	idle    uint64
+	expires int64
+	found   bool
+}
+
+// before reports whether v is a better victim than w: idle longer, or as
+// long and closer to fresh.
+func (v victim) before(w victim) bool {
+	if v.found != w.found {
+		return v.found
+	}
+	if v.idle != w.idle {
+		return v.idle > w.idle
+	}
+	return v.expires < w.expires
+}
+
 // expireSample removes the expired keys among sample keys of t from id's
-// home on, and returns the live sampled key that expires soonest and when,
-// or a time after maxTime if there is none.
-func expireSample[S slotType](sh *shard, t *table[S], id keyID, sample int, now int64) (victim keyID, soonest int64) {
-	soonest = maxTime + 1
+// home on, ages the live ones, and returns the best victim among them.
+func expireSample[S slotType](sh *shard, t *table[S], id keyID, sample int, now int64) (best victim) {
 	if t.n == 0 {
-		return victim, soonest
+		return best
 	}
 	mask := len(t.slots) - 1
 	for i, seen := t.home(id), 0; seen < len(t.slots) && sample > 0; seen++ {
@@ -291,15 +324,16 @@ func expireSample[S slotType](sh *shard, t *table[S], id keyID, sample int, now 
 			continue
 		case e.expires <= now:
 			dropIn(sh, t, i) // a later slot may have moved into i: look again
-		case e.expires < soonest:
-			victim, soonest = e.id(), e.expires
-			fallthrough
 		default:
+			if v := (victim{e.id(), e.idle(), e.expires, true}); v.before(best) {
+				best = v
+			}
+			e.aged()
 			i = (i + 1) & mask
 		}
 		sample--
 	}
-	return victim, soonest
+	return best
 }
 
 // Reset forgets key. It implements [Store].

@@ -43,26 +43,42 @@ func TestMemStoreForgetsKeysOnceFresh(t *testing.T) {
 	require.Equal(t, 1, st.Len(), "a request that leaves a key fresh stores nothing")
 }
 
-func TestMemStoreMaxKeysEvictsTheKeyClosestToFresh(t *testing.T) {
+// TestMemStoreMaxKeysEvictsTheIdlestKeyClosestToFresh pins the eviction
+// rule on a shard small enough that eviction samples every key: of the
+// keys that went longest without a decision, the one closest to fresh.
+func TestMemStoreMaxKeysEvictsTheIdlestKeyClosestToFresh(t *testing.T) {
 	mock := newMock()
 	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1, MaxKeys: 16})
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 100, sluice.WithStore(st), sluice.WithClock(mock))
 	require.NoError(t, err)
 	ctx := context.Background()
+	remaining := func(key string) float64 {
+		d, err := lim.CanAccept(ctx, key, 0)
+		require.NoError(t, err)
+		return d.Remaining
+	}
 	// Key i holds i+2 units: key 0 is the closest to fresh.
 	for i, k := range keys(16) {
 		_, err := lim.Allow(ctx, k, float64(i+2))
 		require.NoError(t, err)
 	}
-	_, err = lim.Allow(ctx, "flood", 1)
+	for _, k := range keys(16) {
+		remaining(k) // every key was just used: all equally idle
+	}
+	_, err = lim.Allow(ctx, "flood-1", 1)
 	require.NoError(t, err)
 	require.Equal(t, 16, st.Len(), "the bound holds")
-	d, err := lim.CanAccept(ctx, "client-0", 0)
+	require.Equal(t, 100.0, remaining("client-0"), "of keys equally idle, the one closest to fresh was evicted")
+
+	// Now client-1 is the closest to fresh, but in use; the others have
+	// been sampled once since their last decision.
+	require.Equal(t, 97.0, remaining("client-1"))
+	_, err = lim.Allow(ctx, "flood-2", 1)
 	require.NoError(t, err)
-	require.Equal(t, 100.0, d.Remaining, "the key closest to fresh was evicted")
-	d, err = lim.CanAccept(ctx, "client-15", 0)
-	require.NoError(t, err)
-	require.Equal(t, 83.0, d.Remaining, "the others are kept")
+	require.Equal(t, 16, st.Len(), "the bound holds")
+	require.Equal(t, 97.0, remaining("client-1"), "the key in use is kept")
+	require.Equal(t, 100.0, remaining("client-2"), "the idle key closest to fresh was evicted")
+	require.Equal(t, 83.0, remaining("client-15"), "the others are kept")
 }
 
 func TestMemStoreJanitorSweepsAndStopsOnClose(t *testing.T) {

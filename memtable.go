@@ -8,24 +8,55 @@ import "unsafe"
 // 10^-24 at a billion keys), so the store keeps no key strings: no
 // allocation per new key, no string to compare, and one slot per key.
 type keyID struct {
-	lo, hi uint64 // hi's top byte is zero; a slot keeps its Kind there
+	lo, hi uint64 // hi's top byte is zero; a slot keeps its Kind and idle age there
 }
 
 const (
 	idBits   = 1<<56 - 1 // the bits of keyID.hi that belong to the key
-	kindLow  = 56        // where a slot keeps its Kind in hi
-	minSlots = 8         // the smallest table
+	kindLow  = 56        // where a slot keeps its Kind in hi: 3 bits
+	kindMask = 7
+	idleLow  = 59 // where a slot keeps its idle age in hi: the top 5 bits
+	idleOne  = 1 << idleLow
+	idleMax  = 31
+	minSlots = 8 // the smallest table
 )
 
-// slotHead begins every slot: the key, its Kind, and when its state is
-// fresh again. A slot whose hi is zero is empty: an occupied slot holds a
-// non-zero Kind in hi's top byte.
+// slotHead begins every slot: the key, its Kind, its idle age, and when
+// its state is fresh again. A slot whose hi is zero is empty: an occupied
+// slot holds a non-zero Kind in hi's top byte.
+//
+// The idle age counts the times the store sampled the slot, to expire or
+// evict keys, since the key's last decision (up to idleMax); every
+// decision on the key sets it back to zero. Eviction takes the most idle
+// key of its sample, so a key in use is not the one forgiven.
 type slotHead struct {
 	lo, hi  uint64
 	expires int64
 }
 
-func (s *slotHead) kind() Kind { return Kind(s.hi >> kindLow) }
+func (s *slotHead) kind() Kind { return Kind(s.hi >> kindLow & kindMask) }
+
+// Every Kind fits in a slot's kind bits: this fails to compile otherwise.
+var _ [kindMask + 1 - len(kindNames)]struct{}
+
+// idle returns the slot's idle age.
+func (s *slotHead) idle() uint64 { return s.hi >> idleLow }
+
+// used marks the key as just used. It writes only when the age is not
+// already zero, so that a key decided over and over (a hammered key,
+// denied each time) keeps its cache line shared between cores.
+func (s *slotHead) used() {
+	if s.hi >= idleOne {
+		s.hi &^= idleMax << idleLow
+	}
+}
+
+// aged counts one more sampling of the slot.
+func (s *slotHead) aged() {
+	if s.idle() < idleMax {
+		s.hi += idleOne
+	}
+}
 
 func (s *slotHead) id() keyID { return keyID{s.lo, s.hi & idBits} }
 
