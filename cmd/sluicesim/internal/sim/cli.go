@@ -230,22 +230,14 @@ func Outputs(runs []Run, c *Config, svg, png bool) ([]File, error) {
 		}
 		files = append(files, File{d.name, b.Bytes()})
 	}
+	names := figureNames(runs, c)
 	figures := map[string]Figure{}
-	var names []string
-	if c.Plots != "compare" {
-		seen := map[string]int{}
-		for _, r := range runs {
-			name := slug(r.Name)
-			if seen[name]++; seen[name] > 1 {
-				name = fmt.Sprintf("%s-%d", name, seen[name])
-			}
-			figures[name] = LimiterFigure(r, c)
-			names = append(names, name)
+	for i, name := range names {
+		if name == "compare" {
+			figures[name] = CompareFigure(runs, c)
+		} else {
+			figures[name] = LimiterFigure(runs[i], c)
 		}
-	}
-	if c.Plots != "each" && len(runs) > 1 {
-		figures["compare"] = CompareFigure(runs, c)
-		names = append(names, "compare")
 	}
 	for _, name := range names {
 		for _, format := range []struct {
@@ -263,6 +255,26 @@ func Outputs(runs []Run, c *Config, svg, png bool) ([]File, error) {
 		}
 	}
 	return files, nil
+}
+
+// figureNames returns the names of the figures the config asks for,
+// without extension: one per limiter, in order, then "compare".
+func figureNames(runs []Run, c *Config) []string {
+	var names []string
+	if c.Plots != "compare" {
+		seen := map[string]int{}
+		for _, r := range runs {
+			name := slug(r.Name)
+			if seen[name]++; seen[name] > 1 {
+				name = fmt.Sprintf("%s-%d", name, seen[name])
+			}
+			names = append(names, name)
+		}
+	}
+	if c.Plots != "each" && len(runs) > 1 {
+		names = append(names, "compare")
+	}
+	return names
 }
 
 func summaries(runs []Run) []Summary {

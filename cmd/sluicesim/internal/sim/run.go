@@ -124,7 +124,7 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 		return err
 	}
 	for q.Len() > 0 {
-		e := heap.Pop(&q).(*event)
+		e := q.pop()
 		for ; sample < e.req.At; sample += sh.sampleEvery {
 			if err := watch(sample); err != nil {
 				return run, err
@@ -200,6 +200,9 @@ func (q *queue) Pop() any {
 	q.events = q.events[:len(q.events)-1]
 	return e
 }
+
+// pop returns the earliest request.
+func (q *queue) pop() *event { return heap.Pop(q).(*event) }
 
 // add queues src's next request, if it has one before end.
 func (q *queue) add(src source, prev *outcome, end time.Duration) {

@@ -123,6 +123,9 @@ func parseTraffic(s *spec, dir string) (TrafficSpec, error) {
 		if !s.has("file") {
 			return ts, s.required("file", "access.csv")
 		}
+		if err := s.unused(known); err != nil {
+			return ts, err // before reading a file the spec may not mean
+		}
 		if ts.rows, err = readCSV(s.params["file"], dir); err != nil {
 			return ts, fmt.Errorf("%q: %w", s.text, err)
 		}
