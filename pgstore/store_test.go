@@ -476,15 +476,15 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 	}
 }
 
-func TestReadmeShowsTheSchema(t *testing.T) {
+func TestGuideShowsTheSchema(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none")
 	require.NoError(t, err)
 	defer pool.Close()
 	st, err := pgstore.New(pool)
 	require.NoError(t, err)
-	readme, err := os.ReadFile("README.md")
+	guide, err := os.ReadFile("../docs/postgresql.md")
 	require.NoError(t, err)
-	require.Contains(t, string(readme), st.Schema(), "README.md must show the DDL of the default table")
+	require.Contains(t, string(guide), st.Schema(), "docs/postgresql.md must show the DDL of the default table")
 }
 
 // TestDecisionsAreBitIdenticalToStepInEveryQueryMode replays the exact
