@@ -40,6 +40,8 @@ func TestMainRefusesBadInputWithExitCode2(t *testing.T) {
 		"a missing config file": {[]string{"-config", filepath.Join(dir, "none.conf")}, "no such file"},
 		"a cost over the limit": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "uniform rate=1/s cost=2", "-out", ""},
 			"request at 0s on key \"client\" costing 2: sluice: cost exceeds limit: cost 2 > limit 1"},
+		"a key no traffic uses": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy clients=2 key=k", "-watch", "k"},
+			`watch "k": no traffic uses that key (its keys: k-1, k-2)`},
 		"a negative progress": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-progress", "-1"}, "-progress -1: want 0 or more"},
 	}
 	for name, tt := range tests {

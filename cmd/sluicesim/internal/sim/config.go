@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -147,8 +148,18 @@ func (c *Config) complete() error {
 		}
 		c.Title = strings.Join(texts, " + ")
 	}
+	var keys []string
+	for _, t := range c.Traffic {
+		keys = append(keys, t.keys()...)
+	}
 	if c.Watch == "" {
-		c.Watch = c.Traffic[0].keys()[0]
+		c.Watch = keys[0]
+	}
+	if !slices.Contains(keys, c.Watch) {
+		if len(keys) > 5 {
+			keys = append(keys[:5], "...")
+		}
+		return fmt.Errorf("watch %q: no traffic uses that key (its keys: %s)", c.Watch, strings.Join(keys, ", "))
 	}
 	if c.Bin == 0 {
 		c.Bin = roundBin(c.Duration)

@@ -86,3 +86,22 @@ func TestFiguresRenderTheSameBytesEveryTime(t *testing.T) {
 		}
 	}
 }
+
+// TestGuideShowsWhatTheCommandsPrint requires docs/simulator.md to show
+// the table its first command prints and each committed scenario's table.
+func TestGuideShowsWhatTheCommandsPrint(t *testing.T) {
+	guide, err := os.ReadFile("../../../../docs/simulator.md")
+	require.NoError(t, err)
+	const command = "go run ./cmd/sluicesim -limiter 'gcra rate=10/s burst=5' -traffic 'uniform rate=20/s' -duration 5s -out /tmp/sim"
+	require.Contains(t, string(guide), command)
+	code, stdout, stderr := runMain(t, "-limiter", "gcra rate=10/s burst=5", "-traffic", "uniform rate=20/s", "-duration", "5s", "-out", "")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, string(guide), "```\n"+stdout+"```\n", "docs/simulator.md shows what `%s` prints", command)
+	confs, err := filepath.Glob(filepath.Join(figuresDir, "*", "summary.txt"))
+	require.NoError(t, err)
+	for _, name := range confs {
+		table, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.Contains(t, string(guide), "```\n"+string(table)+"```\n", "docs/simulator.md shows %s", name)
+	}
+}

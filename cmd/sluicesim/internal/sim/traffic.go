@@ -291,7 +291,9 @@ func (g *greedy) next(prev *outcome) (Request, bool) {
 	case prev.Allowed:
 		r.At = prev.At
 	default:
-		r.At = prev.At + prev.RetryAfter
+		// A denial always says to wait; at least a nanosecond, so that a
+		// limiter saying otherwise could not hold the client at one instant.
+		r.At = prev.At + max(prev.RetryAfter, 1)
 	}
 	return r, true
 }
