@@ -176,7 +176,7 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 	fields := i.policy.Fields(d)
 	// A header that cannot be sent (the stream's header is already out)
 	// must not change the decision.
-	_ = setHeader(metadata.Pairs(PolicyMetadataKey, fields.Policy, RateLimitMetadataKey, fields.RateLimit))
+	_ = setHeader(metadata.MD{PolicyMetadataKey: {fields.Policy}, RateLimitMetadataKey: {fields.RateLimit}})
 	if i.decisionHook != nil {
 		i.decisionHook(ctx, method, d)
 	}
