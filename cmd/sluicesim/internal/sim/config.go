@@ -148,10 +148,7 @@ func (c *Config) complete() error {
 		}
 		c.Title = strings.Join(texts, " + ")
 	}
-	var keys []string
-	for _, t := range c.Traffic {
-		keys = append(keys, t.keys()...)
-	}
+	keys := c.keys()
 	if c.Watch == "" {
 		c.Watch = keys[0]
 	}
@@ -181,4 +178,13 @@ func roundBin(d time.Duration) time.Duration {
 			}
 		}
 	}
+}
+
+// keys returns the keys of every client of the traffic.
+func (c *Config) keys() []string {
+	var keys []string
+	for _, t := range c.Traffic {
+		keys = append(keys, t.keys()...)
+	}
+	return keys
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -56,7 +58,7 @@ func (f Figure) WritePNG(w io.Writer) error {
 // and denied per bin above, the watched key's state below.
 func LimiterFigure(r Run, c *Config) Figure {
 	top := requestsPlot(r, c)
-	top.Title.Text = r.Name + "  ·  traffic: " + c.Title
+	top.Title.Text = wrap(r.Name+"  ·  traffic: "+c.Title, 100)
 	bottom := statePlot(r, c)
 	bottom.Title.Text = r.Series.StateName + ", key " + r.Series.Key
 	return Figure{8 * vg.Inch, 5.6 * vg.Inch, func(dc draw.Canvas) {
@@ -72,7 +74,8 @@ func LimiterFigure(r Run, c *Config) Figure {
 // each: requests on the left, state on the right.
 func CompareFigure(runs []Run, c *Config) Figure {
 	rowH := 1.9 * vg.Inch
-	head := 0.45 * vg.Inch
+	title := wrap("Every limiter on the same traffic: "+c.Title, 130)
+	head := 0.25*vg.Inch + 0.22*vg.Inch*vg.Length(strings.Count(title, "\n")+1)
 	plots := make([][]*plot.Plot, len(runs))
 	for i, r := range runs {
 		left, right := requestsPlot(r, c), statePlot(r, c)
@@ -89,11 +92,11 @@ func CompareFigure(runs []Run, c *Config) Figure {
 	}
 	return Figure{11 * vg.Inch, head + rowH*vg.Length(len(runs)), func(dc draw.Canvas) {
 		fill(dc)
-		title := plot.New().Title.TextStyle
-		title.Font.Size = 14
-		title.XAlign = draw.XCenter
-		title.YAlign = draw.YTop
-		dc.FillText(title, vg.Point{X: dc.Center().X, Y: dc.Max.Y - 2*vg.Millimeter}, "Every limiter on the same traffic: "+c.Title)
+		style := plot.New().Title.TextStyle
+		style.Font.Size = 14
+		style.XAlign = draw.XCenter
+		style.YAlign = draw.YTop
+		dc.FillText(style, vg.Point{X: dc.Center().X, Y: dc.Max.Y - 2*vg.Millimeter}, title)
 		dc.Max.Y -= head
 		// Each column is aligned on its own: plot.Align misplaces the rows
 		// of columns whose plots have different margins.
@@ -147,6 +150,10 @@ func requestsPlot(r Run, c *Config) *plot.Plot {
 	p := newPlot(c)
 	s := r.Series
 	p.Y.Label.Text = "requests per " + s.Bin.String()
+	offeredName := "offered"
+	if len(c.keys()) > 1 {
+		offeredName = "offered, all keys"
+	}
 	var most int64
 	for i := range s.Offered {
 		most = max(most, s.Offered[i])
@@ -160,7 +167,7 @@ func requestsPlot(r Run, c *Config) *plot.Plot {
 	offered := stepLine(s.Offered, s.Bin)
 	offered.Color, offered.Width = offeredColor, vg.Points(0.8)
 	p.Add(admitted, denied, offered)
-	p.Legend.Add("offered", offered)
+	p.Legend.Add(offeredName, offered)
 	p.Legend.Add("admitted", admitted)
 	p.Legend.Add("denied", denied)
 	return p
@@ -264,6 +271,24 @@ func render(f Figure, format string) ([]byte, error) {
 		err = f.WritePNG(&b)
 	}
 	return b.Bytes(), err
+}
+
+// wrap breaks text into lines of at most width characters, at spaces,
+// so that a long title is not clipped at the figure's edge.
+func wrap(text string, width int) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
 }
 
 // roundTicks marks an axis at multiples of 1, 2 or 5 times a power of ten,
