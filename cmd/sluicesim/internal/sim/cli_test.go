@@ -71,9 +71,9 @@ func TestMainWritesTheTableTheDataAndTheFigures(t *testing.T) {
 	code, stdout, stderr := runMain(t, "-config", conf, "-limiter", "fixedwindow limit=2 window=1s name=strict", "-out", out)
 	require.Equal(t, exitOK, code, stderr)
 	require.Equal(t, strings.Join([]string{
-		"  limiter                offered  admitted  denied  largest burst  most in any 1s  long-run rate  RetryAfter p50  p99",
-		"  gcra rate=5/s burst=5        5         5       0              3               3         1.67/s               -    -",
-		"  strict                       5         4       1              2               2         1.67/s              1s   1s",
+		"limiter                offered  admitted  denied  largest burst  most in any 1s  long-run rate  RetryAfter p50  p99",
+		"gcra rate=5/s burst=5        5         5       0              3               3         1.67/s               -    -",
+		"strict                       5         4       1              2               2         1.67/s              1s   1s",
 		""}, "\n"), stdout)
 	require.Contains(t, stderr, "wrote 10 files to "+out)
 	entries, err := os.ReadDir(out)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -117,7 +118,8 @@ func WriteTable(w io.Writer, sums []Summary) error {
 		width = max(width, utf8.RuneCountInString(s.Limiter))
 	}
 	pad := func(name string) string { return name + strings.Repeat(" ", width-utf8.RuneCountInString(name)) }
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(sums) > 0 {
 		fmt.Fprintf(tw, "%s\toffered\tadmitted\tdenied\tlargest burst\tmost in any %v\tlong-run rate\tRetryAfter p50\tp99\t\n", pad("limiter"), sums[0].Window)
 	}
@@ -126,7 +128,17 @@ func WriteTable(w io.Writer, sums []Summary) error {
 			num(s.LargestBurst), num(s.MaxInWindow), strconv.FormatFloat(s.LongRunRate, 'f', 2, 64),
 			retry(s.RetryP50, s.Denied), retry(s.RetryP99, s.Denied))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Right-aligning pads every first cell with the two spaces between
+	// columns: the table starts at the margin without them.
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if _, err := io.WriteString(w, strings.TrimPrefix(line, "  ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteCSV writes the summaries as CSV, durations in seconds.
