@@ -29,7 +29,8 @@
 // Errors map to codes as a client can act on them: a call without a key,
 // or whose cost could not be computed (once its minimum cost is admitted),
 // or that costs more than the whole limit, is codes.InvalidArgument,
-// since retrying it cannot help. A failing limiter (a store that is down)
+// since retrying it cannot help; a key function that is misconfigured (a
+// ClientIP with an ambiguous trusted range) gives codes.Internal. A failing limiter (a store that is down)
 // fails closed by default with codes.Unavailable and a RetryInfo of one
 // second; [WithFailOpen] serves the call instead. A call whose context
 // ends while its decision is pending gets its context's code
@@ -166,6 +167,9 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrKey, err)
 		i.report(ctx, method, err)
+		if errors.Is(err, sluice.ErrInvalidConfig) { // the server's fault, not the call's
+			return status.Error(codes.Internal, "sluicegrpc: misconfigured key")
+		}
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	cost, costErr := i.costOf(ctx, method, req)
