@@ -2,9 +2,9 @@ package sluicehttp
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 )
 
@@ -23,7 +23,9 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	// One byte more than the limit tells a longer body from one that
+	// fits exactly.
+	b, err := io.ReadAll(io.LimitReader(r.Body, min(limit, math.MaxInt64-1)+1))
 	r.Body = restored(b, r.Body)
 	if err != nil {
 		return b, err
@@ -47,10 +49,7 @@ func PeekBody(r *http.Request, n int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, n))
 	r.Body = restored(b, r.Body)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return b, err
-	}
-	return b, nil
+	return b, err
 }
 
 // restored returns a body that yields read and then what is left of rest,

@@ -23,11 +23,12 @@
 //	RateLimit: "default";r=42;t=18
 //
 // The policy name is set by [WithPolicyName], and the quota unit (qu) by
-// [WithQuotaUnit]. q is the limiter's limit in whole units, w its window
-// in seconds ([WithWindow]), r the units left
-// after this request (rounded down) and t the seconds until the key's
-// allowance is whole again (rounded up; for a denied request never before
-// Retry-After). Retry-After is in whole seconds, rounded up and at least
+// [WithQuotaUnit]. q is the limiter's limit in whole units (a limit below
+// one unit is a configuration error), w its window in seconds (for GCRA
+// and the buckets, the time q units take to drain, so that q/w is the
+// rate; see [WithWindow]), r the units left after this request (rounded
+// down) and t the seconds until the key's allowance is whole again
+// (rounded up; for a denied request never before Retry-After). Retry-After is in whole seconds, rounded up and at least
 // 1, so a client that waits that long is admitted unless it (or another
 // client with its key) spends the allowance meanwhile. [WithLegacyHeaders]
 // adds the X-RateLimit-* fields for older clients. A handler that decides
