@@ -281,3 +281,23 @@ func TestNewInterceptorRejectsInvalidConfiguration(t *testing.T) {
 		require.ErrorIs(t, err, sluice.ErrInvalidConfig, name)
 	}
 }
+
+func TestDeadlinePassingWhileDecidingEndsTheCall(t *testing.T) {
+	store := stalledStore{entered: make(chan struct{}, 1)}
+	lim := fixedWindow(t, 5, time.Minute, newClock(), sluice.WithStore(store))
+	hooked := make(chan error, 1)
+	client, ts := limited(t, lim, sluicegrpc.WithErrorHook(func(_ context.Context, _ string, err error) { hooked <- err }))
+
+	// The deadline travels with the call; the stalled store gives up when
+	// it passes on the server, whatever the clocks say.
+	ctx, cancel := context.WithTimeout(withKey("k"), 50*time.Millisecond)
+	defer cancel()
+	_, err := check(client, ctx)
+	requireCode(t, codes.DeadlineExceeded, err)
+	<-store.entered
+	err = <-hooked
+	require.ErrorIs(t, err, sluicegrpc.ErrCallCanceled)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	ts.srv.Stop()
+	require.Zero(t, ts.served.Load())
+}
