@@ -96,13 +96,14 @@ func offered(t *testing.T, spec string, n int) []Request {
 	require.NoError(t, err)
 	var q queue
 	for _, src := range ts.sources(Epoch.UnixNano()) {
-		q.add(src, nil, time.Hour)
+		q.add(&event{src: src}, nil, time.Hour)
 	}
 	var out []Request
 	for len(out) < n && q.Len() > 0 {
 		e := q.pop()
 		out = append(out, e.req)
-		q.add(e.src, &outcome{e.req, sluice.Decision{Allowed: true}}, time.Hour)
+		e.prev = outcome{e.req, sluice.Decision{Allowed: true}}
+		q.add(e, &e.prev, time.Hour)
 	}
 	return out
 }

@@ -105,7 +105,7 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 	var q queue
 	for _, t := range c.Traffic {
 		for _, src := range t.sources(Epoch.UnixNano()) {
-			q.add(src, nil, c.Duration)
+			q.add(&event{src: src}, nil, c.Duration)
 		}
 	}
 	every := o.ProgressEvery
@@ -159,7 +159,8 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 			fmt.Fprintf(o.Progress, "sluicesim: %s: %d requests, %.0f%% of %v simulated\n",
 				ls.Name, n, 100*float64(e.req.At)/float64(c.Duration), c.Duration)
 		}
-		q.add(e.src, &outcome{e.req, d}, c.Duration)
+		e.prev = outcome{e.req, d}
+		q.add(e, &e.prev, c.Duration)
 	}
 	for ; sample <= c.Duration; sample += sh.sampleEvery {
 		if err := watch(sample); err != nil {
@@ -177,9 +178,10 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 
 // event is a client's next request.
 type event struct {
-	req Request
-	src source
-	seq int64 // breaks ties between equal times: first added, first decided
+	req  Request
+	src  source
+	seq  int64   // breaks ties between equal times: first added, first decided
+	prev outcome // the client's previous request, decided
 }
 
 // queue orders the clients' next requests by time.
@@ -204,14 +206,16 @@ func (q *queue) Pop() any {
 // pop returns the earliest request.
 func (q *queue) pop() *event { return heap.Pop(q).(*event) }
 
-// add queues src's next request, if it has one before end.
-func (q *queue) add(src source, prev *outcome, end time.Duration) {
-	r, ok := src.next(prev)
+// add queues the next request of e's client, if it has one before end.
+// e is reused, so that a request allocates nothing here.
+func (q *queue) add(e *event, prev *outcome, end time.Duration) {
+	r, ok := e.src.next(prev)
 	if !ok || r.At >= end {
 		return
 	}
 	q.seq++
-	heap.Push(q, &event{req: r, src: src, seq: q.seq})
+	e.req, e.seq = r, q.seq
+	heap.Push(q, e)
 }
 
 // percentile returns the p-th percentile of sorted by the nearest-rank
