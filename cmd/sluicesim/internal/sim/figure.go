@@ -39,10 +39,21 @@ type Figure struct {
 }
 
 // WriteSVG writes the figure as SVG.
+//
+// The fonts are not embedded, which would add hundreds of kilobytes to
+// every file: text names Liberation Serif, whose metrics the layout
+// uses, then Times New Roman and Times, which have the same metrics, so
+// that a viewer without Liberation fonts does not fall back on a wider
+// serif that would run text into the legends' swatches.
 func (f Figure) WriteSVG(w io.Writer) error {
 	c := vgsvg.New(f.w, f.h)
 	f.draw(draw.New(c))
-	_, err := c.WriteTo(w)
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return err
+	}
+	_, err := w.Write(bytes.ReplaceAll(b.Bytes(), []byte("font-family:Liberation Serif;"),
+		[]byte("font-family:'Liberation Serif','Times New Roman',Times,serif;")))
 	return err
 }
 
