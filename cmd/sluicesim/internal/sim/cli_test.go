@@ -42,7 +42,8 @@ func TestMainRefusesBadInputWithExitCode2(t *testing.T) {
 			"request at 0s on key \"client\" costing 2: sluice: cost exceeds limit: cost 2 > limit 1"},
 		"a key no traffic uses": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy clients=2 key=k", "-watch", "k"},
 			`watch "k": no traffic uses that key (its keys: k-1, k-2)`},
-		"a negative progress": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-progress", "-1"}, "-progress -1: want 0 or more"},
+		"a duration past 2100": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-duration", "1000000h"}, "duration 1000000h0m0s: at most 700800h0m0s"},
+		"a negative progress":  {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-progress", "-1"}, "-progress -1: want 0 or more"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -109,8 +109,11 @@ func (c *Config) Set(name, value, dir string) error {
 	return err
 }
 
+// maxDuration bounds a simulation: the limiters take times up to 2116.
+const maxDuration = 80 * 365 * 24 * time.Hour
+
 // errConfig marks a config that cannot be simulated.
-var errConfig = errors.New("incomplete config")
+var errConfig = errors.New("cannot simulate")
 
 // check completes the defaults and reports what is missing.
 func (c *Config) check() error {
@@ -137,6 +140,10 @@ func (c *Config) complete() error {
 		if c.Duration == 0 {
 			c.Duration = 10 * time.Second
 		}
+	}
+	if c.Duration > maxDuration {
+		return fmt.Errorf("duration %v: at most %v, so that simulated time, which starts in %d, ends before 2116, the last year sluice takes",
+			c.Duration, maxDuration, Epoch.Year())
 	}
 	if c.Plots == "" {
 		c.Plots = "all"

@@ -85,7 +85,11 @@ var algorithms = map[string]algorithm{
 			}
 			extra = append(extra, sluice.WithBurst(burst))
 		}
-		if s.flag("intervalrefill") {
+		refill, err := s.flag("intervalrefill")
+		if err != nil {
+			return nil, err
+		}
+		if refill {
 			extra = append(extra, sluice.WithIntervalRefill())
 		}
 		return func(opts ...sluice.Option) (Limiter, error) {
@@ -97,8 +101,12 @@ var algorithms = map[string]algorithm{
 		if err != nil {
 			return nil, err
 		}
+		anchored, err := s.flag("anchored")
+		if err != nil {
+			return nil, err
+		}
 		var extra []sluice.Option
-		if s.flag("anchored") {
+		if anchored {
 			extra = append(extra, sluice.WithAnchoredWindows())
 		}
 		return func(opts ...sluice.Option) (Limiter, error) {

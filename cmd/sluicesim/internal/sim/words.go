@@ -77,19 +77,23 @@ func (s *spec) has(name string) bool {
 	return ok
 }
 
-// flag reports whether the bare word name was given, and marks it read.
-func (s *spec) flag(name string) bool {
+// flag reports whether the bare word name was given (or name=true), and
+// marks it read.
+func (s *spec) flag(name string) (bool, error) {
 	if s.flags[name] {
 		s.used[name] = true
-		return true
+		return true, nil
 	}
-	if v, ok := s.params[name]; ok {
-		// name=true and name=false read as well as the bare word.
-		s.used[name] = true
-		b, err := strconv.ParseBool(v)
-		return err == nil && b
+	v, ok := s.params[name]
+	if !ok {
+		return false, nil
 	}
-	return false
+	s.used[name] = true
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, s.errorf(name, "%q is neither true nor false (or write %s alone for true)", v, name)
+	}
+	return b, nil
 }
 
 // str returns the parameter name, or def when it is absent.
