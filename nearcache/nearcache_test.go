@@ -1,0 +1,244 @@
+package nearcache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/nearcachetest"
+	"github.com/sluice-go/sluice/nearcache"
+)
+
+func newMem(t *testing.T) *sluice.MemStore {
+	t.Helper()
+	m := sluice.NewMemStore(sluice.MemStoreConfig{})
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestCacheChangesNoDecisionOnRandomTraces(t *testing.T) {
+	for seed := range uint64(4) {
+		st := nearcachetest.Compare(t, newMem(t), newMem(t), seed, 400)
+		t.Logf("seed %d: %d answered locally, %d by the store", seed, st.Local, st.Remote)
+	}
+}
+
+// gcra is 1 request per second, bursts of 1.
+var gcra = sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Second)}
+
+func op(verb sluice.Verb, cost float64, at time.Duration) sluice.Op {
+	return sluice.Op{Verb: verb, Cost: cost, Now: nearcachetest.Start + int64(at)}
+}
+
+// counting is a store that counts the calls reaching it.
+type counting struct {
+	sluice.Store
+	applies int
+}
+
+func (c *counting) Apply(ctx context.Context, key string, p *sluice.Params, o sluice.Op) (sluice.Decision, error) {
+	c.applies++
+	return c.Store.Apply(ctx, key, p, o)
+}
+
+func newCache(t *testing.T, cfg nearcache.Config) (*nearcache.Store, *counting) {
+	t.Helper()
+	remote := &counting{Store: newMem(t)}
+	nc, err := nearcache.New(remote, cfg)
+	require.NoError(t, err)
+	return nc, remote
+}
+
+func TestDenialIsAnsweredLocallyUntilItsRetryAfter(t *testing.T) {
+	nc, remote := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	d, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 100*time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Equal(t, 900*time.Millisecond, d.RetryAfter)
+	require.Equal(t, 2, remote.applies)
+
+	for _, at := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second - 1} {
+		d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, at))
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		require.Equal(t, time.Second-at, d.RetryAfter, "counts down to the same instant")
+		d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbCheck, 1, at))
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+	}
+	require.Equal(t, 2, remote.applies, "no round trip")
+
+	d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, time.Second))
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "due: the store decides again")
+	require.Equal(t, 3, remote.applies)
+	require.Equal(t, nearcache.Stats{Local: 6, Remote: 3, Keys: 0}, nc.Stats())
+}
+
+func TestSmallerCostsAndOtherParamsGoToTheStore(t *testing.T) {
+	nc, remote := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	tb := sluice.Params{Kind: sluice.KindTokenBucket, Limit: 2, Interval: int64(time.Second), Amount: 1}
+	_, err := nc.Apply(ctx, "k", &tb, op(sluice.VerbAllow, 1.5, 0))
+	require.NoError(t, err)
+	d, err := nc.Apply(ctx, "k", &tb, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "0.5 tokens left")
+	require.Equal(t, 2, remote.applies)
+
+	d, err = nc.Apply(ctx, "k", &tb, op(sluice.VerbAllow, 0.5, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a denial of 1 says nothing of 0.5")
+	require.Equal(t, 3, remote.applies)
+
+	d, err = nc.Apply(ctx, "k", &tb, op(sluice.VerbAllow, 2, 10*time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "2 is denied where 1 is")
+	require.Equal(t, 3, remote.applies)
+
+	bigger := tb
+	bigger.Limit = 10
+	d, err = nc.Apply(ctx, "k", &bigger, op(sluice.VerbAllow, 1, 10*time.Millisecond))
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a limit raised in this process is seen at once")
+	require.Equal(t, 4, remote.applies)
+}
+
+func TestResetThroughTheCacheClearsItsEntry(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	_, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	d, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.NoError(t, nc.Reset(ctx, "k"))
+	d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+}
+
+func TestResetElsewhereIsSeenAtTheCachedInstant(t *testing.T) {
+	nc, remote := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	_, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	_, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.NoError(t, remote.Reset(ctx, "k")) // another process resets the key
+
+	d, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 999*time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "the cache denies until its instant: the documented limit")
+	d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, time.Second))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+}
+
+func TestFillupsAndErrorsAreNeverCached(t *testing.T) {
+	lb := sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 2, Interval: int64(time.Second), Amount: 1}
+	nc, remote := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	for i := range 3 {
+		d, err := nc.Apply(ctx, "k", &lb, op(sluice.VerbFill, 2, 0))
+		require.NoError(t, err)
+		require.True(t, d.Full())
+		require.Equal(t, i+1, remote.applies, "a fill-up records its cost: always the store's")
+	}
+
+	failing, err := nearcache.New(failingStore{}, nearcache.Config{})
+	require.NoError(t, err)
+	for range 2 {
+		_, err = failing.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+		require.ErrorIs(t, err, errDown)
+	}
+	require.Equal(t, uint64(2), failing.Stats().Remote)
+}
+
+var errDown = errors.New("connection refused")
+
+type failingStore struct{}
+
+func (failingStore) Apply(context.Context, string, *sluice.Params, sluice.Op) (sluice.Decision, error) {
+	return sluice.Decision{}, errDown
+}
+func (failingStore) Reset(context.Context, string) error { return errDown }
+
+func TestBadInputIsAnErrorEvenForACachedKey(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	_, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	_, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		op   sluice.Op
+		want error
+	}{
+		"infinite cost":      {op(sluice.VerbAllow, 1/zero(), 0), sluice.ErrInvalidCost},
+		"cost over limit":    {op(sluice.VerbAllow, 5, 0), sluice.ErrCostExceedsLimit},
+		"time out of range":  {sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
+		"fill-up of a GCRA":  {op(sluice.VerbFill, 1, 0), sluice.ErrUnsupported},
+		"NaN cost":           {op(sluice.VerbCheck, zero()/zero(), 0), sluice.ErrInvalidCost},
+		"negative cost":      {op(sluice.VerbCheck, -1, 0), sluice.ErrInvalidCost},
+		"cost over limit, 2": {op(sluice.VerbCheck, 1.5, 0), sluice.ErrCostExceedsLimit},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := nc.Apply(ctx, "k", &gcra, tc.op)
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+	_, err = nc.Apply(ctx, "k", nil, op(sluice.VerbAllow, 1, 0))
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+}
+
+func zero() float64 { return 0 }
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	_, err := nearcache.New(nil, nearcache.Config{})
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+	_, err = nearcache.New(newMem(t), nearcache.Config{MaxKeys: -1})
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+}
+
+func TestMemoryIsBoundedByMaxKeys(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{MaxKeys: 64})
+	ctx := context.Background()
+	for i := range 5000 {
+		key := fmt.Sprint("client-", i)
+		at := time.Duration(i) * time.Millisecond // earlier keys are due sooner
+		_, err := nc.Apply(ctx, key, &gcra, op(sluice.VerbAllow, 1, at))
+		require.NoError(t, err)
+		d, err := nc.Apply(ctx, key, &gcra, op(sluice.VerbAllow, 1, at))
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		require.LessOrEqual(t, nc.Stats().Keys, 64)
+	}
+	// The latest denials are still held: eviction takes those due soonest.
+	before := nc.Stats().Local
+	_, err := nc.Apply(ctx, "client-4999", &gcra, op(sluice.VerbAllow, 1, 4999*time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, before+1, nc.Stats().Local)
+}
+
+func TestDueEntriesAreRemovedWhenTouched(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	_, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	_, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.Equal(t, 1, nc.Stats().Keys)
+	_, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbCheck, 1, 2*time.Second))
+	require.NoError(t, err)
+	require.Zero(t, nc.Stats().Keys)
+}
