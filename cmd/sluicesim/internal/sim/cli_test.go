@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,4 +123,14 @@ func TestAMillionRequestsTakeLittleTime(t *testing.T) {
 	require.InDelta(t, 5000, runs[0].Summary.LongRunRate, 1)
 	require.Equal(t, "sluicesim: gcra rate=5000/s burst=100: 1000000 requests, 100% of 1m40s simulated\n"+
 		"sluicesim: gcra rate=5000/s burst=100: done, 1000000 requests in 1m40s simulated\n", progress.String())
+}
+
+func TestSimulateStopsWhenTheContextEnds(t *testing.T) {
+	c := Config{Duration: time.Hour}
+	require.NoError(t, c.Set("limiter", "gcra rate=5/s burst=5", ""))
+	require.NoError(t, c.Set("traffic", "uniform rate=1000/s", ""))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := Simulate(ctx, &c, Options{})
+	require.ErrorIs(t, err, context.Canceled)
 }

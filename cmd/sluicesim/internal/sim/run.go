@@ -60,8 +60,8 @@ type Options struct {
 	Trace bool
 }
 
-// Simulate runs every limiter of c on its traffic, in turn. c's defaults
-// are filled in.
+// Simulate runs every limiter of c on its traffic, in turn, until done or
+// ctx ends. c's defaults are filled in.
 func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 	defer lim.Close()
 	p := lim.Params()
 	run := Run{Name: ls.Name, Params: p}
-	m := newMeter(c, p)
+	m := newMeter(c)
 	sh := newSheet(c, p)
 
 	var q queue
@@ -155,7 +155,12 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 		if o.Trace {
 			run.Trace = append(run.Trace, Decided{e.req, d})
 		}
-		if n++; o.Progress != nil && n%every == 0 {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return run, err
+			}
+		}
+		if o.Progress != nil && n%every == 0 {
 			fmt.Fprintf(o.Progress, "sluicesim: %s: %d requests, %.0f%% of %v simulated\n",
 				ls.Name, n, 100*float64(e.req.At)/float64(c.Duration), c.Duration)
 		}

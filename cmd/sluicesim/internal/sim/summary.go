@@ -56,7 +56,7 @@ type keyMeter struct {
 	sum    float64   // the cost of recent[head:]
 }
 
-func newMeter(c *Config, p sluice.Params) *meter {
+func newMeter(c *Config) *meter {
 	return &meter{s: Summary{Window: c.Window}, duration: c.Duration, keys: map[string]*keyMeter{}}
 }
 
