@@ -52,11 +52,12 @@ type failoverFigures struct {
 	slow     int           // decisions that took longer than slow
 	recovery time.Duration // from the kill to the end of the last failed or slow decision
 	extra    int           // admissions beyond the keys' limits, in all
+	unacked  int           // decisions that replicas did not acknowledge
 }
 
 func (f failoverFigures) String() string {
-	return fmt.Sprintf("%d failed and %d slow decisions, the last ending %v after the kill; %d admissions beyond the limits",
-		f.errors, f.slow, f.recovery.Round(time.Millisecond), f.extra)
+	return fmt.Sprintf("%d failed and %d slow decisions, the last ending %v after the kill; %d admissions beyond the limits; %d decisions not acknowledged",
+		f.errors, f.slow, f.recovery.Round(time.Millisecond), f.extra, f.unacked)
 }
 
 // An admission is one admitted request on key, and when its decision
@@ -73,7 +74,9 @@ type admission struct {
 // It requires every key to admit at most its limit plus its admissions
 // within replicationWindow of the kill, which the master may have taken
 // with it; when acked, the store waits for replicas, and a key admits at
-// most its limit in decisions returned without an error.
+// most its limit in decisions returned without an error. A decision that
+// fails with ErrNotReplicated was made, and counts as a success for the
+// recovery, but not as an admission.
 func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), bound time.Duration, acked bool) failoverFigures {
 	lim, err := sluice.NewTokenBucket(sluice.PerHour(failoverLimit), sluice.WithStore(st))
 	require.NoError(t, err)
@@ -90,6 +93,8 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 		errs     int
 		slows    int
 		okSince  int // decisions that succeeded since lastErr
+		unacked  int // decisions that failed with ErrNotReplicated
+		lastMsg  string
 		firstErr error
 		admitted []admission
 		wg       sync.WaitGroup
@@ -118,23 +123,26 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 				d, err := lim.Allow(ctx, keys[k], 1)
 				cancel()
 				now := time.Now()
-				// A decision not acknowledged by a replica stands on its
-				// master: an admission, which the failover may forget.
-				if d.Allowed && (err == nil || !acked && errors.Is(err, redisstore.ErrNotReplicated)) {
+				if d.Allowed && err == nil {
 					mine = append(mine, admission{k, now})
 				}
 				mu.Lock()
 				switch {
-				case err != nil:
+				case err != nil && !errors.Is(err, redisstore.ErrNotReplicated):
 					if !killed.Load() && firstErr == nil {
 						firstErr = err
 					}
 					errs++
-					lastErr, okSince = now, 0
+					lastErr, okSince, lastMsg = now, 0, err.Error()
 				case now.Sub(began) > slow:
 					slows++
 					lastErr, okSince = now, 0
 				default:
+					// A decision that replicas did not acknowledge was
+					// made: the store works.
+					if err != nil {
+						unacked++
+					}
 					okSince++
 				}
 				mu.Unlock()
@@ -168,7 +176,7 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	f := failoverFigures{errors: errs - errsBefore, slow: slows - slowsBefore}
+	f := failoverFigures{errors: errs - errsBefore, slow: slows - slowsBefore, unacked: unacked}
 	if lastErr.After(killEnd) {
 		f.recovery = lastErr.Sub(killEnd)
 	}
@@ -194,6 +202,7 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 		require.LessOrEqual(t, extra, window[k],
 			"key %d admitted %d requests, %d within %v of the kill", k, n, window[k], replicationWindow)
 	}
+	t.Logf("last error: %s", lastMsg)
 	t.Logf("%v (%d admissions, %d within %v of the kill, load for %v)",
 		f, len(admitted), sum(window), replicationWindow, elapsed.Round(time.Millisecond))
 	require.LessOrEqual(t, f.recovery, bound, "decisions failed for longer than the bound: %v", f)
@@ -247,5 +256,46 @@ func TestSentinelRecoversFromAKilledMaster(t *testing.T) {
 		master = s.Master(t)
 		master.Stop(t)
 	}, bound, false)
+	s.WaitForFailover(t, master)
+}
+
+// TestClusterWithReplicaAcksLosesNoAdmission kills a master under load
+// with WithReplicaAcks: no key admits more than its limit in decisions
+// returned without an error. The promoted replica has no replica of its
+// own, so decisions on its slots are then made but not acknowledged.
+func TestClusterWithReplicaAcksLosesNoAdmission(t *testing.T) {
+	cluster := testserver.StartRedisClusterWithReplicas(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, 50*time.Millisecond))
+
+	bound := testserver.ClusterNodeTimeout + 5*time.Second
+	var master *testserver.Redis
+	f := decideThroughFailover(t, st, func() {
+		master = cluster.MasterOf(t, 0)
+		master.Stop(t)
+	}, bound, true)
+	cluster.WaitForFailover(t, 0, master)
+	require.Positive(t, f.unacked, "the new master has no replica to acknowledge")
+}
+
+// TestSentinelWithReplicaAcksLosesNoAdmission is the same through
+// Sentinel, where the other replica follows the new master.
+func TestSentinelWithReplicaAcksLosesNoAdmission(t *testing.T) {
+	s := testserver.StartRedisSentinel(t, 2)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            s.MasterName,
+		SentinelAddrs:         s.SentinelAddrs(),
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { c.Close() })
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, 50*time.Millisecond))
+
+	bound := testserver.SentinelDownAfter + 5*time.Second
+	var master *testserver.Redis
+	decideThroughFailover(t, st, func() {
+		master = s.Master(t)
+		master.Stop(t)
+	}, bound, true)
 	s.WaitForFailover(t, master)
 }
