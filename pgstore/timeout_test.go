@@ -1,0 +1,81 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/pgstore"
+)
+
+// lockTimeout is the limiters' timeout in the tests of a locked row, and
+// lockSlack how much later a call may return on a loaded machine.
+const (
+	lockTimeout = 200 * time.Millisecond
+	lockSlack   = 2 * time.Second
+)
+
+// waiting returns the number of backends waiting for a lock that the
+// backend holder holds.
+func waiting(t *testing.T, conn *pgx.Conn, holder uint32) int {
+	t.Helper()
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(),
+		"SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", int32(holder)).Scan(&n))
+	return n
+}
+
+func TestLockedRowGivesTimeoutsAndStoreRecovers(t *testing.T) {
+	url := testserver.StartPostgres(t).URL
+	pool := newPool(t, url, 4)
+	st, table := newStore(t, pool, pgstore.WithCallerClock())
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(lockTimeout))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+
+	// Another transaction holds the key's row, as a long migration or a
+	// stuck session would.
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{table}.Sanitize()+" WHERE key = 'k' FOR UPDATE")
+	require.NoError(t, err)
+
+	for i := range 3 {
+		begin := time.Now()
+		_, err = lim.Allow(ctx, "k", 1)
+		took := time.Since(begin)
+		require.ErrorIs(t, err, sluice.ErrTimeout, "call %d", i)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "call %d", i)
+		require.GreaterOrEqual(t, took, lockTimeout, "call %d returned before its deadline", i)
+		require.Less(t, took, lockTimeout+lockSlack, "call %d", i)
+		t.Logf("call %d on the locked row: error after %v", i, took.Round(time.Millisecond))
+	}
+	d, err := lim.Allow(ctx, "other", 1)
+	require.NoError(t, err, "other keys are decided meanwhile")
+	require.True(t, d.Allowed)
+
+	// pgx closes the connection of a statement whose context ended, and
+	// sends the server a cancel request: the abandoned statements do not
+	// wait on, to run when the lock is released.
+	observer, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer observer.Close(ctx)
+	require.Eventually(t, func() bool { return waiting(t, observer, holder.PgConn().PID()) == 0 },
+		lockSlack, 10*time.Millisecond, "the server cancelled the abandoned statements")
+
+	require.NoError(t, tx.Commit(ctx))
+	d, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err, "the store recovers by itself")
+	require.True(t, d.Allowed)
+}
