@@ -20,14 +20,16 @@ import (
 // A limiter without an Observer reads no clock and allocates nothing more
 // than it would with none: the observation costs one comparison.
 type Observer interface {
-	Observe(Event)
+	// Observe receives one decision. ctx is the decision's context, for
+	// tracing; its values are the caller's.
+	Observe(ctx context.Context, e Event)
 }
 
 // ObserverFunc adapts a function to an [Observer].
-type ObserverFunc func(Event)
+type ObserverFunc func(context.Context, Event)
 
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Event is one decision, as an [Observer] sees it.
 type Event struct {
@@ -129,7 +131,7 @@ func classify(ctx context.Context, d *Decision, err error) Outcome {
 // is the limiter's time when the decision began: the latency costs one
 // more reading of the clock, and only here.
 func (l *limiter) observe(ctx context.Context, key string, op Op, d *Decision, err error) {
-	l.observer.Observe(Event{
+	l.observer.Observe(ctx, Event{
 		Limiter:  l.name,
 		Kind:     l.params.Kind,
 		Verb:     op.Verb,
@@ -145,8 +147,8 @@ func (l *limiter) observe(ctx context.Context, key string, op Op, d *Decision, e
 // observers is several observers, called in turn.
 type observers []Observer
 
-func (os observers) Observe(e Event) {
+func (os observers) Observe(ctx context.Context, e Event) {
 	for _, o := range os {
-		o.Observe(e)
+		o.Observe(ctx, e)
 	}
 }

@@ -20,7 +20,7 @@ type recorder struct {
 	events []sluice.Event
 }
 
-func (r *recorder) Observe(e sluice.Event) {
+func (r *recorder) Observe(_ context.Context, e sluice.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -139,9 +139,9 @@ func (cancelStore) Reset(ctx context.Context, _ string) error { return ctx.Err()
 
 func TestObserversGivenTwiceAreBothCalledInOrder(t *testing.T) {
 	var order []string
-	first := sluice.ObserverFunc(func(sluice.Event) { order = append(order, "first") })
-	second := sluice.ObserverFunc(func(sluice.Event) { order = append(order, "second") })
-	third := sluice.ObserverFunc(func(sluice.Event) { order = append(order, "third") })
+	first := sluice.ObserverFunc(func(context.Context, sluice.Event) { order = append(order, "first") })
+	second := sluice.ObserverFunc(func(context.Context, sluice.Event) { order = append(order, "second") })
+	third := sluice.ObserverFunc(func(context.Context, sluice.Event) { order = append(order, "third") })
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1,
 		sluice.WithObserver(first), sluice.WithObserver(second), sluice.WithObserver(third))
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestOutcomeNamesAreLabelValues(t *testing.T) {
 
 func TestDecisionsAllocateNothingWithOrWithoutAnObserver(t *testing.T) {
 	var n int
-	counting := sluice.ObserverFunc(func(e sluice.Event) {
+	counting := sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
 		if e.Outcome == sluice.OutcomeAllowed {
 			n++
 		}

@@ -38,7 +38,7 @@ func TestStalledServerGivesTimeoutsAndStoreRecovers(t *testing.T) {
 	)
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000,
 		sluice.WithStore(newStore(t, c, redisstore.WithCallerClock(testSkew))), sluice.WithTimeout(stallTimeout),
-		sluice.WithObserver(sluice.ObserverFunc(func(e sluice.Event) {
+		sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			outcomes[e.Outcome]++
