@@ -1,0 +1,172 @@
+package sluiceprom_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/sluiceprom"
+)
+
+// slowStore is a MemStore whose decisions take 3ms on a fake clock.
+type slowStore struct {
+	*sluice.MemStore
+	mock *clock.Mock
+}
+
+func (s slowStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	s.mock.Add(3 * time.Millisecond)
+	return s.MemStore.Apply(ctx, key, p, op)
+}
+
+func TestMetricsCountAKnownSequenceOfDecisions(t *testing.T) {
+	m, err := sluiceprom.New(sluiceprom.WithBuckets([]float64{0.001, 0.01}))
+	require.NoError(t, err)
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
+	defer mem.Close()
+	api, err := sluice.NewGCRA(sluice.PerSecond(1), 2, sluice.WithName("api"), sluice.WithObserver(m),
+		sluice.WithClock(mock), sluice.WithStore(slowStore{mem, mock}))
+	require.NoError(t, err)
+	closed := sluice.NewMemStore(sluice.MemStoreConfig{})
+	require.NoError(t, closed.Close())
+	broken, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithName("broken"), sluice.WithObserver(m),
+		sluice.WithClock(mock), sluice.WithStore(closed))
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	for range 3 { // two admitted, one denied
+		_, err = api.Allow(ctx, "client-1", 1)
+		require.NoError(t, err)
+	}
+	_, err = api.CanAccept(ctx, "client-1", 1)
+	require.NoError(t, err)
+	_, err = api.Allow(ctx, "client-1", math.NaN())
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	for range 2 {
+		_, err = broken.Allow(ctx, "client-2", 1)
+		require.ErrorIs(t, err, sluice.ErrStoreClosed)
+	}
+
+	want := `
+# HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
+# TYPE sluice_decisions_total counter
+sluice_decisions_total{algorithm="gcra",limiter="api",outcome="allowed",verb="allow"} 2
+sluice_decisions_total{algorithm="gcra",limiter="api",outcome="denied",verb="allow"} 1
+sluice_decisions_total{algorithm="gcra",limiter="api",outcome="denied",verb="check"} 1
+sluice_decisions_total{algorithm="gcra",limiter="api",outcome="invalid",verb="allow"} 1
+sluice_decisions_total{algorithm="token_bucket",limiter="broken",outcome="store_error",verb="allow"} 2
+# HELP sluice_decision_duration_seconds Time sluice limiters took to decide, store round trip included.
+# TYPE sluice_decision_duration_seconds histogram
+sluice_decision_duration_seconds_bucket{algorithm="gcra",limiter="api",verb="allow",le="0.001"} 1
+sluice_decision_duration_seconds_bucket{algorithm="gcra",limiter="api",verb="allow",le="0.01"} 4
+sluice_decision_duration_seconds_bucket{algorithm="gcra",limiter="api",verb="allow",le="+Inf"} 4
+sluice_decision_duration_seconds_sum{algorithm="gcra",limiter="api",verb="allow"} 0.009000000000000001
+sluice_decision_duration_seconds_count{algorithm="gcra",limiter="api",verb="allow"} 4
+sluice_decision_duration_seconds_bucket{algorithm="gcra",limiter="api",verb="check",le="0.001"} 0
+sluice_decision_duration_seconds_bucket{algorithm="gcra",limiter="api",verb="check",le="0.01"} 1
+sluice_decision_duration_seconds_bucket{algorithm="gcra",limiter="api",verb="check",le="+Inf"} 1
+sluice_decision_duration_seconds_sum{algorithm="gcra",limiter="api",verb="check"} 0.003
+sluice_decision_duration_seconds_count{algorithm="gcra",limiter="api",verb="check"} 1
+sluice_decision_duration_seconds_bucket{algorithm="token_bucket",limiter="broken",verb="allow",le="0.001"} 2
+sluice_decision_duration_seconds_bucket{algorithm="token_bucket",limiter="broken",verb="allow",le="0.01"} 2
+sluice_decision_duration_seconds_bucket{algorithm="token_bucket",limiter="broken",verb="allow",le="+Inf"} 2
+sluice_decision_duration_seconds_sum{algorithm="token_bucket",limiter="broken",verb="allow"} 0
+sluice_decision_duration_seconds_count{algorithm="token_bucket",limiter="broken",verb="allow"} 2
+# HELP sluice_store_errors_total Decisions that failed because the store timed out or failed.
+# TYPE sluice_store_errors_total counter
+sluice_store_errors_total{algorithm="token_bucket",limiter="broken",reason="store_error"} 2
+`
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want)))
+	problems, err := testutil.CollectAndLint(m)
+	require.NoError(t, err)
+	require.Empty(t, problems, "names and help follow Prometheus conventions")
+}
+
+func TestStoreErrorsAreLoggedAtMostOncePerSecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			},
+		}))
+		m, err := sluiceprom.New(sluiceprom.WithLogger(logger))
+		require.NoError(t, err)
+		closed := sluice.NewMemStore(sluice.MemStoreConfig{})
+		require.NoError(t, closed.Close())
+		lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api"), sluice.WithObserver(m), sluice.WithStore(closed))
+		require.NoError(t, err)
+		for range 5 {
+			_, err = lim.Allow(context.Background(), "k", 1)
+			require.Error(t, err)
+			_, err = lim.Allow(context.Background(), "k", 5) // invalid: not the store's failure
+			require.Error(t, err)
+			time.Sleep(300 * time.Millisecond) // synctest's fake time
+		}
+		require.Equal(t, `level=ERROR msg="sluice: store error" limiter=api algorithm=gcra verb=allow outcome=store_error latency=0s suppressed=0 error="sluice: store closed"
+level=ERROR msg="sluice: store error" limiter=api algorithm=gcra verb=allow outcome=store_error latency=0s suppressed=3 error="sluice: store closed"
+`, buf.String())
+	})
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	for name, opt := range map[string]sluiceprom.Option{
+		"no buckets":        sluiceprom.WithBuckets(nil),
+		"unordered buckets": sluiceprom.WithBuckets([]float64{1, 0.5}),
+		"repeated buckets":  sluiceprom.WithBuckets([]float64{1, 1}),
+		"NaN bucket":        sluiceprom.WithBuckets([]float64{math.NaN(), 1}),
+		"nil logger":        sluiceprom.WithLogger(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := sluiceprom.New(opt)
+			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+		})
+	}
+}
+
+func TestObservingAllocatesNothingOnceASeriesExists(t *testing.T) {
+	m, err := sluiceprom.New()
+	require.NoError(t, err)
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.Zero(t, testing.AllocsPerRun(1000, func() {
+		if _, err := lim.Allow(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}))
+}
+
+func BenchmarkObserve(b *testing.B) {
+	m, err := sluiceprom.New()
+	require.NoError(b, err)
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m))
+	require.NoError(b, err)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := lim.Allow(ctx, "k", 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
