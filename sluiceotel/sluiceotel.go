@@ -1,0 +1,168 @@
+// Package sluiceotel records the decisions of sluice limiters as
+// OpenTelemetry metrics.
+//
+// A [Metrics] is a [sluice.Observer]: make it from a MeterProvider, and
+// give it to each limiter with a name of its own:
+//
+//	m, err := sluiceotel.New(otel.GetMeterProvider(), sluiceotel.WithLogger(slog.Default()))
+//	if err != nil {
+//		return err
+//	}
+//	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 20,
+//		sluice.WithName("api"), sluice.WithObserver(m))
+//
+// Its meter, named after this package's import path, records
+//
+//	sluice.decisions          counter, {decision}: sluice.limiter, sluice.algorithm, sluice.verb, sluice.outcome
+//	sluice.decision.duration  histogram, s:        sluice.limiter, sluice.algorithm, sluice.verb
+//	sluice.store.errors       counter, {error}:    sluice.limiter, sluice.algorithm, error.type
+//
+// with the attribute values of the sluiceprom adapter: the name given
+// with [sluice.WithName] ("" if none); leaky_bucket, gcra, token_bucket,
+// fixed_window, sliding_log or sliding_counter; allow, check or fill;
+// allowed, denied, invalid, canceled, timeout or store_error
+// ([sluice.Outcome]); and for a store error, error.type timeout or
+// store_error. Every attribute value is bounded; keys are never
+// attributes. The decision's context is passed on, so exemplars link to
+// its trace.
+package sluiceotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/metrics"
+)
+
+// ScopeName is the name of the meter Metrics records with.
+const ScopeName = "github.com/sluice-go/sluice/sluiceotel"
+
+// DefaultBuckets are the boundaries, in seconds, of the decision
+// duration histogram: 1µs to about 4s, each four times the last.
+var DefaultBuckets = []float64{1e-6, 4e-6, 16e-6, 64e-6, 256e-6, 1.024e-3, 4.096e-3, 16.384e-3, 65.536e-3, 262.144e-3, 1.048576, 4.194304}
+
+// Metrics records the decisions of the limiters it observes. It is safe
+// for concurrent use. The zero value is not usable: call [New].
+type Metrics struct {
+	decisions   metric.Int64Counter
+	duration    metric.Float64Histogram
+	storeErrors metric.Int64Counter
+	series      *metrics.Table[*series]
+	errorLog    *metrics.ErrorLog
+}
+
+// series holds the attribute sets of one combination of labels, made
+// once, as options ready to pass.
+type series struct {
+	decision   []metric.AddOption
+	duration   []metric.RecordOption
+	storeError []metric.AddOption // nil unless the outcome is a store error
+}
+
+var _ sluice.Observer = (*Metrics)(nil)
+
+// Option configures [Metrics].
+type Option func(*config) error
+
+type config struct {
+	buckets []float64
+	logger  *slog.Logger
+}
+
+// WithBuckets sets the decision duration histogram's boundaries, in
+// seconds, increasing; the default is [DefaultBuckets].
+func WithBuckets(buckets []float64) Option {
+	return func(c *config) error {
+		if len(buckets) == 0 {
+			return fmt.Errorf("%w: sluiceotel: no buckets", sluice.ErrInvalidConfig)
+		}
+		for i := 1; i < len(buckets); i++ {
+			if !(buckets[i] > buckets[i-1]) {
+				return fmt.Errorf("%w: sluiceotel: buckets %v not increasing", sluice.ErrInvalidConfig, buckets)
+			}
+		}
+		c.buckets = buckets
+		return nil
+	}
+}
+
+// WithLogger logs store errors (timeouts and other failures of the store)
+// to logger at level Error, at most one record per second for each
+// limiter, algorithm, verb and outcome; each record says how many it
+// stands for. By default nothing is logged.
+func WithLogger(logger *slog.Logger) Option {
+	return func(c *config) error {
+		if logger == nil {
+			return fmt.Errorf("%w: sluiceotel: nil logger", sluice.ErrInvalidConfig)
+		}
+		c.logger = logger
+		return nil
+	}
+}
+
+// New returns Metrics recording with a meter of provider, to give to
+// limiters with [sluice.WithObserver].
+func New(provider metric.MeterProvider, opts ...Option) (*Metrics, error) {
+	if provider == nil {
+		return nil, fmt.Errorf("%w: sluiceotel: nil meter provider", sluice.ErrInvalidConfig)
+	}
+	c := config{buckets: DefaultBuckets}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	meter := provider.Meter(ScopeName)
+	decisions, err1 := meter.Int64Counter("sluice.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Decisions made by sluice limiters, by limiter, algorithm, verb and outcome."))
+	duration, err2 := meter.Float64Histogram("sluice.decision.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time sluice limiters took to decide, store round trip included."),
+		metric.WithExplicitBucketBoundaries(c.buckets...))
+	storeErrors, err3 := meter.Int64Counter("sluice.store.errors", metric.WithUnit("{error}"),
+		metric.WithDescription("Decisions that failed because the store timed out or failed."))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, fmt.Errorf("sluiceotel: creating instruments: %w", err)
+	}
+	m := &Metrics{
+		decisions:   decisions,
+		duration:    duration,
+		storeErrors: storeErrors,
+		series:      metrics.NewTable(resolve),
+		errorLog:    metrics.NewErrorLog(c.logger, time.Second),
+	}
+	return m, nil
+}
+
+func resolve(k metrics.Key) *series {
+	limiter := attribute.String("sluice.limiter", k.Limiter)
+	alg := attribute.String("sluice.algorithm", metrics.Algorithm(k.Kind))
+	verb := attribute.String("sluice.verb", k.Verb.String())
+	s := &series{
+		decision: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb,
+			attribute.String("sluice.outcome", k.Outcome.String())))},
+		duration: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb))},
+	}
+	if k.Outcome.Failed() {
+		s.storeError = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg,
+			attribute.String("error.type", k.Outcome.String())))}
+	}
+	return s
+}
+
+// Observe records one decision. It implements [sluice.Observer].
+func (m *Metrics) Observe(ctx context.Context, e sluice.Event) {
+	s := m.series.Get(metrics.KeyOf(&e))
+	m.decisions.Add(ctx, 1, s.decision...)
+	m.duration.Record(ctx, e.Latency.Seconds(), s.duration...)
+	if s.storeError != nil {
+		m.storeErrors.Add(ctx, 1, s.storeError...)
+		m.errorLog.Log(ctx, &e)
+	}
+}

@@ -1,0 +1,167 @@
+package sluiceotel_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/sluiceotel"
+)
+
+// slowStore is a MemStore whose decisions take 3ms on a fake clock.
+type slowStore struct {
+	*sluice.MemStore
+	mock *clock.Mock
+}
+
+func (s slowStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	s.mock.Add(3 * time.Millisecond)
+	return s.MemStore.Apply(ctx, key, p, op)
+}
+
+func attrs(limiter, alg, verb string, more ...attribute.KeyValue) attribute.Set {
+	return attribute.NewSet(append([]attribute.KeyValue{
+		attribute.String("sluice.limiter", limiter),
+		attribute.String("sluice.algorithm", alg),
+		attribute.String("sluice.verb", verb),
+	}, more...)...)
+}
+
+func outcome(o string) attribute.KeyValue { return attribute.String("sluice.outcome", o) }
+
+func TestMetricsRecordAKnownSequenceOfDecisions(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	bounds := []float64{0.001, 0.01}
+	m, err := sluiceotel.New(provider, sluiceotel.WithBuckets(bounds))
+	require.NoError(t, err)
+
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
+	defer mem.Close()
+	api, err := sluice.NewGCRA(sluice.PerSecond(1), 2, sluice.WithName("api"), sluice.WithObserver(m),
+		sluice.WithClock(mock), sluice.WithStore(slowStore{mem, mock}))
+	require.NoError(t, err)
+	closed := sluice.NewMemStore(sluice.MemStoreConfig{})
+	require.NoError(t, closed.Close())
+	broken, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithName("broken"), sluice.WithObserver(m),
+		sluice.WithClock(mock), sluice.WithStore(closed))
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	for range 3 { // two admitted, one denied
+		_, err = api.Allow(ctx, "client-1", 1)
+		require.NoError(t, err)
+	}
+	_, err = api.CanAccept(ctx, "client-1", 1)
+	require.NoError(t, err)
+	_, err = api.Allow(ctx, "client-1", math.NaN())
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	for range 2 {
+		_, err = broken.Allow(ctx, "client-2", 1)
+		require.ErrorIs(t, err, sluice.ErrStoreClosed)
+	}
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	require.Len(t, rm.ScopeMetrics, 1)
+	require.Equal(t, sluiceotel.ScopeName, rm.ScopeMetrics[0].Scope.Name)
+	got := rm.ScopeMetrics[0].Metrics
+	require.Len(t, got, 3)
+
+	sum := func(points ...metricdata.DataPoint[int64]) metricdata.Sum[int64] {
+		return metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: points}
+	}
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.decisions",
+		Description: "Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.",
+		Unit:        "{decision}",
+		Data: sum(
+			metricdata.DataPoint[int64]{Attributes: attrs("api", "gcra", "allow", outcome("allowed")), Value: 2},
+			metricdata.DataPoint[int64]{Attributes: attrs("api", "gcra", "allow", outcome("denied")), Value: 1},
+			metricdata.DataPoint[int64]{Attributes: attrs("api", "gcra", "check", outcome("denied")), Value: 1},
+			metricdata.DataPoint[int64]{Attributes: attrs("api", "gcra", "allow", outcome("invalid")), Value: 1},
+			metricdata.DataPoint[int64]{Attributes: attrs("broken", "token_bucket", "allow", outcome("store_error")), Value: 2},
+		),
+	}, got[0], metricdatatest.IgnoreTimestamp())
+
+	point := func(set attribute.Set, counts []uint64, lo, hi, total float64) metricdata.HistogramDataPoint[float64] {
+		var n uint64
+		for _, c := range counts {
+			n += c
+		}
+		return metricdata.HistogramDataPoint[float64]{Attributes: set, Count: n, Bounds: bounds, BucketCounts: counts,
+			Min: metricdata.NewExtrema(lo), Max: metricdata.NewExtrema(hi), Sum: total}
+	}
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.decision.duration",
+		Description: "Time sluice limiters took to decide, store round trip included.",
+		Unit:        "s",
+		Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.HistogramDataPoint[float64]{
+			// Three store calls of 3ms, and the invalid cost refused at once.
+			point(attrs("api", "gcra", "allow"), []uint64{1, 3, 0}, 0, 0.003, 0.009000000000000001),
+			point(attrs("api", "gcra", "check"), []uint64{0, 1, 0}, 0.003, 0.003, 0.003),
+			point(attrs("broken", "token_bucket", "allow"), []uint64{2, 0, 0}, 0, 0, 0),
+		}},
+	}, got[1], metricdatatest.IgnoreTimestamp())
+
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.store.errors",
+		Description: "Decisions that failed because the store timed out or failed.",
+		Unit:        "{error}",
+		Data: sum(metricdata.DataPoint[int64]{
+			Attributes: attribute.NewSet(
+				attribute.String("sluice.limiter", "broken"),
+				attribute.String("sluice.algorithm", "token_bucket"),
+				attribute.String("error.type", "store_error"),
+			),
+			Value: 2,
+		}),
+	}, got[2], metricdatatest.IgnoreTimestamp())
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	provider := sdkmetric.NewMeterProvider()
+	for name, opt := range map[string]sluiceotel.Option{
+		"no buckets":        sluiceotel.WithBuckets(nil),
+		"unordered buckets": sluiceotel.WithBuckets([]float64{1, 0.5}),
+		"NaN bucket":        sluiceotel.WithBuckets([]float64{math.NaN(), 1}),
+		"nil logger":        sluiceotel.WithLogger(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := sluiceotel.New(provider, opt)
+			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+		})
+	}
+	_, err := sluiceotel.New(nil)
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+}
+
+func BenchmarkObserve(b *testing.B) {
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	m, err := sluiceotel.New(provider)
+	require.NoError(b, err)
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m))
+	require.NoError(b, err)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := lim.Allow(ctx, "k", 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
