@@ -50,7 +50,8 @@
 // # Memory
 //
 // The cache holds at most Config.MaxKeys keys (default [DefaultMaxKeys]):
-// one entry per key denied and not yet due, about 150 bytes with its key.
+// one entry per key denied and not yet due, about 190 bytes besides
+// the key's own.
 // Entries that are due are removed as the keys around them are touched;
 // when the cache is full, adding a key first removes due entries among a
 // sample of the others, and otherwise evicts the sampled entry that
