@@ -49,7 +49,11 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 	// this way runs after the batch's other requests on its key only if
 	// they use another script: another algorithm, a key conflict.)
 	for attempt := 0; len(calls) > 0; attempt++ {
-		s.pipeline(ctx, reqs, calls)
+		if s.acks.n > 0 {
+			s.pipelineAcked(ctx, reqs, calls)
+		} else {
+			s.pipeline(ctx, reqs, calls)
+		}
 		var retry []call
 		var loaded map[*redis.Script]error // made at the first NOSCRIPT
 		for _, c := range calls {
@@ -69,8 +73,15 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 					continue
 				}
 			}
+			if attempt == 0 && err != nil && s.moved(ctx, s.Key(r.Key), err) {
+				retry = append(retry, call{req: c.req, script: c.script})
+				continue
+			}
 			s.reload.failed(err)
 			d, err := outcome(r.Key, r.Params, r.Op.Verb, reply, err)
+			if err == nil && s.acks.records(r.Op.Verb) {
+				err = s.acks.verdict(r.Key, c.wait)
+			}
 			results[c.req] = Result{Decision: d, Err: err}
 		}
 		calls = retry
@@ -79,11 +90,13 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 }
 
 // A call is a request sent in the pipeline: its index in the batch, its
-// script, and once sent, its command.
+// script, and once sent, its command and, with WithReplicaAcks, the WAIT
+// that followed it.
 type call struct {
 	req    int
 	script *redis.Script
 	cmd    *redis.Cmd
+	wait   *redis.IntCmd
 }
 
 // pipeline sends calls' scripts by their SHA in one round trip. Each

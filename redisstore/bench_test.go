@@ -60,3 +60,52 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApplyReplicaAcks measures what waiting for a replica costs: a
+// GCRA decision on a master with one replica, both local, without and
+// with WithReplicaAcks(1, time.Second), one caller at a time and 16.
+// Compare the two with: benchstat -col /acks.
+func BenchmarkApplyReplicaAcks(b *testing.B) {
+	nodes := testserver.StartRedisWithReplicas(b, 1)
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr, PoolSize: 64})
+	b.Cleanup(func() { c.Close() })
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)}
+	for _, mode := range []struct {
+		name string
+		opts []redisstore.Option
+	}{
+		{"acks=0", nil},
+		{"acks=1", []redisstore.Option{redisstore.WithReplicaAcks(1, time.Second)}},
+	} {
+		st, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix("bench:")}, mode.opts...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode.name+"/callers=1", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, err := st.Apply(b.Context(), keys[i%len(keys)], &p, allow(1, 0)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(mode.name+"/callers=16", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(max(16/runtime.GOMAXPROCS(0), 1))
+			var next atomic.Uint64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					key := keys[next.Add(1)%uint64(len(keys))]
+					if _, err := st.Apply(b.Context(), key, &p, allow(1, 0)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

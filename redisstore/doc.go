@@ -49,6 +49,47 @@
 // read TIME before writing rely on effects replication. A sliding log
 // decision reads and rewrites all of the key's entries (at most MaxEntries).
 //
+// # Clients
+//
+// The store takes any go-redis client, and the client decides how it
+// finds the server:
+//
+//   - one server: redis.NewClient, with its address;
+//   - Redis Cluster: redis.NewClusterClient, with the addresses of some
+//     nodes (or redis.NewUniversalClient with IsClusterMode, or with two
+//     addresses or more, which builds the same Cluster client);
+//   - Sentinel: redis.NewFailoverClient, with the master's name and the
+//     Sentinels' addresses (or redis.NewUniversalClient with MasterName).
+//
+// redis.NewUniversalClient with a single address and neither IsClusterMode
+// nor MasterName builds a plain client: against a Cluster, every decision
+// on a slot of another node fails with MOVED.
+//
+// # Failover
+//
+// On a Cluster, go-redis learns the slots' layout again when a node
+// answers MOVED or ASK, or every ClusterStateReloadInterval (60 s by
+// default); a master that dies answers neither. The store asks a Cluster
+// client to reload the layout when a decision cannot reach its node (at
+// most ten times a second), so decisions on a dead master's slots fail
+// only until its replica takes over: within the cluster's own failover
+// time (cluster-node-timeout and about a second), not until the next
+// periodic reload. A Sentinel client asks the Sentinels for the new master
+// by itself.
+//
+// # What Redis can lose
+//
+// Redis replicates asynchronously: a master that dies takes with it the
+// decisions its replicas had not received (the replication lag, usually
+// under a millisecond on a healthy network, more under load), and the
+// replica that takes over admits those requests again, at most each key's
+// admissions in that window. [WithReplicaAcks] closes that window: a
+// decision returns only once replicas acknowledge it, and fails with
+// [ErrNotReplicated] (while standing on the master) when they do not in
+// time. A Redis without persistence (appendonly) that restarts, and is not
+// replaced by a replica, forgets every key: every limit starts afresh.
+// docs/redis.md in the repository says what to configure.
+//
 // # Batches
 //
 // [Store.ApplyBatch] sends many decisions in one round trip, as a pipeline

@@ -2,8 +2,10 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,9 +16,9 @@ import (
 // A GCRA limiter of 10 requests per second and bursts of 5 per client,
 // shared by every process that uses the same Redis.
 func Example() {
-	client := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:                 []string{"localhost:6379"}, // one node, Sentinel or Cluster
-		ContextTimeoutEnabled: true,                       // a context's deadline bounds each call
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		ContextTimeoutEnabled: true, // a context's deadline bounds each call
 	})
 	defer client.Close()
 	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
@@ -32,6 +34,79 @@ func Example() {
 		log.Fatal(err) // Redis failed: deny or allow is the caller's choice
 	}
 	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+}
+
+// On a Redis Cluster: a Cluster client, given some of the nodes, finds the
+// others and sends each decision to the master of its key's slot. After a
+// master dies, the store has the client reload the slots' layout, so that
+// decisions go to the promoted replica as soon as it takes over.
+func Example_cluster() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"},
+		ContextTimeoutEnabled: true,
+	})
+	defer client.Close()
+	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, _ = lim.Allow(context.Background(), "203.0.113.7", 1)
+}
+
+// With Sentinel: a failover client asks the Sentinels for the current
+// master, and again after a failover.
+func Example_sentinel() {
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            "mymaster",
+		SentinelAddrs:         []string{"sentinel-1:26379", "sentinel-2:26379", "sentinel-3:26379"},
+		ContextTimeoutEnabled: true,
+	})
+	defer client.Close()
+	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, _ = lim.Allow(context.Background(), "203.0.113.7", 1)
+}
+
+// A login limit that a failover must not reset: each attempt returns only
+// once a replica has it, so the replica that takes over after the master
+// dies still counts it.
+func ExampleWithReplicaAcks() {
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            "mymaster",
+		SentinelAddrs:         []string{"sentinel-1:26379", "sentinel-2:26379", "sentinel-3:26379"},
+		ContextTimeoutEnabled: true,
+	})
+	defer client.Close()
+	st, err := redisstore.New(client, redisstore.WithPrefix("login:"),
+		redisstore.WithReplicaAcks(1, 100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := sluice.NewTokenBucket(sluice.PerHour(5), sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := lim.Allow(context.Background(), "alice@example.com", 1)
+	switch {
+	case errors.Is(err, redisstore.ErrNotReplicated):
+		// The master decided, but no replica has it yet: a failover now
+		// would forget this attempt. Act on d, or deny to be safe.
+		fmt.Println("unreplicated:", d.Allowed)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println(d.Allowed)
+	}
 }
 
 // Three tenants' limits checked in one round trip, as a job dispatcher

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,8 +23,9 @@ var ErrNotReplicated = errors.New("redisstore: decision not acknowledged by enou
 
 // acks is what [WithReplicaAcks] asks for; n is 0 without it.
 type acks struct {
-	n       int
-	timeout time.Duration // whole milliseconds, as WAIT takes it
+	n        int
+	timeout  time.Duration // whole milliseconds, as WAIT takes it
+	waitArgs []any         // WAIT n timeout, built once: commands only read their arguments
 }
 
 // WithReplicaAcks makes every decision that records (Allow and Fill; a
@@ -53,7 +55,7 @@ func WithReplicaAcks(n int, timeout time.Duration) Option {
 			return fmt.Errorf("%w: redisstore: replica acknowledgements need n >= 1 and a timeout from 1ms, not %d and %v",
 				sluice.ErrInvalidConfig, n, timeout)
 		}
-		s.acks = acks{n: n, timeout: ms}
+		s.acks = acks{n: n, timeout: ms, waitArgs: []any{"wait", n, ms.Milliseconds()}}
 		return nil
 	})
 }
@@ -89,7 +91,7 @@ func (a acks) records(verb sluice.Verb) bool {
 
 // wait adds WAIT to pipe, and returns its command.
 func (a acks) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
-	cmd := redis.NewIntCmd(ctx, "wait", a.n, a.timeout.Milliseconds())
+	cmd := redis.NewIntCmd(ctx, a.waitArgs...)
 	_ = pipe.Process(ctx, cmd) // queued: the error comes with Exec
 	return cmd
 }
@@ -155,33 +157,79 @@ func (s *Store) master(ctx context.Context, name string) (redis.UniversalClient,
 
 // refused reports whether a script call on node failed without running in
 // a way that sending it again may cure, having done what it takes: loaded
-// the script after NOSCRIPT, or after MOVED (a slot that has moved, as
-// after a failover) reloaded the cluster's layout and waited until it
-// names the new master of name's slot, for at most a second.
+// the script after NOSCRIPT, or waited for the new layout after MOVED.
 func (s *Store) refused(ctx context.Context, node redis.UniversalClient, script *redis.Script, name string, err error) bool {
-	switch {
-	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return script.Load(ctx, node).Err() == nil
-	case redis.HasErrorPrefix(err, "MOVED"):
-		c, ok := s.client.(*redis.ClusterClient)
-		if !ok {
-			return false
+	}
+	return s.moved(ctx, name, err)
+}
+
+// moved reports whether err is a MOVED reply of a Cluster node (the slot
+// of the Redis key name has moved, as after a failover), once the client's
+// reloaded layout names the node that MOVED points to as the master of
+// that slot. It waits for that at most a second.
+func (s *Store) moved(ctx context.Context, name string, err error) bool {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok || !redis.HasErrorPrefix(err, "MOVED") {
+		return false
+	}
+	fields := strings.Fields(err.Error())
+	addr := fields[len(fields)-1] // MOVED slot host:port
+	c.ReloadState(ctx)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		if m, err := c.MasterForKey(ctx, name); err == nil && m.Options().Addr == addr {
+			return true
 		}
-		fields := strings.Fields(err.Error())
-		addr := fields[len(fields)-1] // MOVED slot host:port
-		c.ReloadState(ctx)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
-			if m, err := c.MasterForKey(ctx, name); err == nil && m.Options().Addr == addr {
-				return true
-			}
-			select {
-			case <-ctx.Done():
-				return false
-			case <-tick.C:
-			}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
 		}
 	}
 	return false
+}
+
+// pipelineAcked sends calls' scripts by their SHA, as pipeline does, each
+// master's followed by one WAIT on the same connection: on a Cluster
+// client, one pipeline for each master that serves the calls' keys, all at
+// once. Each call's reply or error is in its command, and its master's
+// WAIT in its wait.
+func (s *Store) pipelineAcked(ctx context.Context, reqs []Request, calls []call) {
+	groups := make(map[redis.UniversalClient][]int, 1) // a master's calls, by index
+	for i := range calls {
+		node, err := s.master(ctx, s.Key(reqs[calls[i].req].Key))
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			calls[i].cmd, calls[i].wait = cmd, nil
+			continue
+		}
+		groups[node] = append(groups[node], i)
+	}
+	send := func(node redis.UniversalClient, idx []int) {
+		pipe := node.Pipeline()
+		for _, i := range idx {
+			r := reqs[calls[i].req]
+			calls[i].cmd = calls[i].script.EvalSha(ctx, pipe, []string{s.Key(r.Key)}, s.args(r.Params, r.Op))
+		}
+		wait := s.acks.wait(ctx, pipe)
+		_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command
+		for _, i := range idx {
+			calls[i].wait = wait
+		}
+	}
+	if len(groups) == 1 {
+		for node, idx := range groups {
+			send(node, idx)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for node, idx := range groups {
+		wg.Go(func() { send(node, idx) })
+	}
+	wg.Wait()
 }

@@ -57,10 +57,32 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 			require.InDelta(t, 2, d.Used, 0.01, "the decision was recorded on the master: one used, one checked")
 		}
 	}
+
+	// A batch: each master's part is followed by its own WAIT.
+	var reqs []redisstore.Request
+	for _, m := range cluster.Nodes[:3] {
+		for _, key := range keysOf[m][:5] {
+			reqs = append(reqs, redisstore.Request{Key: key, Params: &hourly, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}})
+		}
+	}
+	reqs = append(reqs, redisstore.Request{Key: keysOf[paused][0], Params: &hourly, Op: sluice.Op{Verb: sluice.VerbCheck, Cost: 1}})
+	results := st.ApplyBatch(t.Context(), reqs)
+	for i, r := range results[:15] {
+		require.True(t, r.Decision.Allowed)
+		require.InDelta(t, 8, r.Decision.Remaining, 0.01, "the second request on %s", reqs[i].Key)
+		if i < 5 == (cluster.Nodes[0] == paused) {
+			require.ErrorIs(t, r.Err, redisstore.ErrNotReplicated, "key %s on the paused replica's master", reqs[i].Key)
+		} else {
+			require.NoError(t, r.Err, "key %s on another master", reqs[i].Key)
+		}
+	}
+	require.NoError(t, results[15].Err, "a check waits for nothing")
+
 	replica.Resume(t)
 	for _, key := range keysOf[paused][:5] {
-		_, err := st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+		d, err := st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
 		require.NoError(t, err, "the replica is back")
+		require.InDelta(t, 7, d.Remaining, 0.01)
 	}
 }
 

@@ -105,8 +105,8 @@ func (c *RedisCluster) form(t testing.TB) {
 			return ok, fmt.Sprintf("%d masters, %d replicas, %v", masters, replicas, err)
 		})
 	}
-	for _, replica := range c.Nodes[3:] {
-		waitForSync(t, replica)
+	for i, replica := range c.Nodes[3:] {
+		waitForSync(t, c.Nodes[i], replica)
 	}
 }
 
@@ -274,13 +274,30 @@ func clusterNodes(addr string) ([]clusterNode, error) {
 	return nodes, nil
 }
 
-// waitForSync waits until replica has finished its sync with its master.
-func waitForSync(t testing.TB, replica *Redis) {
+// waitForSync waits until replica has finished its sync with its master,
+// and the master has its first acknowledgement of the replication stream:
+// until then WAIT does not count the replica. A PUBLISH, which reaches
+// replicas and touches no key, puts something in the stream to
+// acknowledge.
+func waitForSync(t testing.TB, master, replica *Redis) {
 	t.Helper()
 	waitUntil(t, "replica "+replica.Addr+" in sync", func() (bool, string) {
 		info, err := send(replica.Addr, "INFO replication")
 		return err == nil && strings.Contains(info, "master_link_status:up") &&
-			strings.Contains(info, "master_sync_in_progress:0"), fmt.Sprint(err)
+			strings.Contains(info, "master_sync_in_progress:0"), fmt.Sprint(info, err)
+	})
+	host, port := splitAddr(replica.Addr)
+	online := fmt.Sprintf("ip=%s,port=%s,state=online,offset=", host, port)
+	waitUntil(t, "master "+master.Addr+" to count replica "+replica.Addr+" online", func() (bool, string) {
+		if _, err := Do(master.Addr, "PUBLISH", "testserver:sync", "1"); err != nil {
+			return false, err.Error()
+		}
+		if _, err := Do(master.Addr, "WAIT", "1", "10"); err != nil {
+			return false, err.Error()
+		}
+		info, err := send(master.Addr, "INFO replication")
+		_, rest, ok := strings.Cut(info, online)
+		return err == nil && ok && !strings.HasPrefix(rest, "0,"), fmt.Sprint(info, err)
 	})
 }
 
