@@ -33,6 +33,11 @@ type Result struct {
 // the round trip fails, every request that was sent gets the error: as
 // with Apply, such a decision may or may not have been recorded. On a
 // Cluster client the pipeline is split by node, one round trip each.
+//
+// With [WithReplicaAcks], each master's part of the batch is followed by
+// one WAIT on the same connection, and each request that records gets, if
+// its master's replicas fell short, its decision and an error wrapping
+// [ErrNotReplicated].
 func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 	results := make([]Result, len(reqs))
 	calls := make([]call, 0, len(reqs))

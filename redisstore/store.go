@@ -148,6 +148,10 @@ func WithCallerClock(maxSkew time.Duration) Option {
 
 // New returns a store on client, which may be a single node, Sentinel or
 // Cluster client. It does not contact Redis.
+//
+// On a Cluster client, a decision that cannot reach its node has the
+// client reload the cluster's slot layout (at most ten times a second),
+// so that decisions follow a failover as soon as the replica takes over.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: redisstore: nil client", sluice.ErrInvalidConfig)
