@@ -1,0 +1,51 @@
+package metrics_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/metrics"
+)
+
+func TestAlgorithmNamesAreLabelValues(t *testing.T) {
+	for k, want := range map[sluice.Kind]string{
+		sluice.KindLeakyBucket:    "leaky_bucket",
+		sluice.KindGCRA:           "gcra",
+		sluice.KindTokenBucket:    "token_bucket",
+		sluice.KindFixedWindow:    "fixed_window",
+		sluice.KindSlidingLog:     "sliding_log",
+		sluice.KindSlidingCounter: "sliding_counter",
+		sluice.Kind(0):            "unknown",
+		sluice.Kind(200):          "unknown",
+	} {
+		require.Equal(t, want, metrics.Algorithm(k))
+	}
+}
+
+func TestTableResolvesEachKeyOnceUnderConcurrency(t *testing.T) {
+	var made atomic.Int64
+	table := metrics.NewTable(func(k metrics.Key) string {
+		made.Add(1)
+		return k.Limiter + "/" + k.Outcome.String()
+	})
+	keys := []metrics.Key{
+		{Limiter: "a", Kind: sluice.KindGCRA, Verb: sluice.VerbAllow, Outcome: sluice.OutcomeAllowed},
+		{Limiter: "a", Kind: sluice.KindGCRA, Verb: sluice.VerbAllow, Outcome: sluice.OutcomeDenied},
+		{Limiter: "b", Kind: sluice.KindGCRA, Verb: sluice.VerbCheck, Outcome: sluice.OutcomeAllowed},
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 1000 {
+				k := keys[(g+i)%len(keys)]
+				require.Equal(t, k.Limiter+"/"+k.Outcome.String(), table.Get(k))
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(len(keys)), made.Load())
+}
