@@ -48,11 +48,16 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 		}
 		calls = append(calls, call{req: i, script: scriptOf(r.Params)})
 	}
-	// A script that the server has not cached (after a restart or SCRIPT
-	// FLUSH) fails with NOSCRIPT without running: load the missing
-	// scripts, and send those requests again, once. (A request retried
-	// this way runs after the batch's other requests on its key only if
-	// they use another script: another algorithm, a key conflict.)
+	// A script that the server has not cached (after a restart, a
+	// failover or SCRIPT FLUSH) fails with NOSCRIPT without running: load
+	// the missing scripts, and send those requests again. With replica
+	// acknowledgements, the batch goes to the masters the client's layout
+	// names, and a slot that has moved answers MOVED without running:
+	// wait for the new layout, and send those requests again. At most two
+	// such rounds (MOVED, then NOSCRIPT on the new master). (A request
+	// retried this way runs after the batch's other requests on its key
+	// only if they use another script: another algorithm, a key
+	// conflict.)
 	for attempt := 0; len(calls) > 0; attempt++ {
 		if s.acks.n > 0 {
 			s.pipelineAcked(ctx, reqs, calls)
@@ -64,7 +69,7 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 		for _, c := range calls {
 			r := reqs[c.req]
 			reply, err := c.cmd.Result()
-			if attempt == 0 && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if attempt < 2 && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				loadErr, ok := loaded[c.script]
 				if !ok {
 					if loaded == nil {
@@ -78,7 +83,7 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 					continue
 				}
 			}
-			if attempt == 0 && err != nil && s.moved(ctx, s.Key(r.Key), err) {
+			if attempt < 2 && err != nil && s.moved(ctx, s.Key(r.Key), err) {
 				retry = append(retry, call{req: c.req, script: c.script})
 				continue
 			}

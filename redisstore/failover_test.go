@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,6 +55,7 @@ type failoverFigures struct {
 	recovery time.Duration // from the kill to the end of the last failed or slow decision
 	extra    int           // admissions beyond the keys' limits, in all
 	unacked  int           // decisions that replicas did not acknowledge
+	after    time.Duration // from the kill to the end of the load
 }
 
 func (f failoverFigures) String() string {
@@ -167,8 +170,8 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 		if last.Before(killEnd) {
 			last = killEnd
 		}
-		// Every key decided twice without failing, and for a while.
-		if time.Since(last) >= recovered && ok >= 2*failoverKeys || time.Since(killEnd) > bound+recovered {
+		// Every key decided without failing, and for a while.
+		if time.Since(last) >= recovered && ok >= failoverKeys || time.Since(killEnd) > bound+recovered {
 			break
 		}
 	}
@@ -176,7 +179,7 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	f := failoverFigures{errors: errs - errsBefore, slow: slows - slowsBefore, unacked: unacked}
+	f := failoverFigures{errors: errs - errsBefore, slow: slows - slowsBefore, unacked: unacked, after: time.Since(killEnd)}
 	if lastErr.After(killEnd) {
 		f.recovery = lastErr.Sub(killEnd)
 	}
@@ -231,11 +234,47 @@ func TestClusterRecoversFromAKilledMaster(t *testing.T) {
 
 	bound := testserver.ClusterNodeTimeout + 5*time.Second
 	var master *testserver.Redis
-	decideThroughFailover(t, st, func() {
+	var reloadsBefore int
+	f := decideThroughFailover(t, st, func() {
+		reloadsBefore = slotsCalls(t, cluster)
 		master = cluster.MasterOf(t, 0)
 		master.Stop(t)
 	}, bound, false)
 	cluster.WaitForFailover(t, 0, master)
+	requireFewReloads(t, cluster, reloadsBefore, f)
+}
+
+// requireFewReloads requires the failing decisions to have asked for
+// reloads at most ten times a second since the kill, however many they
+// were: each reload is one CLUSTER SLOTS on a live node (or a refused
+// connection to the dead one).
+func requireFewReloads(t *testing.T, cluster *testserver.RedisCluster, before int, f failoverFigures) {
+	t.Helper()
+	reloads := slotsCalls(t, cluster) - before
+	t.Logf("%d CLUSTER SLOTS calls in the %v after the kill", reloads, f.after.Round(time.Millisecond))
+	require.LessOrEqual(t, reloads, int(10*f.after.Seconds())+2)
+}
+
+// slotsCalls returns how many CLUSTER SLOTS calls the running nodes of
+// cluster have served.
+func slotsCalls(t *testing.T, cluster *testserver.RedisCluster) int {
+	t.Helper()
+	n := 0
+	for _, node := range cluster.Nodes {
+		reply, err := testserver.Do(node.Addr, "INFO", "commandstats")
+		if err != nil {
+			continue // the dead node
+		}
+		_, stat, ok := strings.Cut(reply.(string), "cmdstat_cluster|slots:calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(stat, ",")
+		c, err := strconv.Atoi(calls)
+		require.NoError(t, err)
+		n += c
+	}
+	return n
 }
 
 // TestSentinelRecoversFromAKilledMaster is the same through a Sentinel
@@ -267,15 +306,20 @@ func TestClusterWithReplicaAcksLosesNoAdmission(t *testing.T) {
 	cluster := testserver.StartRedisClusterWithReplicas(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
+	// A short timeout: the promoted replica has no replica of its own,
+	// and each decision on it waits for the whole timeout.
 	st := newStore(t, c, redisstore.WithReplicaAcks(1, 50*time.Millisecond))
 
 	bound := testserver.ClusterNodeTimeout + 5*time.Second
 	var master *testserver.Redis
+	var reloadsBefore int
 	f := decideThroughFailover(t, st, func() {
+		reloadsBefore = slotsCalls(t, cluster)
 		master = cluster.MasterOf(t, 0)
 		master.Stop(t)
 	}, bound, true)
 	cluster.WaitForFailover(t, 0, master)
+	requireFewReloads(t, cluster, reloadsBefore, f)
 	require.Positive(t, f.unacked, "the new master has no replica to acknowledge")
 }
 

@@ -54,7 +54,7 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 			// A check records nothing, and waits for nothing.
 			d, err = st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
 			require.NoError(t, err)
-			require.InDelta(t, 2, d.Used, 0.01, "the decision was recorded on the master: one used, one checked")
+			require.InDelta(t, 2, d.Used, 0.05, "the decision was recorded on the master: one used, one checked")
 		}
 	}
 
@@ -156,4 +156,46 @@ func TestReplicaAcksRejectsWhatCannotWork(t *testing.T) {
 	t.Cleanup(func() { ring.Close() })
 	_, err := redisstore.New(ring, redisstore.WithReplicaAcks(1, time.Millisecond))
 	require.ErrorIs(t, err, sluice.ErrUnsupported)
+}
+
+// TestReplicaAcksFollowAManualFailover promotes a key's replica with
+// CLUSTER FAILOVER TAKEOVER, which the client does not see: the old master answers
+// MOVED, and the store reloads the layout and decides on the new master,
+// where it loads its script, without an error and without losing a
+// decision. Then the same for a batch, after a failover back.
+func TestReplicaAcksFollowAManualFailover(t *testing.T) {
+	cluster := testserver.StartRedisClusterWithReplicas(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, time.Second))
+	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	slot := cluster.Slot(t, st.Key("k"))
+
+	promote := func(replica *testserver.Redis) {
+		t.Helper()
+		old := cluster.MasterOf(t, slot)
+		// TAKEOVER: the masters would not vote again for this shard
+		// within twice the node timeout, and every decision so far is
+		// acknowledged, so nothing is lost without the handshake.
+		reply, err := testserver.Do(replica.Addr, "CLUSTER", "FAILOVER", "TAKEOVER")
+		require.NoError(t, err)
+		require.Equal(t, "OK", reply)
+		require.Equal(t, replica.Addr, cluster.WaitForFailover(t, slot, old).Addr)
+		testserver.WaitForSync(t, replica, old) // the old master follows the new one
+	}
+
+	d, err := st.Apply(t.Context(), "k", &hourly, allow)
+	require.NoError(t, err)
+	require.InDelta(t, 9, d.Remaining, 0.01)
+
+	first := cluster.MasterOf(t, slot)
+	promote(cluster.ReplicaOf(t, first))
+	d, err = st.Apply(t.Context(), "k", &hourly, allow)
+	require.NoError(t, err)
+	require.InDelta(t, 8, d.Remaining, 0.01, "the new master has the first decision")
+
+	promote(first)
+	results := st.ApplyBatch(t.Context(), []redisstore.Request{{Key: "k", Params: &hourly, Op: allow}})
+	require.NoError(t, results[0].Err)
+	require.InDelta(t, 7, results[0].Decision.Remaining, 0.01)
 }

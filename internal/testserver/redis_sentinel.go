@@ -108,8 +108,11 @@ func startReplicated(t testing.TB, replicas int) []*Redis {
 	var nodes []*Redis
 	for i := range 1 + replicas {
 		r := newRedis(t)
-		// A replica's first sync starts at once, not after 5 s.
-		r.config = []string{"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}
+		// A replica's first sync starts at once, and its master counts
+		// it (for WAIT) as soon as the sync ends: after a diskless sync,
+		// only at the replica's first acknowledgement, up to a second
+		// later.
+		r.config = []string{"--repl-diskless-sync", "no"}
 		if i > 0 {
 			host, port := splitAddr(nodes[0].Addr)
 			r.config = append(r.config, "--replicaof", host, port)
