@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -58,7 +60,11 @@ func BenchmarkFlood(b *testing.B) {
 				name = "nearcache"
 			}
 			b.Run(name+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
-				rs, err := redisstore.New(c, redisstore.WithPrefix(b.Name()+":"), redisstore.WithCallerClock(testSkew))
+				// A parallel benchmark's function runs once per round, and
+				// each round starts its simulated time afresh: on keys of its
+				// own, or it would find the last round's state in its future.
+				prefix := fmt.Sprintf("%s:%d:", b.Name(), rand.Uint64())
+				rs, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCallerClock(testSkew))
 				require.NoError(b, err)
 				counted := &roundTrips{Store: rs}
 				var st sluice.Store = counted
