@@ -38,8 +38,8 @@ var Start = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).UnixNano()
 // must be two empty instances of one store, deciding on the caller's clock
 // (Op.Now). It returns the cache's counts.
 //
-// Requests come faster than the limits allow, so that a good part of them
-// is denied, on a few keys, with costs of several sizes; some are
+// Requests come several times faster than the limits allow, so that most
+// of them are denied, on a few keys, with costs of several sizes; some are
 // CanAccept, and a few Resets go through the cache (and to alone).
 func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) nearcache.Stats {
 	t.Helper()
@@ -49,7 +49,7 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for pi, p := range Params {
 		now := Start
-		step := p.Interval / int64(p.Limit) / 4 // on average, twice the rate
+		step := p.Interval / int64(p.Limit) / 4 // requests come several times faster than allowed
 		for i := range steps {
 			now += rng.Int64N(step + 1)
 			key := fmt.Sprintf("%d:%d", pi, rng.IntN(3))
