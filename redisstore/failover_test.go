@@ -343,3 +343,100 @@ func TestSentinelWithReplicaAcksLosesNoAdmission(t *testing.T) {
 	}, bound, true)
 	s.WaitForFailover(t, master)
 }
+
+// TestFailoverLosesWhatWasNotReplicated shows the window of loss: the
+// link between a master and its replica is cut (the replica paused, its
+// connection killed), decisions go on on the master alone, and then the
+// master dies and the replica takes over. Without WithReplicaAcks, each
+// key admits again exactly the requests the replica never received; with
+// it, those decisions had returned ErrNotReplicated, and every decision
+// returned without an error survived.
+func TestFailoverLosesWhatWasNotReplicated(t *testing.T) {
+	cluster := testserver.StartRedisClusterWithReplicas(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	plain := newStore(t, c)
+	acked := newStore(t, c, redisstore.WithReplicaAcks(1, 5*time.Millisecond))
+	master := cluster.MasterOf(t, 0)
+	replica := cluster.ReplicaOf(t, master)
+	require.NotNil(t, replica)
+
+	// Five keys of each store on that master, and one more of plain's.
+	const perStore, before, during = 5, 3, 4
+	keysOn := func(st *redisstore.Store, n int) []string {
+		var keys []string
+		for i := 0; len(keys) < n; i++ {
+			key := fmt.Sprint("k", i)
+			if cluster.MasterOf(t, cluster.Slot(t, st.Key(key))) == master {
+				keys = append(keys, key)
+			}
+		}
+		return keys
+	}
+	plainKeys, ackedKeys := keysOn(plain, perStore+1), keysOn(acked, perStore)
+	spare := plainKeys[perStore]
+	plainKeys = plainKeys[:perStore]
+	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	decide := func(st *redisstore.Store, key string) (sluice.Decision, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return st.Apply(ctx, key, &hourly, allow)
+	}
+
+	for range before { // replicated
+		for _, key := range plainKeys {
+			_, err := decide(plain, key)
+			require.NoError(t, err)
+		}
+		for _, key := range ackedKeys {
+			_, err := decide(acked, key)
+			require.NoError(t, err)
+		}
+	}
+	replica.Pause(t)
+	_, err := testserver.Do(master.Addr, "CLIENT", "KILL", "TYPE", "replica")
+	require.NoError(t, err)
+	for range during { // on the master alone
+		for _, key := range plainKeys {
+			d, err := decide(plain, key)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+		for _, key := range ackedKeys {
+			d, err := decide(acked, key)
+			require.ErrorIs(t, err, redisstore.ErrNotReplicated)
+			require.True(t, d.Allowed, "decided on the master all the same")
+		}
+	}
+	master.Stop(t)
+	replica.Resume(t)
+	require.Equal(t, replica.Addr, cluster.WaitForFailover(t, 0, master).Addr)
+
+	// The client learns the new layout from the first failed decisions.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		_, err := decide(plain, spare)
+		if err == nil || time.Now().After(deadline) {
+			require.NoError(t, err)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The replica has the decisions made before the link was cut, and none
+	// of those made after.
+	for _, tc := range []struct {
+		st   *redisstore.Store
+		keys []string
+	}{{plain, plainKeys}, {acked, ackedKeys}} {
+		for _, key := range tc.keys {
+			d, err := decide(tc.st, key)
+			if tc.st == acked {
+				require.ErrorIs(t, err, redisstore.ErrNotReplicated, "the new master has no replica")
+			} else {
+				require.NoError(t, err)
+			}
+			require.InDelta(t, hourly.Limit-before-1, d.Remaining, 0.05,
+				"key %s: the %d decisions on the master alone are lost", key, during)
+		}
+	}
+}
