@@ -3,9 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"time"
-
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )

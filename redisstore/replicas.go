@@ -60,8 +60,8 @@ func WithReplicaAcks(n int, timeout time.Duration) Option {
 	})
 }
 
-// checkAcks reports an option of replica acknowledgements that client
-// cannot honour: on a Ring, whose shards have no common connection for
+// check reports an option of replica acknowledgements that client cannot
+// honour: on a Ring, whose shards have no common connection for
 // WAIT, or with a timeout that the client's ReadTimeout cuts short.
 func (a acks) check(client redis.UniversalClient) error {
 	if a.n == 0 {
