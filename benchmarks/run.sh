@@ -70,13 +70,11 @@ cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 	echo "$tables"
 } >results/table.md
 # Put the tables (table.md less its title) between the results markers of
-# this module's README and of the repository's.
-for readme in README.md ../README.md; do
-	awk -v table=results/table.md '
-		/^<!-- results -->$/ { print; while ((getline line < table) > 0) if (n++ > 1) print line; skip = 1; next }
-		/^<!-- \/results -->$/ { skip = 0 }
-		!skip
-	' "$readme" >"$readme.new"
-	mv "$readme.new" "$readme"
-done
-echo "wrote $raw, results/benchstat.txt, results/table.md and both READMEs' tables"
+# this module's README (the repository's README links to it).
+awk -v table=results/table.md '
+	/^<!-- results -->$/ { print; while ((getline line < table) > 0) if (n++ > 1) print line; skip = 1; next }
+	/^<!-- \/results -->$/ { skip = 0 }
+	!skip
+' README.md >README.md.new
+mv README.md.new README.md
+echo "wrote $raw, results/benchstat.txt, results/table.md and README.md's tables"
