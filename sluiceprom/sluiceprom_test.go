@@ -170,3 +170,22 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+func TestConstLabelsAreOnEveryMetric(t *testing.T) {
+	m, err := sluiceprom.New(sluiceprom.WithConstLabels(map[string]string{"service": "checkout"}))
+	require.NoError(t, err)
+	closed := sluice.NewMemStore(sluice.MemStoreConfig{})
+	require.NoError(t, closed.Close())
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api"), sluice.WithObserver(m), sluice.WithStore(closed))
+	require.NoError(t, err)
+	_, err = lim.Allow(context.Background(), "k", 1)
+	require.Error(t, err)
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
+# TYPE sluice_decisions_total counter
+sluice_decisions_total{algorithm="gcra",limiter="api",outcome="store_error",service="checkout",verb="allow"} 1
+# HELP sluice_store_errors_total Decisions that failed because the store timed out or failed.
+# TYPE sluice_store_errors_total counter
+sluice_store_errors_total{algorithm="gcra",limiter="api",reason="store_error",service="checkout"} 1
+`), "sluice_decisions_total", "sluice_store_errors_total"))
+}
