@@ -36,6 +36,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -153,13 +154,16 @@ func New(opts ...Option) (*Metrics, error) {
 }
 
 func (m *Metrics) resolve(k metrics.Key) series {
+	// A label value must be UTF-8, or WithLabelValues panics; a limiter's
+	// name is whatever its owner chose, so invalid bytes become U+FFFD.
+	limiter := strings.ToValidUTF8(k.Limiter, "\uFFFD")
 	alg, verb := metrics.Algorithm(k.Kind), k.Verb.String()
 	s := series{
-		decisions: m.decisions.WithLabelValues(k.Limiter, alg, verb, k.Outcome.String()),
-		duration:  m.duration.WithLabelValues(k.Limiter, alg, verb),
+		decisions: m.decisions.WithLabelValues(limiter, alg, verb, k.Outcome.String()),
+		duration:  m.duration.WithLabelValues(limiter, alg, verb),
 	}
 	if k.Outcome.Failed() {
-		s.storeError = m.storeErrors.WithLabelValues(k.Limiter, alg, k.Outcome.String())
+		s.storeError = m.storeErrors.WithLabelValues(limiter, alg, k.Outcome.String())
 	}
 	return s
 }

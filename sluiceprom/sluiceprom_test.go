@@ -189,3 +189,17 @@ sluice_decisions_total{algorithm="gcra",limiter="api",outcome="store_error",serv
 sluice_store_errors_total{algorithm="gcra",limiter="api",reason="store_error",service="checkout"} 1
 `), "sluice_decisions_total", "sluice_store_errors_total"))
 }
+
+func TestALimiterNameThatIsNotUTF8IsExportedWithReplacementCharacters(t *testing.T) {
+	m, err := sluiceprom.New()
+	require.NoError(t, err)
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api\xff"), sluice.WithObserver(m))
+	require.NoError(t, err)
+	_, err = lim.Allow(context.Background(), "k", 1)
+	require.NoError(t, err)
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
+# TYPE sluice_decisions_total counter
+sluice_decisions_total{algorithm="gcra",limiter="api`+"\uFFFD"+`",outcome="allowed",verb="allow"} 1
+`), "sluice_decisions_total"))
+}
