@@ -117,12 +117,15 @@ func classify(ctx context.Context, d *Decision, err error) Outcome {
 		return OutcomeDenied
 	case errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 		return OutcomeTimeout
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		return OutcomeCanceled
 	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrCostExceedsLimit),
 		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTimeOutOfRange),
 		errors.Is(err, ErrKeyConflict):
+		// Before the context's state: a request refused as wrong was
+		// decided, not abandoned, even if its caller has gone since.
 		return OutcomeInvalid
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		// A client whose caller went away may say so in its own words.
+		return OutcomeCanceled
 	}
 	return OutcomeStoreError
 }

@@ -211,3 +211,19 @@ func TestDecisionsAllocateNothingWithOrWithoutAnObserver(t *testing.T) {
 	}
 	require.Positive(t, n)
 }
+
+func TestObserverClassifiesInvalidInputAsInvalidEvenOnACanceledContext(t *testing.T) {
+	rec := &recorder{}
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithObserver(rec))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = lim.Allow(ctx, "a", math.NaN())
+	require.ErrorIs(t, err, sluice.ErrInvalidCost)
+	_, err = lim.Allow(ctx, "a", 2)
+	require.ErrorIs(t, err, sluice.ErrCostExceedsLimit)
+	require.Len(t, rec.events, 2)
+	for _, e := range rec.events {
+		require.Equal(t, sluice.OutcomeInvalid, e.Outcome, "the request was wrong, whatever its context: %v", e.Err)
+	}
+}
