@@ -94,7 +94,10 @@ func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (d De
 
 // Reset forgets key: its next request sees a fresh state.
 func (l *limiter) Reset(ctx context.Context, key string) error {
-	if l.timeout > 0 && l.mem == nil {
+	if l.mem != nil {
+		return l.mem.Reset(ctx, key) // answers at once: never a timeout
+	}
+	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()

@@ -119,3 +119,18 @@ func TestCanceledContextIsNotATimeout(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, sluice.ErrTimeout)
 }
+
+func TestMemStoreErrorsAreNeverTimeouts(t *testing.T) {
+	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
+	require.NoError(t, mem.Close())
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(mem), sluice.WithTimeout(time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0)) // long past
+	defer cancel()
+	_, err = lim.Allow(ctx, "k", 1)
+	require.ErrorIs(t, err, sluice.ErrStoreClosed)
+	require.NotErrorIs(t, err, sluice.ErrTimeout, "the in-memory store answered at once")
+	err = lim.Reset(ctx, "k")
+	require.ErrorIs(t, err, sluice.ErrStoreClosed)
+	require.NotErrorIs(t, err, sluice.ErrTimeout, "the in-memory store answered at once")
+}
