@@ -24,6 +24,7 @@ type Redis struct {
 	dir     string   // the server's working directory
 	cluster bool     // a one-node Redis Cluster
 	formed  bool     // the cluster's node owns its slots (kept in nodes.conf)
+	started bool     // the server has run: Start keeps its port
 	conf    string   // a configuration file given before the arguments, or ""
 	config  []string // further configuration, as command-line arguments
 
@@ -98,6 +99,12 @@ func (r *Redis) Stop(t testing.TB) {
 // Start starts the stopped server again, on the same port and empty, and
 // returns once it answers PING (and, for a cluster, once the cluster is
 // up). It skips t for a server given by SLUICE_REDIS_ADDR.
+//
+// A server's first start may find its port taken, since [FreePort] only
+// saw it free: by another process, or for a Cluster node, whose bus
+// listens 10000 ports higher, by another node (the bus port must also be
+// at most 65535). A server that exits before answering PING on its first
+// start is started again on another free port, up to three times.
 func (r *Redis) Start(t testing.TB) {
 	t.Helper()
 	r.external(t)
@@ -106,6 +113,32 @@ func (r *Redis) Start(t testing.TB) {
 	if r.proc != nil {
 		return
 	}
+	for attempt := 1; ; attempt++ {
+		err := r.launch(t)
+		if err == nil {
+			break
+		}
+		exited := false
+		select {
+		case <-r.exited:
+			exited = true
+		default:
+		}
+		r.kill()
+		if r.started || !exited || attempt == 3 {
+			t.Fatalf("testserver: redis-server on %s: %v\noutput:\n%s", r.Addr, err, r.output.String())
+		}
+		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+	}
+	r.started = true
+	if r.cluster {
+		r.formCluster(t)
+	}
+}
+
+// launch starts the server's process and waits until it answers PING.
+func (r *Redis) launch(t testing.TB) error {
+	t.Helper()
 	_, port, _ := net.SplitHostPort(r.Addr)
 	args := []string{
 		"--bind", "127.0.0.1", "--port", port, "--dir", r.dir,
@@ -127,13 +160,7 @@ func (r *Redis) Start(t testing.TB) {
 		cmd.Wait()
 		close(exited)
 	}(r.exited)
-	if err := waitForPing(r.Addr, r.exited); err != nil {
-		r.kill()
-		t.Fatalf("testserver: redis-server on %s: %v\noutput:\n%s", r.Addr, err, r.output.String())
-	}
-	if r.cluster {
-		r.formCluster(t)
-	}
+	return waitForPing(r.Addr, r.exited)
 }
 
 // formCluster gives the node every slot, unless it has them from an
