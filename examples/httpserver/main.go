@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -61,21 +62,34 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &http.Server{Addr: *addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdown); err != nil {
-			log.Print(err)
-		}
-	}()
-	log.Printf("listening on http://%s", *addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	if err := serve(ctx, *addr, handler, log.Printf); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// serve serves h on addr until ctx ends, then shuts down gracefully. It
+// logs the address it listens on, which is the port the system chose when
+// addr's port is 0.
+func serve(ctx context.Context, addr string, h http.Handler, logf func(format string, args ...any)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	stopShutdown := context.AfterFunc(ctx, func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- srv.Shutdown(shutdown)
+	})
+	logf("listening on http://%s", ln.Addr())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		stopShutdown()
+		return err
+	}
+	return <-done
 }
 
 // newHandler returns the API: GET /items and POST /batch, limited per

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -104,4 +106,30 @@ func TestBatchCostsOneUnitPerItem(t *testing.T) {
 	// A batch spends the same allowance as GET /items.
 	require.Equal(t, result{status: 429, rateLimit: `"per-ip";r=0;t=5`, retryAfter: "1"},
 		send(t, srv, http.MethodGet, "/items", client, ""))
+}
+
+func TestServeLogsTheAddressTheSystemChose(t *testing.T) {
+	h, err := newHandler(config{rate: sluice.PerSecond(1), burst: 5})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	logged := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- serve(ctx, "127.0.0.1:0", h, func(format string, args ...any) { logged <- fmt.Sprintf(format, args...) })
+	}()
+	var line string
+	select {
+	case line = <-logged:
+	case err := <-served:
+		t.Fatalf("serve returned before listening: %v", err)
+	}
+	require.Regexp(t, `^listening on http://127\.0\.0\.1:[1-9][0-9]*$`, line)
+
+	resp, err := http.Get(strings.TrimPrefix(line, "listening on ") + "/items")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	cancel()
+	require.NoError(t, <-served, "the server shuts down when its context ends")
 }
