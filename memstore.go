@@ -63,7 +63,8 @@ type MemStoreConfig struct {
 	// default is 16 per CPU (GOMAXPROCS), and at least 64.
 	Shards int
 	// MaxKeys bounds the number of keys held, spread evenly over the
-	// shards. The default, zero, is no bound.
+	// shards: rounded up to a multiple of their number, so that each holds
+	// at least one. The default, zero, is no bound.
 	MaxKeys int
 	// SweepInterval, when positive, starts a goroutine that calls Sweep
 	// once per interval. The default, zero, relies on sweeping as keys are

@@ -49,13 +49,12 @@
 //
 // # Memory
 //
-// The cache holds at most Config.MaxKeys keys (default [DefaultMaxKeys]):
-// one entry per key denied and not yet due, about 190 bytes besides
-// the key's own.
-// Entries that are due are removed as the keys around them are touched;
-// when the cache is full, adding a key first removes due entries among a
-// sample of the others, and otherwise evicts the sampled entry that
-// expires soonest. Losing an entry costs a round trip, never a wrong
+// The cache holds at most Config.MaxKeys keys (default [DefaultMaxKeys]),
+// rounded up to a multiple of its 32 shards: one entry per key denied and
+// not yet due, about 190 bytes besides the key's own. A due entry is
+// removed when its key is next decided; when a shard is full, adding a key
+// first removes the due entries among a sample of the shard's others, and
+// if none is due evicts the sampled entry that expires soonest. Losing an entry costs a round trip, never a wrong
 // decision.
 package nearcache
 
@@ -82,7 +81,9 @@ const evictSample = 8
 
 // Config configures a [Store]. The zero value is a good default.
 type Config struct {
-	// MaxKeys bounds the keys held; the default, zero, is DefaultMaxKeys.
+	// MaxKeys bounds the keys held, rounded up to a multiple of the
+	// cache's 32 shards, each of which holds an equal share; the default,
+	// zero, is DefaultMaxKeys.
 	MaxKeys int
 }
 
