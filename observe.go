@@ -17,8 +17,8 @@ import (
 // must be safe for concurrent use and quick, since the caller waits for
 // it. Reset is not a decision and is not observed.
 //
-// A limiter without an Observer reads no clock and allocates nothing more
-// than it would with none: the observation costs one comparison.
+// A limiter without an Observer pays one comparison per decision for the
+// feature: it reads the clock no more often and allocates nothing more.
 type Observer interface {
 	// Observe receives one decision. ctx is the decision's context, for
 	// tracing; its values are the caller's.

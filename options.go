@@ -107,7 +107,8 @@ func WithName(name string) Option {
 
 // WithObserver makes the limiter report each decision to o. Given more
 // than once, it adds observers, called in the order given. A limiter
-// without one pays nothing for the feature.
+// without one pays a comparison per decision for the feature, and no
+// allocation.
 func WithObserver(o Observer) Option {
 	return optionFunc(func(s *settings) error {
 		if o == nil {
