@@ -49,14 +49,14 @@ func KeyOf(e *sluice.Event) Key {
 // no lock and allocate nothing; a new key copies the table, which happens
 // once per key, and there are few.
 type Table[T any] struct {
-	m    atomic.Pointer[map[Key]T]
-	mu   sync.Mutex // serializes writers
-	make func(Key) T
+	m       atomic.Pointer[map[Key]T]
+	mu      sync.Mutex // serializes writers
+	resolve func(Key) T
 }
 
-// NewTable returns a table that resolves a new key with make.
-func NewTable[T any](make func(Key) T) *Table[T] {
-	t := &Table[T]{make: make}
+// NewTable returns a table that resolves a new key with resolve.
+func NewTable[T any](resolve func(Key) T) *Table[T] {
+	t := &Table[T]{resolve: resolve}
 	t.m.Store(&map[Key]T{})
 	return t
 }
@@ -72,7 +72,7 @@ func (t *Table[T]) Get(k Key) T {
 	if v, ok := old[k]; ok {
 		return v
 	}
-	v := t.make(k)
+	v := t.resolve(k)
 	m := make(map[Key]T, len(old)+1)
 	for k, v := range old {
 		m[k] = v
