@@ -3,10 +3,10 @@ package sluicegrpc
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/requestcost"
 )
 
 // Option configures an [Interceptor].
@@ -64,8 +64,8 @@ func WithCost(f CostFunc) Option {
 // than the limiter's limit.
 func WithMinCost(cost float64) Option {
 	return optionFunc(func(c *config) error {
-		if !(cost >= 0) || math.IsInf(cost, 0) {
-			return fmt.Errorf("%w: minimum cost %v is not a finite non-negative number", sluice.ErrInvalidConfig, cost)
+		if err := requestcost.CheckMin(cost); err != nil {
+			return err
 		}
 		c.minCost = cost
 		return nil

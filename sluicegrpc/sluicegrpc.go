@@ -49,7 +49,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -58,6 +57,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/ratelimitheader"
+	"github.com/sluice-go/sluice/internal/requestcost"
 )
 
 // Errors reported to the error hook. The error of a key or cost function
@@ -202,14 +202,12 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 func (i *Interceptor) costOf(ctx context.Context, method string, req any) (cost float64, err error) {
 	cost = 1
 	if i.cost != nil {
-		if cost, err = i.cost(ctx, method, req); err != nil {
-			return i.minCost, fmt.Errorf("%w: %w", ErrCost, err)
-		}
-		if !(cost >= 0) || math.IsInf(cost, 0) {
-			return i.minCost, fmt.Errorf("%w: %w: %v", ErrCost, sluice.ErrInvalidCost, cost)
-		}
+		cost, err = i.cost(ctx, method, req)
 	}
-	return max(cost, i.minCost), nil
+	if cost, err = requestcost.Of(cost, err, i.minCost); err != nil {
+		return cost, fmt.Errorf("%w: %w", ErrCost, err)
+	}
+	return cost, nil
 }
 
 // limiterFailed returns the status of a call whose decision failed with

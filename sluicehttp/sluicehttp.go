@@ -63,11 +63,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/ratelimitheader"
+	"github.com/sluice-go/sluice/internal/requestcost"
 )
 
 // Errors reported to the error handler and hook. The error of a key or
@@ -225,14 +225,12 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 func (m *middleware) costOf(r *http.Request) (cost float64, err error) {
 	cost = 1
 	if m.cost != nil {
-		if cost, err = m.cost(r); err != nil {
-			return m.minCost, fmt.Errorf("%w: %w", ErrCost, err)
-		}
-		if !(cost >= 0) || math.IsInf(cost, 0) {
-			return m.minCost, fmt.Errorf("%w: %w: %v", ErrCost, sluice.ErrInvalidCost, cost)
-		}
+		cost, err = m.cost(r)
 	}
-	return max(cost, m.minCost), nil
+	if cost, err = requestcost.Of(cost, err, m.minCost); err != nil {
+		return cost, fmt.Errorf("%w: %w", ErrCost, err)
+	}
+	return cost, nil
 }
 
 // limiterFailed answers a request whose decision failed with err.
