@@ -104,6 +104,10 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 	)
 	start := time.Now()
 	stop := make(chan struct{})
+	// A failed requirement must not leave the load running, nor the
+	// workers blocked on mu, against servers the test's end stops.
+	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopLoad()
 	for range failoverWorkers {
 		wg.Add(1)
 		go func() {
@@ -155,9 +159,9 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 
 	time.Sleep(time.Second) // load before the kill
 	mu.Lock()
-	errsBefore, slowsBefore := errs, slows
-	require.NoError(t, firstErr, "a decision failed before the kill")
+	errsBefore, slowsBefore, errBefore := errs, slows, firstErr
 	mu.Unlock()
+	require.NoError(t, errBefore, "a decision failed before the kill")
 	killStart := time.Now()
 	kill()
 	killEnd := time.Now()
@@ -175,8 +179,7 @@ func decideThroughFailover(t *testing.T, st *redisstore.Store, kill func(), boun
 			break
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	elapsed := time.Since(start)
 
 	f := failoverFigures{errors: errs - errsBefore, slow: slows - slowsBefore, unacked: unacked, after: time.Since(killEnd)}
