@@ -301,3 +301,15 @@ func TestDeadlinePassingWhileDecidingEndsTheCall(t *testing.T) {
 	ts.srv.Stop()
 	require.Zero(t, ts.served.Load())
 }
+
+func TestAnEmptyPolicyNameIsDefaultInTheMetadataAndTheQuotaFailureAlike(t *testing.T) {
+	client, _ := limited(t, fixedWindow(t, 1, time.Minute, newClock()), sluicegrpc.WithPolicyName(""))
+	_, err := check(client, withKey("k"))
+	require.NoError(t, err)
+	header, err := check(client, withKey("k"))
+	requireCode(t, codes.ResourceExhausted, err)
+	require.Equal(t, []string{`"default";q=1;w=60`}, header.Get("ratelimit-policy"))
+	_, quota := details(t, err)
+	require.NotNil(t, quota)
+	require.Equal(t, "default", quota.GetViolations()[0].GetQuotaId())
+}

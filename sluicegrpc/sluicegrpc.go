@@ -186,7 +186,7 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 	}
 	switch {
 	case !d.Allowed && !i.dryRun:
-		return denied(key, i.name, fields, d)
+		return denied(key, i.policy.Name(), fields, d)
 	case costErr != nil:
 		i.report(ctx, method, costErr)
 		if !i.dryRun {

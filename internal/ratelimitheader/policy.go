@@ -29,8 +29,9 @@ type Config struct {
 // Policy serializes the fields of one quota policy. Its methods are safe
 // for concurrent use.
 type Policy struct {
-	// name is the policy name serialized as a Structured Field String.
-	name string
+	// rawName is the policy's name as configured, and name the same
+	// serialized as a Structured Field String.
+	rawName, name string
 	// params are the serialized parameters after q: qu and w.
 	params string
 	// field is the whole RateLimit-Policy item, and quota its q, when the
@@ -59,7 +60,7 @@ func New(lim sluice.Limiter, c Config) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{name: name}
+	p := &Policy{rawName: c.Name, name: name}
 	if c.Unit != "" {
 		unit, err := SFString("quota unit", c.Unit)
 		if err != nil {
@@ -123,6 +124,10 @@ func windowParam(window time.Duration) string {
 	}
 	return ""
 }
+
+// Name returns the policy's name as the fields carry it, unquoted:
+// "default" when the Config named none.
+func (p *Policy) Name() string { return p.rawName }
 
 // Field returns the RateLimit-Policy item when the limit is known without
 // a decision, and "" otherwise.
