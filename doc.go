@@ -41,6 +41,12 @@
 // decisions. [Params.Step] is each algorithm as a pure function, for
 // keeping state anywhere else.
 //
+// In production, [WithObserver] reports every decision (the modules
+// .../sluiceprom and .../sluiceotel turn them into metrics), [WithTimeout]
+// bounds each call to a remote store ([ErrTimeout]), and the package
+// github.com/sluice-go/sluice/nearcache answers a remote store's recent
+// denials in process, without changing a decision.
+//
 // Invalid input is an error, never a panic or a silent wrong answer:
 // configuration is validated when a limiter is built ([ErrInvalidConfig]),
 // costs on every call ([ErrInvalidCost], [ErrCostExceedsLimit]).

@@ -34,9 +34,10 @@ var (
 	// 2116 (2^62 nanoseconds since the epoch): a clock that is far off.
 	ErrTimeOutOfRange = errors.New("sluice: time out of range")
 
-	// ErrTimeout reports a store call that did not finish in time: within
-	// the limiter's timeout ([WithTimeout]) or before its context's
-	// deadline. It also matches context.DeadlineExceeded.
+	// ErrTimeout reports a call to a remote store that did not finish in
+	// time: within the limiter's timeout ([WithTimeout]) or before its
+	// context's deadline. An error wrapping it also wraps
+	// context.DeadlineExceeded, and the store's own error.
 	ErrTimeout = errors.New("sluice: store call timed out")
 
 	// ErrWouldExceedDeadline reports that Wait would have to sleep past the
