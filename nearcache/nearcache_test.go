@@ -223,7 +223,8 @@ func TestMemoryIsBoundedByMaxKeys(t *testing.T) {
 		require.False(t, d.Allowed)
 		require.LessOrEqual(t, nc.Stats().Keys, 64)
 	}
-	// The latest denials are still held: eviction takes those due soonest.
+	// The latest denial is held: a full cache makes room for it rather than
+	// turning it away.
 	before := nc.Stats().Local
 	_, err := nc.Apply(ctx, "client-4999", &gcra, op(sluice.VerbAllow, 1, 4999*time.Millisecond))
 	require.NoError(t, err)
@@ -241,4 +242,27 @@ func TestDueEntriesAreRemovedWhenTouched(t *testing.T) {
 	_, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbCheck, 1, 2*time.Second))
 	require.NoError(t, err)
 	require.Zero(t, nc.Stats().Keys)
+}
+
+func TestFullCacheEvictsTheEntryDueSoonest(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{MaxKeys: 64}) // two per shard: a sample sees them all
+	ctx := context.Background()
+	hourly := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	for range 2 { // admitted, then denied for an hour
+		_, err := nc.Apply(ctx, "long", &hourly, op(sluice.VerbAllow, 1, 0))
+		require.NoError(t, err)
+	}
+	for i := range 5000 { // denials due within a second, each added to a full shard in turn
+		key := fmt.Sprint("client-", i)
+		at := time.Duration(i) * time.Millisecond
+		for range 2 {
+			_, err := nc.Apply(ctx, key, &gcra, op(sluice.VerbAllow, 1, at))
+			require.NoError(t, err)
+		}
+	}
+	before := nc.Stats().Local
+	d, err := nc.Apply(ctx, "long", &hourly, op(sluice.VerbAllow, 1, 5*time.Second))
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Equal(t, before+1, nc.Stats().Local, "the denial due last outlived the flood")
 }
