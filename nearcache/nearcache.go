@@ -43,9 +43,9 @@
 // only have grown since, as time passed), and RetryAfter and ResetAfter
 // counting down to the instants the remote store gave. RetryAfter is
 // exact for the cost denied, if nothing was recorded on the key since; for
-// a larger cost, or after smaller costs were admitted, it is a lower
-// bound: a client retrying then may be denied again, by the remote store,
-// with a later instant.
+// a larger cost, or after smaller costs were admitted or fill-ups
+// recorded, it is a lower bound: a client retrying then may be denied
+// again, by the remote store, with a later instant.
 //
 // # Memory
 //
@@ -174,12 +174,9 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 	}
 	sh := s.shard(key)
 	cacheable := op.Verb == sluice.VerbAllow || op.Verb == sluice.VerbCheck
-	var epoch uint64
-	if cacheable {
-		sh.mu.Lock()
-		e, ok := sh.entries[key]
+	sh.mu.Lock()
+	if e, ok := sh.entries[key]; ok && cacheable {
 		switch {
-		case !ok:
 		case op.Now >= e.until:
 			delete(sh.entries, key) // due: the remote store decides again
 		case e.params == *p && op.Cost >= e.cost:
@@ -193,18 +190,28 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 			s.local.Add(1)
 			return e.answer(op.Now), nil
 		}
-		epoch = sh.epoch
-		sh.mu.Unlock()
 	}
+	epoch := sh.epoch
+	sh.mu.Unlock()
 	s.remotes.Add(1)
 	d, err := s.remote.Apply(ctx, key, p, op)
-	if err != nil || !cacheable {
+	if err != nil {
 		return d, err
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.epoch != epoch {
 		return d, nil // a Reset may have come after this decision
+	}
+	if !cacheable {
+		// A fill-up, which the cache never answers, only makes the key
+		// stricter: a denial held still holds, and later answers carry
+		// the allowance the fill-up left.
+		if e, ok := sh.entries[key]; ok && e.params == *p && op.Verb == sluice.VerbFill {
+			e.recorded(op.Now, d)
+			sh.entries[key] = e
+		}
+		return d, nil
 	}
 	if d.Allowed {
 		e, ok := sh.entries[key]
@@ -217,8 +224,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		case op.Verb == sluice.VerbAllow:
 			// A smaller cost was recorded: the denial holds, and later
 			// answers carry the key's latest allowance.
-			e.denial.Used, e.denial.Remaining = d.Used, d.Remaining
-			e.resetAt = op.Now + int64(d.ResetAfter)
+			e.recorded(op.Now, d)
 			sh.entries[key] = e
 		}
 		return d, nil
@@ -232,6 +238,13 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 	}
 	sh.put(key, entry{params: *p, cost: op.Cost, until: until, resetAt: op.Now + int64(d.ResetAfter), denial: d}, s.perShard, op.Now)
 	return d, nil
+}
+
+// recorded takes in d, a decision at now that recorded a cost on the key
+// and left e's denial standing: later answers carry the allowance it left.
+func (e *entry) recorded(now int64, d sluice.Decision) {
+	e.denial.Used, e.denial.Remaining = d.Used, d.Remaining
+	e.resetAt = now + int64(d.ResetAfter)
 }
 
 // answer is the cached denial as of now, before until.

@@ -266,3 +266,29 @@ func TestFullCacheEvictsTheEntryDueSoonest(t *testing.T) {
 	require.False(t, d.Allowed)
 	require.Equal(t, before+1, nc.Stats().Local, "the denial due last outlived the flood")
 }
+
+func TestCachedDenialCarriesTheAllowanceLeftByAFillup(t *testing.T) {
+	lb := sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: int64(time.Second), Amount: 1}
+	nc, remote := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	d, err := nc.Apply(ctx, "k", &lb, op(sluice.VerbAllow, 3, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = nc.Apply(ctx, "k", &lb, op(sluice.VerbAllow, 2, 0))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "1 left of 4")
+	_, err = nc.Apply(ctx, "k", &lb, op(sluice.VerbFill, 0.5, 0))
+	require.NoError(t, err)
+
+	before := nc.Stats().Local
+	got, err := nc.Apply(ctx, "k", &lb, op(sluice.VerbAllow, 2, 0))
+	require.NoError(t, err)
+	require.Equal(t, before+1, nc.Stats().Local, "answered by the cache")
+	want, err := remote.Store.Apply(ctx, "k", &lb, op(sluice.VerbCheck, 2, 0))
+	require.NoError(t, err)
+	require.False(t, got.Allowed)
+	require.Equal(t, want.Used, got.Used, "the fill-up's level, not the denial's")
+	require.Equal(t, want.Remaining, got.Remaining)
+	require.Equal(t, want.ResetAfter, got.ResetAfter)
+	require.LessOrEqual(t, got.RetryAfter, want.RetryAfter, "a lower bound after a fill-up")
+}
