@@ -189,6 +189,7 @@ func TestParseTrafficSaysWhatIsWrong(t *testing.T) {
 		"a cost that is no number":           {"uniform rate=1/s cost=NaN", "want a finite cost"},
 		"a negative start":                   {"greedy start=-1s", "start: must not be negative"},
 		"no clients":                         {"greedy clients=0", `clients: "0" is not a whole number of at least 1`},
+		"more clients than memory holds":     {"greedy clients=1000000000000000", "clients: 1000000000000000: at most 1000000"},
 		"a csv without a file":               {"csv", "file is required"},
 		"a csv that is not there":            {"csv file=nowhere.csv", "no such file"},
 		"a csv with a cost":                  {"csv file=x.csv cost=2", `unknown parameter "cost" for csv (it takes file=)`},

@@ -50,6 +50,11 @@ type Request struct {
 
 const trafficCommon = "cost=, clients=, key=, start="
 
+// maxClients bounds clients=: each client is a source and a key held for
+// the whole run, so a mistyped count must be an error, not an allocation
+// that fails.
+const maxClients = 1_000_000
+
 var trafficParams = map[string]string{
 	"uniform": "rate=, " + trafficCommon,
 	"poisson": "rate=, seed=, " + trafficCommon,
@@ -139,6 +144,9 @@ func parseTraffic(s *spec, dir string) (TrafficSpec, error) {
 		}
 		if ts.clients, err = s.integer("clients", 1); err != nil {
 			return ts, err
+		}
+		if ts.clients > maxClients {
+			return ts, s.errorf("clients", "%d: at most %d", ts.clients, maxClients)
 		}
 		ts.key = s.str("key", ts.key)
 		if ts.start, err = s.duration("start", 0); err != nil {
