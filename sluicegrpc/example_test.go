@@ -103,9 +103,6 @@ func ExampleNewPacer() {
 	}
 	// The limiter guarantees the lower bound, whatever the machine.
 	fmt.Println("5 calls, the last no earlier than 200 ms after the first:", time.Since(began) >= 200*time.Millisecond)
-	// A call whose deadline comes before its turn fails at once with
-	// codes.DeadlineExceeded, unsent.
-
 	// Output:
 	// 5 calls, the last no earlier than 200 ms after the first: true
 }
