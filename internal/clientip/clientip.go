@@ -32,19 +32,6 @@ func Check(trusted []netip.Prefix) error {
 	return nil
 }
 
-// Normalize returns trusted with each range in IPv4-mapped form rewritten
-// as the IPv4 range it maps, after [Check]ing it.
-func Normalize(trusted []netip.Prefix) ([]netip.Prefix, error) {
-	if err := Check(trusted); err != nil {
-		return nil, err
-	}
-	out := make([]netip.Prefix, len(trusted))
-	for i, p := range trusted {
-		out[i] = unmap(p)
-	}
-	return out, nil
-}
-
 // unmap rewrites a range of IPv4-mapped addresses (/96 or longer, as Check
 // ensures) as the IPv4 range it maps.
 func unmap(p netip.Prefix) netip.Prefix {

@@ -28,14 +28,6 @@ func TestParseAddr(t *testing.T) {
 	}
 }
 
-func TestNormalizeUnmapsMappedRanges(t *testing.T) {
-	got, err := Normalize([]netip.Prefix{netip.MustParsePrefix("::ffff:10.1.0.0/112"), netip.MustParsePrefix("2001:db8::/32")})
-	require.NoError(t, err)
-	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("2001:db8::/32")}, got)
-	_, err = Normalize([]netip.Prefix{netip.MustParsePrefix("::/0")})
-	require.Error(t, err)
-}
-
 func TestTrustedReadsMappedRangesAsIPv4(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}
 	require.True(t, Trusted(trusted, netip.MustParseAddr("10.9.9.9")))
