@@ -38,6 +38,12 @@
 //     drift of the two clocks over RetryAfter, and a remote clock stepped
 //     forward is seen late.
 //
+// A remote store that evicts keys under memory pressure forgives them,
+// cache or not; but the denials the cache answers no longer touch their
+// key, so a store that evicts its least recently used keys evicts a key
+// the cache shields sooner than it would alone. Keep such a store from
+// evicting limiter keys.
+//
 // A cached answer is a denial with the Limit, Used and Remaining of the
 // latest remote decision on the key through this Store (the allowance can
 // only have grown since, as time passed), and RetryAfter and ResetAfter
