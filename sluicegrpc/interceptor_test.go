@@ -155,6 +155,10 @@ func TestErrorsMapToCodesAClientCanActOn(t *testing.T) {
 			code: codes.OK, served: true, wantErr: errStoreDown},
 		{name: "dry run serves despite a cost error", lim: fixedWindow(t, 5, time.Minute, clock), opts: []sluicegrpc.Option{cost(-1, nil), sluicegrpc.WithDryRun()},
 			ctx: withKey("k"), code: codes.OK, served: true, wantErr: sluice.ErrInvalidCost},
+		{name: "dry run serves a call without a key", lim: fixedWindow(t, 5, time.Minute, clock), opts: []sluicegrpc.Option{sluicegrpc.WithDryRun()},
+			ctx: context.Background(), code: codes.OK, served: true, wantErr: sluicegrpc.ErrKey},
+		{name: "dry run serves a call costing more than the limit", lim: fixedWindow(t, 5, time.Minute, clock), opts: []sluicegrpc.Option{cost(6, nil), sluicegrpc.WithDryRun()},
+			ctx: withKey("k"), code: codes.OK, served: true, wantErr: sluice.ErrCostExceedsLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -167,7 +167,10 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrKey, err)
 		i.report(ctx, method, err)
-		if errors.Is(err, sluice.ErrInvalidConfig) { // the server's fault, not the call's
+		switch {
+		case i.dryRun:
+			return nil
+		case errors.Is(err, sluice.ErrInvalidConfig): // the server's fault, not the call's
 			return status.Error(codes.Internal, "sluicegrpc: misconfigured key")
 		}
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -216,6 +219,9 @@ func (i *Interceptor) limiterFailed(ctx context.Context, method string, err erro
 	switch {
 	case errors.Is(err, sluice.ErrCostExceedsLimit):
 		i.report(ctx, method, err)
+		if i.dryRun {
+			return nil
+		}
 		return status.Error(codes.InvalidArgument, "sluicegrpc: the call costs more than the whole limit")
 	case ctx.Err() != nil:
 		// Most likely the store gave up because the call's context
