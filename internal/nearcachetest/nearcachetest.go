@@ -16,9 +16,9 @@ import (
 	"github.com/sluice-go/sluice/nearcache"
 )
 
-// Params are the algorithms the traces run, small enough that a trace
+// params are the algorithms the traces run, small enough that a trace
 // hits their limits often.
-var Params = []sluice.Params{
+var params = []sluice.Params{
 	{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: int64(time.Second), Amount: 2},
 	{Kind: sluice.KindGCRA, Limit: 3, Interval: int64(250 * time.Millisecond)},
 	{Kind: sluice.KindTokenBucket, Limit: 5, Interval: int64(time.Second), Amount: 3},
@@ -32,9 +32,9 @@ var Params = []sluice.Params{
 // Start is the traces' first instant: a realistic time since the epoch.
 var Start = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).UnixNano()
 
-// Compare replays a random trace of steps per Params, from seed, on the
-// store alone and on a near-cache over remote, at the same caller's times,
-// and fails t unless both decide every request alike. alone and remote
+// Compare replays a random trace of steps per algorithm, from seed, on
+// the store alone and on a near-cache over remote, at the same caller's
+// times, and fails t unless both decide every request alike. alone and remote
 // must be two empty instances of one store, deciding on the caller's clock
 // (Op.Now). It returns the cache's counts.
 //
@@ -47,7 +47,7 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 	require.NoError(t, err)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	for pi, p := range Params {
+	for pi, p := range params {
 		now := Start
 		step := p.Interval / int64(p.Limit) / 4 // requests come several times faster than allowed
 		for i := range steps {
