@@ -156,7 +156,7 @@ func TestObservationOptionsRefuseBadInput(t *testing.T) {
 		"nil observer":      sluice.WithObserver(nil),
 		"zero timeout":      sluice.WithTimeout(0),
 		"negative timeout":  sluice.WithTimeout(-time.Second),
-		"nil observer func": sluice.WithObserver(nilObserver()),
+		"nil observer func": sluice.WithObserver(sluice.ObserverFunc(nil)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := sluice.NewGCRA(sluice.PerSecond(1), 1, opt)
@@ -164,9 +164,6 @@ func TestObservationOptionsRefuseBadInput(t *testing.T) {
 		})
 	}
 }
-
-// nilObserver returns a nil Observer interface value.
-func nilObserver() sluice.Observer { return nil }
 
 func TestOutcomeNamesAreLabelValues(t *testing.T) {
 	for o, want := range map[sluice.Outcome]string{

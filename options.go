@@ -111,8 +111,8 @@ func WithName(name string) Option {
 // allocation.
 func WithObserver(o Observer) Option {
 	return optionFunc(func(s *settings) error {
-		if o == nil {
-			return fmt.Errorf("%w: nil observer", ErrInvalidConfig)
+		if f, ok := o.(ObserverFunc); o == nil || ok && f == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidConfig) // not a panic at the first decision
 		}
 		switch prev := s.observer.(type) {
 		case nil:
