@@ -32,9 +32,10 @@ type RedisCluster struct {
 // ADDSLOTSRANGE, MEET and REPLICATE), and returns once every node sees the
 // whole cluster up and every replica is in sync. Each node is a
 // redis-server as [StartRedis] starts it, with cluster-node-timeout set
-// to [ClusterNodeTimeout] and a replica's right to take over never
-// expiring (cluster-replica-validity-factor 0). Every node is stopped when
-// t ends.
+// to [ClusterNodeTimeout] (longer while the cluster forms, so that a
+// loaded machine cannot lose a handshake) and a replica's right to take
+// over never expiring (cluster-replica-validity-factor 0). Every node is
+// stopped when t ends.
 //
 // It skips t when SLUICE_REDIS_ADDR is set, and when redis-server is not
 // installed, except under CI=true, where that fails t.
@@ -43,6 +44,14 @@ func StartRedisClusterWithReplicas(t testing.TB) *RedisCluster {
 	if os.Getenv("SLUICE_REDIS_ADDR") != "" {
 		t.Skip("testserver: a Redis Cluster needs servers of its own, not SLUICE_REDIS_ADDR")
 	}
+	c := startClusterNodes(t)
+	c.form(t)
+	return c
+}
+
+// startClusterNodes starts the six nodes of a cluster, not yet formed.
+func startClusterNodes(t testing.TB) *RedisCluster {
+	t.Helper()
 	c := &RedisCluster{}
 	for range 6 {
 		r := newRedis(t)
@@ -60,22 +69,36 @@ func StartRedisClusterWithReplicas(t testing.TB) *RedisCluster {
 		r.Start(t)
 		c.Nodes = append(c.Nodes, r)
 	}
-	c.form(t)
 	return c
 }
+
+// formingNodeTimeout is the cluster-node-timeout of the nodes while the
+// cluster forms. A node forgets a handshake that has not completed within
+// the node timeout, and a MEET is sent once: on a loaded machine, a second
+// can pass before a node answers, and the node met would stay outside the
+// cluster.
+const formingNodeTimeout = 15 * time.Second
 
 // form assigns the slots, introduces the nodes to each other, makes the
 // last three replicas of the first three, and waits until every node sees
 // the cluster as formed.
 func (c *RedisCluster) form(t testing.TB) {
 	t.Helper()
+	c.formAround(t, func() {})
+}
+
+// formAround is form, calling meeting just before the nodes are introduced.
+func (c *RedisCluster) formAround(t testing.TB, meeting func()) {
+	t.Helper()
 	ids := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
 		ids[i] = mustString(t, n.Addr, "CLUSTER", "MYID")
 	}
+	c.setNodeTimeout(t, formingNodeTimeout)
 	for i, slots := range [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}} {
 		mustOK(t, c.Nodes[i].Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(slots[0]), strconv.Itoa(slots[1]))
 	}
+	meeting()
 	for _, n := range c.Nodes[1:] {
 		host, port := splitAddr(n.Addr)
 		mustOK(t, c.Nodes[0].Addr, "CLUSTER", "MEET", host, port)
@@ -88,7 +111,7 @@ func (c *RedisCluster) form(t testing.TB) {
 		})
 	}
 	for _, n := range c.Nodes {
-		waitUntil(t, "node "+n.Addr+" sees the cluster formed", func() (bool, string) {
+		waitUntil(t, "node "+n.Addr+" to know every node", func() (bool, string) {
 			nodes, err := clusterNodes(n.Addr)
 			if err != nil {
 				return false, err.Error()
@@ -103,13 +126,26 @@ func (c *RedisCluster) form(t testing.TB) {
 					replicas++
 				}
 			}
-			info, err := send(n.Addr, "CLUSTER INFO")
-			ok := err == nil && strings.Contains(info, "cluster_state:ok") && masters == 3 && replicas == 3
-			return ok, fmt.Sprintf("%d masters, %d replicas, %v", masters, replicas, err)
+			return masters == 3 && replicas == 3, fmt.Sprintf("%d masters, %d replicas", masters, replicas)
 		})
+	}
+	// Every handshake is done. The timeout is set back before the
+	// cluster comes up: a master waits min(timeout, 5 s) before it
+	// declares the cluster up.
+	c.setNodeTimeout(t, ClusterNodeTimeout)
+	for _, n := range c.Nodes {
+		n.waitFor(t, "CLUSTER INFO", func(info string) bool { return strings.Contains(info, "cluster_state:ok") })
 	}
 	for i, replica := range c.Nodes[3:] {
 		waitForSync(t, c.Nodes[i], replica)
+	}
+}
+
+// setNodeTimeout sets every node's cluster-node-timeout.
+func (c *RedisCluster) setNodeTimeout(t testing.TB, d time.Duration) {
+	t.Helper()
+	for _, n := range c.Nodes {
+		mustOK(t, n.Addr, "CONFIG", "SET", "cluster-node-timeout", strconv.FormatInt(d.Milliseconds(), 10))
 	}
 }
 
