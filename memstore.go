@@ -104,7 +104,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 	n = 1 << bits.Len(uint(n-1))
 	m := &MemStore{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: uint64(n - 1), shards: make([]shard, n)}
 	if cfg.MaxKeys > 0 {
-		m.perShard = max((cfg.MaxKeys+n-1)/n, 1)
+		m.perShard = (cfg.MaxKeys-1)/n + 1 // rounded up, without overflow
 	}
 	if cfg.SweepInterval > 0 {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})

@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -189,4 +191,16 @@ func TestMemStoreRejectsInvalidParams(t *testing.T) {
 	require.ErrorIs(t, err, sluice.ErrUnsupported)
 	_, err = st.Apply(context.Background(), "k", &p, sluice.Op{Verb: 0, Cost: 1})
 	require.ErrorIs(t, err, sluice.ErrUnsupported)
+}
+
+func TestMemStoreHugeMaxKeysIsNoTighterBound(t *testing.T) {
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 64, MaxKeys: math.MaxInt})
+	defer st.Close()
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(st), sluice.WithClock(newMock()))
+	require.NoError(t, err)
+	for i := range 1000 {
+		_, err := lim.Allow(context.Background(), fmt.Sprint("client-", i), 1)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1000, st.Len(), "no key evicted")
 }

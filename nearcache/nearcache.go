@@ -138,7 +138,7 @@ func New(remote sluice.Store, cfg Config) (*Store, error) {
 	if n == 0 {
 		n = DefaultMaxKeys
 	}
-	s := &Store{remote: remote, seed: maphash.MakeSeed(), perShard: max((n+shards-1)/shards, 1)}
+	s := &Store{remote: remote, seed: maphash.MakeSeed(), perShard: (n-1)/shards + 1}
 	for i := range s.shards {
 		s.shards[i].entries = make(map[string]entry)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -291,4 +292,16 @@ func TestCachedDenialCarriesTheAllowanceLeftByAFillup(t *testing.T) {
 	require.Equal(t, want.Remaining, got.Remaining)
 	require.Equal(t, want.ResetAfter, got.ResetAfter)
 	require.LessOrEqual(t, got.RetryAfter, want.RetryAfter, "a lower bound after a fill-up")
+}
+
+func TestHugeMaxKeysIsNoTighterBound(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{MaxKeys: math.MaxInt})
+	ctx := context.Background()
+	for i := range 1000 {
+		for range 2 { // admitted, then denied
+			_, err := nc.Apply(ctx, fmt.Sprint("client-", i), &gcra, op(sluice.VerbAllow, 1, 0))
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, 1000, nc.Stats().Keys, "no denial evicted")
 }
