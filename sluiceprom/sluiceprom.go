@@ -18,7 +18,8 @@
 //	sluice_decision_duration_seconds{limiter, algorithm, verb}  histogram
 //	sluice_store_errors_total{limiter, algorithm, reason}       counter
 //
-// where limiter is the name given with [sluice.WithName] ("" if none),
+// where limiter is the name given with [sluice.WithName] ("" if none;
+// bytes that are not UTF-8, which a label cannot hold, become U+FFFD),
 // algorithm one of leaky_bucket, gcra, token_bucket, fixed_window,
 // sliding_log, sliding_counter, verb one of allow, check, fill, and
 // outcome one of allowed, denied, invalid, canceled, timeout, store_error
