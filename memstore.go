@@ -59,8 +59,9 @@ type MemStore struct {
 
 // MemStoreConfig configures a [MemStore]. The zero value is a good default.
 type MemStoreConfig struct {
-	// Shards is the number of shards, rounded up to a power of two. The
-	// default is 16 per CPU (GOMAXPROCS), and at least 64.
+	// Shards is the number of shards, rounded up to a power of two, and
+	// at most 2^16 (8 MiB of shards). The default is 16 per CPU
+	// (GOMAXPROCS), and at least 64.
 	Shards int
 	// MaxKeys bounds the number of keys held, spread evenly over the
 	// shards: rounded up to a multiple of their number, so that each holds
@@ -90,6 +91,10 @@ type shardData struct {
 	now   int64             // latest time seen, for sweeps
 }
 
+// maxShards bounds MemStoreConfig.Shards: more cannot spread the lock
+// further on any machine, and a huge count would not fit in memory.
+const maxShards = 1 << 16
+
 const (
 	sweepSample = 2  // keys examined when a key is added
 	evictSample = 16 // keys examined when a shard is full
@@ -101,7 +106,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 	if n <= 0 {
 		n = max(16*runtime.GOMAXPROCS(0), 64)
 	}
-	n = 1 << bits.Len(uint(n-1))
+	n = 1 << bits.Len(uint(min(n, maxShards)-1))
 	m := &MemStore{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: uint64(n - 1), shards: make([]shard, n)}
 	if cfg.MaxKeys > 0 {
 		m.perShard = (cfg.MaxKeys-1)/n + 1 // rounded up, without overflow

@@ -204,3 +204,13 @@ func TestMemStoreHugeMaxKeysIsNoTighterBound(t *testing.T) {
 	}
 	require.Equal(t, 1000, st.Len(), "no key evicted")
 }
+
+func TestMemStoreHugeShardCountIsCapped(t *testing.T) {
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: math.MaxInt})
+	defer st.Close()
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(st))
+	require.NoError(t, err)
+	d, err := lim.Allow(context.Background(), "k", 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+}
