@@ -213,3 +213,28 @@ func TestMinCostZeroLetsFreeRequestsThrough(t *testing.T) {
 		require.Equal(t, 200, s.get().Code)
 	}
 }
+
+// TestMisplacedOrEmptyKeysAreTheServersMistake pins that a key function
+// misconfigured by the server (PatternKey on a middleware that wraps the
+// whole mux, Keys with no parts) answers 500, not a 400 that blames the
+// client, and never puts every request on one key.
+func TestMisplacedOrEmptyKeysAreTheServersMistake(t *testing.T) {
+	for name, key := range map[string]sluicehttp.KeyFunc{
+		"PatternKey around the mux": sluicehttp.PatternKey,
+		"Keys of nothing":           sluicehttp.Keys(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			lim, err := sluice.NewGCRA(sluice.PerSecond(1), 5)
+			require.NoError(t, err)
+			limit, err := sluicehttp.New(lim, sluicehttp.WithKey(key))
+			require.NoError(t, err)
+			mux := http.NewServeMux()
+			mux.Handle("GET /items/{id}", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			rec := httptest.NewRecorder()
+			limit(mux).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/items/1", nil))
+			require.Equal(t, http.StatusInternalServerError, rec.Code)
+			_, err = key(httptest.NewRequest(http.MethodGet, "/items/1", nil))
+			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/clientip"
 	"github.com/sluice-go/sluice/internal/compositekey"
 )
@@ -122,8 +123,14 @@ func HeaderKey(name string) KeyFunc {
 // [Keys], reads and writes get separate allowances.
 func MethodKey(r *http.Request) (string, error) { return r.Method, nil }
 
-// errNoPattern reports a request that no http.ServeMux pattern matched.
-var errNoPattern = errors.New("no ServeMux pattern matched the request: wrap the route's handler, not the mux")
+// errNoPattern reports a request that no http.ServeMux pattern matched:
+// the middleware wraps the mux instead of a route, a mistake of the
+// server's configuration, so it is answered 500, not 400.
+var errNoPattern = fmt.Errorf("%w: no ServeMux pattern matched the request: wrap the route's handler, not the mux", sluice.ErrInvalidConfig)
+
+// errNoParts reports Keys called with no parts, which would give every
+// request one key.
+var errNoParts = fmt.Errorf("%w: Keys needs at least one part", sluice.ErrInvalidConfig)
 
 // PatternKey keys a request by the http.ServeMux pattern that matched it
 // ("GET /items/{id}"), so that each route has its own allowance however
@@ -142,8 +149,13 @@ func PatternKey(r *http.Request) (string, error) {
 // "|": Keys(PatternKey, ClientIP{}.Key) gives each client its own
 // allowance on each route ("GET /items/{id}|192.0.2.1"). A "|" or "\"
 // within a part is escaped with "\", so different parts never join to the
-// same key. A request fails to be keyed if any part fails.
+// same key. A request fails to be keyed if any part fails. With no parts
+// every request fails with an error wrapping [sluice.ErrInvalidConfig]
+// (500), rather than all sharing one key.
 func Keys(parts ...KeyFunc) KeyFunc {
+	if len(parts) == 0 {
+		return func(*http.Request) (string, error) { return "", errNoParts }
+	}
 	return func(r *http.Request) (string, error) {
 		var b strings.Builder
 		for i, part := range parts {
