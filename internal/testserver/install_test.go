@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,12 +32,22 @@ func newInstallRun(t *testing.T) *installRun {
 	for _, d := range []string{r.bin, r.servers, r.pglib} {
 		require.NoError(t, os.Mkdir(d, 0o755))
 	}
-	for _, cmd := range []string{"id", "chmod", "rm", "mkdir"} { // mkdir for the stand-in apt-get
+	for _, cmd := range []string{"chmod", "rm", "mkdir"} { // mkdir for the stand-in apt-get
 		p, err := exec.LookPath(cmd)
 		require.NoError(t, err)
 		require.NoError(t, os.Symlink(p, filepath.Join(r.bin, cmd)))
 	}
+	// The script installs only as root: an id that says so, whoever runs
+	// the tests (CI runners are ordinary users).
+	r.id(t, 0)
 	return r
+}
+
+// id installs a stand-in id whose -u prints uid.
+func (r *installRun) id(t *testing.T, uid int) {
+	t.Helper()
+	script := "#!/bin/sh\necho " + strconv.Itoa(uid) + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(r.bin, "id"), []byte(script), 0o755))
 }
 
 // aptGet installs a stand-in apt-get that logs each call, and whether the
@@ -68,9 +79,7 @@ done`
 // notRoot replaces id with one that names an ordinary user.
 func (r *installRun) notRoot(t *testing.T) {
 	t.Helper()
-	p := filepath.Join(r.bin, "id")
-	require.NoError(t, os.Remove(p))
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\necho 1000\n"), 0o755))
+	r.id(t, 1000)
 }
 
 func (r *installRun) have(t *testing.T, servers ...string) {
