@@ -86,13 +86,8 @@ type config struct {
 // seconds, increasing; the default is [DefaultBuckets].
 func WithBuckets(buckets []float64) Option {
 	return func(c *config) error {
-		if len(buckets) == 0 {
-			return fmt.Errorf("%w: sluiceprom: no buckets", sluice.ErrInvalidConfig)
-		}
-		for i := 1; i < len(buckets); i++ {
-			if !(buckets[i] > buckets[i-1]) {
-				return fmt.Errorf("%w: sluiceprom: buckets %v not increasing", sluice.ErrInvalidConfig, buckets)
-			}
+		if err := metrics.CheckBuckets("sluiceprom", buckets); err != nil {
+			return err
 		}
 		c.buckets = buckets
 		return nil
