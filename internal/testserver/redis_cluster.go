@@ -137,7 +137,7 @@ func (c *RedisCluster) formAround(t testing.TB, meeting func()) {
 		n.waitFor(t, "CLUSTER INFO", func(info string) bool { return strings.Contains(info, "cluster_state:ok") })
 	}
 	for i, replica := range c.Nodes[3:] {
-		waitForSync(t, c.Nodes[i], replica)
+		WaitForSync(t, c.Nodes[i], replica)
 	}
 }
 
@@ -316,13 +316,6 @@ func clusterNodes(addr string) ([]clusterNode, error) {
 // WaitForSync waits until replica has finished its sync with master and
 // master counts it online, as WAIT does. It fails t after 30 s.
 func WaitForSync(t testing.TB, master, replica *Redis) {
-	t.Helper()
-	waitForSync(t, master, replica)
-}
-
-// waitForSync waits until replica has finished its sync with its master,
-// and the master counts it online.
-func waitForSync(t testing.TB, master, replica *Redis) {
 	t.Helper()
 	waitUntil(t, "replica "+replica.Addr+" in sync", func() (bool, string) {
 		info, err := send(replica.Addr, "INFO replication")

@@ -121,7 +121,7 @@ func startReplicated(t testing.TB, replicas int) []*Redis {
 		nodes = append(nodes, r)
 	}
 	for _, replica := range nodes[1:] {
-		waitForSync(t, nodes[0], replica)
+		WaitForSync(t, nodes[0], replica)
 	}
 	return nodes
 }
