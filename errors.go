@@ -23,6 +23,11 @@ var (
 	// does not implement.
 	ErrUnsupported = errors.New("sluice: unsupported")
 
+	// ErrInvalidKey reports a key that a store cannot hold: PostgreSQL's
+	// text, for one, takes only valid UTF-8 without NUL bytes. It is bad
+	// input, refused before any round trip, never a store failure.
+	ErrInvalidKey = errors.New("sluice: invalid key")
+
 	// ErrKeyConflict reports a key whose stored state belongs to a
 	// different algorithm: two limiters sharing a store used the same key.
 	ErrKeyConflict = errors.New("sluice: key holds another algorithm's state")

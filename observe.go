@@ -119,7 +119,7 @@ func classify(ctx context.Context, d *Decision, err error) Outcome {
 		return OutcomeTimeout
 	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrCostExceedsLimit),
 		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTimeOutOfRange),
-		errors.Is(err, ErrKeyConflict):
+		errors.Is(err, ErrKeyConflict), errors.Is(err, ErrInvalidKey):
 		// Before the context's state: a request refused as wrong was
 		// decided, not abandoned, even if its caller has gone since.
 		return OutcomeInvalid

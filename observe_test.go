@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -223,4 +224,25 @@ func TestObserverClassifiesInvalidInputAsInvalidEvenOnACanceledContext(t *testin
 	for _, e := range rec.events {
 		require.Equal(t, sluice.OutcomeInvalid, e.Outcome, "the request was wrong, whatever its context: %v", e.Err)
 	}
+}
+
+// keyRefusingStore refuses every key, as pgstore refuses a key that is not
+// valid UTF-8.
+type keyRefusingStore struct{}
+
+func (keyRefusingStore) Apply(_ context.Context, key string, p *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
+	return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: %q", sluice.ErrInvalidKey, key)
+}
+
+func (keyRefusingStore) Reset(context.Context, string) error { return sluice.ErrInvalidKey }
+
+func TestObserverClassifiesAKeyTheStoreCannotHoldAsInvalid(t *testing.T) {
+	rec := &recorder{}
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(keyRefusingStore{}), sluice.WithObserver(rec))
+	require.NoError(t, err)
+	_, err = lim.Allow(context.Background(), "\xff", 1)
+	require.ErrorIs(t, err, sluice.ErrInvalidKey)
+	require.Len(t, rec.events, 1)
+	require.Equal(t, sluice.OutcomeInvalid, rec.events[0].Outcome, "bad input, not a failing store")
+	require.False(t, rec.events[0].Outcome.Failed())
 }

@@ -261,7 +261,7 @@ func (st *Store) checkOp(p *sluice.Params, op sluice.Op) error {
 // trip.
 func checkKey(key string) error {
 	if !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
-		return fmt.Errorf("pgstore: key %q is not valid UTF-8 without NUL bytes", key)
+		return fmt.Errorf("%w: pgstore: key %q is not valid UTF-8 without NUL bytes", sluice.ErrInvalidKey, key)
 	}
 	return nil
 }

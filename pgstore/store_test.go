@@ -471,8 +471,9 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 	}
 	for _, key := range []string{"nul\x00", "\xff"} {
 		_, err := st.Apply(context.Background(), key, &gcra, allow(1, base))
+		require.ErrorIs(t, err, sluice.ErrInvalidKey)
 		require.ErrorContains(t, err, "not valid UTF-8 without NUL")
-		require.ErrorContains(t, st.Reset(context.Background(), key), "not valid UTF-8 without NUL")
+		require.ErrorIs(t, st.Reset(context.Background(), key), sluice.ErrInvalidKey)
 	}
 }
 

@@ -3,6 +3,7 @@ package sluicegrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -125,6 +126,16 @@ func (failingStore) Apply(context.Context, string, *sluice.Params, sluice.Op) (s
 
 func (failingStore) Reset(context.Context, string) error { return errStoreDown }
 
+// keyRefusingStore refuses every key, as pgstore refuses a key that is not
+// valid UTF-8.
+type keyRefusingStore struct{}
+
+func (keyRefusingStore) Apply(context.Context, string, *sluice.Params, sluice.Op) (sluice.Decision, error) {
+	return sluice.Decision{}, fmt.Errorf("%w: not UTF-8", sluice.ErrInvalidKey)
+}
+
+func (keyRefusingStore) Reset(context.Context, string) error { return sluice.ErrInvalidKey }
+
 func TestErrorsMapToCodesAClientCanActOn(t *testing.T) {
 	clock := newClock()
 	down := fixedWindow(t, 5, time.Minute, clock, sluice.WithStore(failingStore{}))
@@ -147,6 +158,9 @@ func TestErrorsMapToCodesAClientCanActOn(t *testing.T) {
 			ctx: withKey("k"), code: codes.InvalidArgument, wantErr: sluicegrpc.ErrCost},
 		{name: "a cost above the limit is an invalid argument, not exhaustion", lim: fixedWindow(t, 5, time.Minute, clock), opts: []sluicegrpc.Option{cost(6, nil)},
 			ctx: withKey("k"), code: codes.InvalidArgument, wantErr: sluice.ErrCostExceedsLimit},
+		{name: "a key the store cannot hold is an invalid argument, not an outage",
+			lim: fixedWindow(t, 5, time.Minute, clock, sluice.WithStore(keyRefusingStore{})), ctx: withKey("k"),
+			code: codes.InvalidArgument, wantErr: sluice.ErrInvalidKey},
 		{name: "store down fails closed as unavailable", lim: down, ctx: withKey("k"),
 			code: codes.Unavailable, retry: time.Second, wantErr: errStoreDown},
 		{name: "retry delay of unavailable is configurable", lim: down, opts: []sluicegrpc.Option{sluicegrpc.WithUnavailableRetryAfter(5 * time.Second)},

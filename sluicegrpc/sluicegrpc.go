@@ -223,6 +223,12 @@ func (i *Interceptor) limiterFailed(ctx context.Context, method string, err erro
 			return nil
 		}
 		return status.Error(codes.InvalidArgument, "sluicegrpc: the call costs more than the whole limit")
+	case errors.Is(err, sluice.ErrInvalidKey):
+		i.report(ctx, method, err)
+		if i.dryRun {
+			return nil
+		}
+		return status.Error(codes.InvalidArgument, "sluicegrpc: the call's key cannot be stored")
 	case ctx.Err() != nil:
 		// Most likely the store gave up because the call's context
 		// ended: that is the call's end, not an outage, and nobody

@@ -98,9 +98,9 @@ type CostFunc func(r *http.Request) (float64, error)
 // ErrorStatus returns the status code the middleware answers err with by
 // default: 500 Internal Server Error for [sluice.ErrInvalidConfig], 413
 // Content Too Large for [sluice.ErrCostExceedsLimit] and for a body larger
-// than allowed (*[http.MaxBytesError]), 400 Bad Request for [ErrKey] and
-// [ErrCost], and 503 Service Unavailable for any other (limiter or store)
-// error.
+// than allowed (*[http.MaxBytesError]), 400 Bad Request for [ErrKey],
+// [ErrCost] and a key the store cannot hold ([sluice.ErrInvalidKey]), and
+// 503 Service Unavailable for any other (limiter or store) error.
 func ErrorStatus(err error) int {
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -108,7 +108,7 @@ func ErrorStatus(err error) int {
 		return http.StatusInternalServerError
 	case errors.Is(err, sluice.ErrCostExceedsLimit), errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrKey), errors.Is(err, ErrCost):
+	case errors.Is(err, ErrKey), errors.Is(err, ErrCost), errors.Is(err, sluice.ErrInvalidKey):
 		return http.StatusBadRequest
 	}
 	return http.StatusServiceUnavailable

@@ -3,6 +3,7 @@ package sluicehttp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -86,4 +87,12 @@ func TestClientGoneWhileDecidingIsNotAStoreError(t *testing.T) {
 			require.Zero(t, served.Load(), "nobody is there to serve")
 		})
 	}
+}
+
+// TestKeyTheStoreCannotHoldIsABadRequest pins that a key refused by the
+// store as bad input (pgstore refuses one that is not UTF-8) is the
+// client's 400, not a 503 that reports an outage.
+func TestKeyTheStoreCannotHoldIsABadRequest(t *testing.T) {
+	require.Equal(t, http.StatusBadRequest, sluicehttp.ErrorStatus(fmt.Errorf("%w: key %q", sluice.ErrInvalidKey, "\xff")))
+	require.Equal(t, http.StatusServiceUnavailable, sluicehttp.ErrorStatus(errors.New("connection refused")))
 }
