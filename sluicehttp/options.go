@@ -140,9 +140,10 @@ func WithLegacyHeaders() Option {
 
 // WithFailOpen makes the middleware serve a request when the limiter
 // fails, instead of answering 503 Service Unavailable. Only limiter and
-// store errors fail open: a request without a key, or costing more than
-// the limit, is still refused, and a request whose client has gone is not
-// served at all.
+// store errors fail open: a request without a key, costing more than the
+// limit, or with a key the store cannot hold ([sluice.ErrInvalidKey]) is
+// still refused, and a request whose client has gone is not served at
+// all.
 //
 // Failing closed is the default, and the safe choice for login and
 // payment endpoints: a store outage must not lift the limit on password

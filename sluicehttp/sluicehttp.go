@@ -236,7 +236,8 @@ func (m *middleware) costOf(r *http.Request) (cost float64, err error) {
 // limiterFailed answers a request whose decision failed with err.
 func (m *middleware) limiterFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, sluice.ErrCostExceedsLimit):
+	case errors.Is(err, sluice.ErrCostExceedsLimit), errors.Is(err, sluice.ErrInvalidKey):
+		// The request's own fault: never served under fail-open.
 		m.fail(next, w, r, err, false, false)
 	case r.Context().Err() != nil:
 		// The store's error is most likely the request's end (a client

@@ -89,10 +89,33 @@ func TestClientGoneWhileDecidingIsNotAStoreError(t *testing.T) {
 	}
 }
 
+// keyRefusingStore refuses every key, as pgstore refuses a key that is
+// not valid UTF-8.
+type keyRefusingStore struct{}
+
+func (keyRefusingStore) Apply(_ context.Context, key string, _ *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
+	return sluice.Decision{}, fmt.Errorf("%w: key %q", sluice.ErrInvalidKey, key)
+}
+
+func (keyRefusingStore) Reset(context.Context, string) error { return sluice.ErrInvalidKey }
+
 // TestKeyTheStoreCannotHoldIsABadRequest pins that a key refused by the
 // store as bad input (pgstore refuses one that is not UTF-8) is the
-// client's 400, not a 503 that reports an outage.
+// client's 400, not a 503 that reports an outage, and is not served under
+// fail-open, which is for outages.
 func TestKeyTheStoreCannotHoldIsABadRequest(t *testing.T) {
-	require.Equal(t, http.StatusBadRequest, sluicehttp.ErrorStatus(fmt.Errorf("%w: key %q", sluice.ErrInvalidKey, "\xff")))
 	require.Equal(t, http.StatusServiceUnavailable, sluicehttp.ErrorStatus(errors.New("connection refused")))
+	lim, err := sluice.NewFixedWindow(5, time.Minute, sluice.WithStore(keyRefusingStore{}), sluice.WithClock(newClock()))
+	require.NoError(t, err)
+	for _, opts := range [][]sluicehttp.Option{nil, {sluicehttp.WithFailOpen()}} {
+		mw, err := sluicehttp.New(lim, opts...)
+		require.NoError(t, err)
+		served := false
+		rec := httptest.NewRecorder()
+		mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true })).
+			ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		require.Equal(t, http.StatusBadRequest, rec.Code)
+		require.False(t, served)
+		require.Empty(t, rec.Header().Get("Retry-After"), "nothing to wait for")
+	}
 }
