@@ -95,6 +95,14 @@ func (c *RedisCluster) formAround(t testing.TB, meeting func()) {
 		ids[i] = mustString(t, n.Addr, "CLUSTER", "MYID")
 	}
 	c.setNodeTimeout(t, formingNodeTimeout)
+	// Distinct config epochs, set while each node knows only itself, as
+	// redis-cli --cluster create sets them: otherwise the masters start
+	// with equal epochs and resolve the collision by gossip, and a master
+	// killed before that is done leaves its replica an election to win
+	// with an epoch the others may still dispute.
+	for i, n := range c.Nodes {
+		mustOK(t, n.Addr, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1))
+	}
 	for i, slots := range [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}} {
 		mustOK(t, c.Nodes[i].Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(slots[0]), strconv.Itoa(slots[1]))
 	}
@@ -245,8 +253,33 @@ func (c *RedisCluster) WaitForFailover(t testing.TB, slot int, old *Redis) *Redi
 			}
 		}
 		return true, ""
-	})
+	}, c.describe)
 	return master
+}
+
+// describe returns what every running node says of the cluster, for a
+// failure message: when a failover does not come, the nodes' views show
+// why (a master still thought alive, a replica not known as one).
+func (c *RedisCluster) describe() string {
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		if !n.running() {
+			fmt.Fprintf(&b, "\n%s: stopped", n.Addr)
+			continue
+		}
+		nodes, err := send(n.Addr, "CLUSTER NODES")
+		info, _ := send(n.Addr, "CLUSTER INFO")
+		state, _, _ := strings.Cut(info, "\r\n")
+		fmt.Fprintf(&b, "\n%s (%s) sees:\n%s%v", n.Addr, state, nodes, errOrEmpty(err))
+	}
+	return b.String()
+}
+
+func errOrEmpty(err error) any {
+	if err == nil {
+		return ""
+	}
+	return err
 }
 
 func (c *RedisCluster) node(t testing.TB, addr string) *Redis {
@@ -332,7 +365,7 @@ func WaitForSync(t testing.TB, master, replica *Redis) {
 
 // waitUntil polls done every 10 ms until it reports true, or fails t,
 // with what done said last, after redisReady.
-func waitUntil(t testing.TB, what string, done func() (bool, string)) {
+func waitUntil(t testing.TB, what string, done func() (bool, string), explain ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(redisReady)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -343,6 +376,9 @@ func waitUntil(t testing.TB, what string, done func() (bool, string)) {
 			return
 		}
 		if time.Now().After(deadline) {
+			for _, e := range explain {
+				last += e()
+			}
 			t.Fatalf("testserver: waiting for %s: %s", what, last)
 		}
 		<-tick.C
