@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/sluice-go/sluice => ../
 
 require (
-	github.com/benbjohnson/clock v1.3.5
 	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0
@@ -14,6 +13,7 @@ require (
 )
 
 require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect

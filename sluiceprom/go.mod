@@ -5,13 +5,13 @@ go 1.26.0
 replace github.com/sluice-go/sluice => ../
 
 require (
-	github.com/benbjohnson/clock v1.3.5
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 )
 
 require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect

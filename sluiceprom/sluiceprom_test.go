@@ -10,54 +10,18 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/metrics/metricstest"
 	"github.com/sluice-go/sluice/sluiceprom"
 )
-
-// slowStore is a MemStore whose decisions take 3ms on a fake clock.
-type slowStore struct {
-	*sluice.MemStore
-	mock *clock.Mock
-}
-
-func (s slowStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
-	s.mock.Add(3 * time.Millisecond)
-	return s.MemStore.Apply(ctx, key, p, op)
-}
 
 func TestMetricsCountAKnownSequenceOfDecisions(t *testing.T) {
 	m, err := sluiceprom.New(sluiceprom.WithBuckets([]float64{0.001, 0.01}))
 	require.NoError(t, err)
-	mock := clock.NewMock()
-	mock.Set(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
-	defer mem.Close()
-	api, err := sluice.NewGCRA(sluice.PerSecond(1), 2, sluice.WithName("api"), sluice.WithObserver(m),
-		sluice.WithClock(mock), sluice.WithStore(slowStore{mem, mock}))
-	require.NoError(t, err)
-	closed := sluice.NewMemStore(sluice.MemStoreConfig{})
-	require.NoError(t, closed.Close())
-	broken, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithName("broken"), sluice.WithObserver(m),
-		sluice.WithClock(mock), sluice.WithStore(closed))
-	require.NoError(t, err)
-
-	ctx := context.Background()
-	for range 3 { // two admitted, one denied
-		_, err = api.Allow(ctx, "client-1", 1)
-		require.NoError(t, err)
-	}
-	_, err = api.CanAccept(ctx, "client-1", 1)
-	require.NoError(t, err)
-	_, err = api.Allow(ctx, "client-1", math.NaN())
-	require.ErrorIs(t, err, sluice.ErrInvalidCost)
-	for range 2 {
-		_, err = broken.Allow(ctx, "client-2", 1)
-		require.ErrorIs(t, err, sluice.ErrStoreClosed)
-	}
+	metricstest.Run(t, m)
 
 	want := `
 # HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
