@@ -23,6 +23,14 @@ var (
 	// does not implement.
 	ErrUnsupported = errors.New("sluice: unsupported")
 
+	// ErrInvalidDelay reports a reservation's maximum delay that is
+	// negative or longer than 2^60 ns (about 36 years).
+	ErrInvalidDelay = errors.New("sluice: invalid delay")
+
+	// ErrNotReserved reports a wait on a reservation that was not booked:
+	// its instant lay beyond the maximum delay asked for.
+	ErrNotReserved = errors.New("sluice: not reserved")
+
 	// ErrInvalidKey reports a key that a store cannot hold: PostgreSQL's
 	// text, for one, takes only valid UTF-8 without NUL bytes. It is bad
 	// input, refused before any round trip, never a store failure.

@@ -1,6 +1,10 @@
 package sluice
 
-import "github.com/sluice-go/sluice/internal/arith"
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
+)
 
 // GCRA is the generic cell rate algorithm: a leaky bucket kept as one
 // number per key, the theoretical arrival time (TAT) at which the key would
@@ -46,15 +50,34 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 	t := p.Interval
 	tau := p.gcraNanos(p.Limit)
 	tat := max(s.Time, op.Now)
-	next := tat + p.gcraNanos(op.Cost)
-	if allowAt := next - tau; op.Now >= allowAt {
-		d.Allowed = true
-		tat = next
-		if op.Verb == VerbAllow {
-			s.Time = tat
+	if op.Verb == VerbCancel {
+		// The reservation is the key's last booking iff the TAT is still
+		// the one it left: its instant plus the tolerance.
+		if op.Now < op.At && s.Time == op.At+tau {
+			d.Allowed = true
+			s.Time -= p.gcraNanos(op.Cost)
+			tat = max(s.Time, op.Now)
 		}
 	} else {
-		d.RetryAfter = after(allowAt, op.Now)
+		next := tat + p.gcraNanos(op.Cost)
+		switch allowAt := next - tau; {
+		case op.Now >= allowAt:
+			d.Allowed = true
+			tat = next
+			if op.Verb != VerbCheck {
+				s.Time = tat
+			}
+		case op.Verb != VerbReserve:
+			d.RetryAfter = after(allowAt, op.Now)
+		case allowAt-op.Now <= op.MaxDelay:
+			// Booked for allowAt, which it now owns: the next booking's
+			// instant comes c*T after it.
+			d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), allowAt
+			tat = next
+			s.Time = tat
+		default:
+			d.RetryAfter = after(allowAt-op.MaxDelay, op.Now)
+		}
 	}
 	backlog := tat - op.Now
 	p.describe(d, float64(backlog)/float64(t))

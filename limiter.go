@@ -28,6 +28,19 @@ type Limiter interface {
 	// error wrapping [ErrWouldExceedDeadline] if ctx's deadline comes before
 	// the earliest admission.
 	Wait(ctx context.Context, key string, cost float64) error
+
+	// Reserve books the earliest instant at which cost conforms for key,
+	// if it comes within maxDelay, and records the cost at once: the
+	// caller acts after the reservation's Delay. Past maxDelay nothing is
+	// booked, and the reservation's RetryAfter says when a reservation
+	// with the same maxDelay would be. A maxDelay of 0 is Allow. The
+	// window algorithms return an error wrapping [ErrUnsupported].
+	Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error)
+
+	// AllowAtMost admits as much of cost as fits now, and records it:
+	// all of it, or the most whole units that fit. Decision.Granted says
+	// how much.
+	AllowAtMost(ctx context.Context, key string, cost float64) (Decision, error)
 }
 
 // Compile-time checks that every limiter is a Limiter.
@@ -105,32 +118,6 @@ func (l *limiter) Reset(ctx context.Context, key string) error {
 	return timedOut(ctx, l.store.Reset(ctx, key))
 }
 
-// Wait blocks until cost is admitted for key, and records it, sleeping on
-// the limiter's clock. It returns ctx's error if ctx ends first, and
-// returns at once with an error wrapping [ErrWouldExceedDeadline] (and
-// context.DeadlineExceeded) if ctx's deadline comes before the earliest
-// admission. Waiters on one key are not queued: each retries when its
-// decision said it could.
-func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		d, err := l.Allow(ctx, key, cost)
-		if err != nil || d.Allowed {
-			return err
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
-			return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, d.RetryAfter, context.DeadlineExceeded)
-		}
-		select {
-		case <-l.clock.clock.After(d.RetryAfter):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // Params returns the limiter's algorithm and configuration. Its Step
 // method is the algorithm as a pure function.
 func (l *limiter) Params() Params { return l.params }
@@ -153,8 +140,12 @@ func (l *limiter) Close() error {
 // Without an observer, the decision costs one comparison more than it
 // would without the feature: op.Now, read anyway, is when the decision
 // began, and the clock is read again only for an observer.
-func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64, d *Decision) (err error) {
-	op := Op{Verb: verb, Cost: cost, Now: l.clock.now()}
+func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64, d *Decision) error {
+	return l.decide(ctx, key, Op{Verb: verb, Cost: cost, Now: l.clock.now()}, d)
+}
+
+// decide is do for an op of any verb, whose Now is set.
+func (l *limiter) decide(ctx context.Context, key string, op Op, d *Decision) (err error) {
 	if !l.params.usual(op) {
 		if err = l.params.checkOp(op); err != nil {
 			d.Limit = l.params.Limit

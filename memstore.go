@@ -185,7 +185,7 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 		}
 	}
 	p.step(&s, op, d)
-	if op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed {
+	if records(op.Verb, d) {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
 			if found {

@@ -136,7 +136,7 @@ func (p *Params) checkOp(op Op) error {
 	if err := CheckTime(op.Now); err != nil {
 		return err
 	}
-	return p.CheckCost(op.Verb, op.Cost)
+	return p.CheckOp(op)
 }
 
 // usual reports whether op is the common request that checkOp accepts:
@@ -150,27 +150,65 @@ func (p *Params) usual(op Op) bool {
 
 // CheckCost reports whether verb and cost can run under p: an error
 // wrapping [ErrInvalidCost] for a negative, NaN or infinite cost,
-// [ErrCostExceedsLimit] for an Allow or Check costing more than the limit,
-// and [ErrUnsupported] for an unknown verb or a fill-up of another
-// algorithm than the leaky bucket. Step checks it; a store that runs the
-// algorithms itself checks it before a round trip.
+// [ErrCostExceedsLimit] for a cost above the limit (except for VerbFill and
+// VerbAtMost, which take any cost, unless the limit is below one unit), and [ErrUnsupported] for an unknown
+// verb or one the algorithm does not run: a fill-up of another algorithm
+// than the leaky bucket, a reservation or cancel of a window algorithm.
 func (p *Params) CheckCost(verb Verb, cost float64) error {
 	if !(cost >= 0) || math.IsInf(cost, 0) {
 		return fmt.Errorf("%w: %v", ErrInvalidCost, cost)
 	}
 	switch verb {
 	case VerbAllow, VerbCheck:
-		if cost > p.Limit {
-			return fmt.Errorf("%w: cost %v > limit %v", ErrCostExceedsLimit, cost, p.Limit)
-		}
 	case VerbFill:
 		if p.Kind != KindLeakyBucket {
 			return fmt.Errorf("%w: %v does not support fill-ups", ErrUnsupported, p.Kind)
 		}
+		return nil
+	case VerbReserve, VerbCancel:
+		if !p.Reservable() {
+			return fmt.Errorf("%w: %v does not support reservations", ErrUnsupported, p.Kind)
+		}
+	case VerbAtMost:
+		if cost > p.Limit && p.Limit < 1 {
+			// Neither the whole cost nor a whole unit of it ever fits.
+			return fmt.Errorf("%w: cost %v > limit %v, which holds no whole unit", ErrCostExceedsLimit, cost, p.Limit)
+		}
+		return nil
 	default:
 		return fmt.Errorf("%w: %v", ErrUnsupported, verb)
 	}
+	if cost > p.Limit {
+		return fmt.Errorf("%w: cost %v > limit %v", ErrCostExceedsLimit, cost, p.Limit)
+	}
 	return nil
+}
+
+// CheckOp reports whether op can run under p, as Step checks it, except
+// for op.Now, which only a store deciding by the caller's clock checks
+// (with [CheckTime]): the verb and cost as [Params.CheckCost] does, a
+// reservation's MaxDelay (0 to 2^60 ns) and a cancel's At (0 to 2^62 +
+// 2^60 ns), with errors wrapping [ErrInvalidDelay] and [ErrTimeOutOfRange].
+func (p *Params) CheckOp(op Op) error {
+	if err := p.CheckCost(op.Verb, op.Cost); err != nil {
+		return err
+	}
+	switch {
+	case op.Verb == VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
+		return fmt.Errorf("%w: %v is not between 0 and %v", ErrInvalidDelay, time.Duration(op.MaxDelay), time.Duration(maxSpan))
+	case op.Verb == VerbCancel && (op.At < 0 || op.At > maxTime+maxSpan):
+		return fmt.Errorf("%w: reservation instant %d ns", ErrTimeOutOfRange, op.At)
+	}
+	return nil
+}
+
+// Reservable reports whether p's algorithm books reservations
+// (VerbReserve, VerbCancel): the GCRA, the leaky bucket and the token
+// bucket, whose state can describe a key's allowance at a future instant.
+// The window algorithms cannot without keeping more than one window, and
+// refuse them with [ErrUnsupported].
+func (p *Params) Reservable() bool {
+	return p.Kind == KindGCRA || p.Kind == KindLeakyBucket || p.Kind == KindTokenBucket
 }
 
 // CheckTime reports whether ns, a time in nanoseconds since the Unix epoch,
@@ -209,6 +247,16 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 // fill in *d, which must be zero; pointers rather than values keep the hot
 // path free of copies.
 func (p *Params) step(s *State, op Op, d *Decision) {
+	if op.Verb == VerbAtMost {
+		p.stepAtMost(s, op, d)
+		return
+	}
+	p.decide(s, op, d)
+}
+
+// decide runs the algorithm for every verb but VerbAtMost, which is made
+// of decisions of the others.
+func (p *Params) decide(s *State, op Op, d *Decision) {
 	switch p.Kind {
 	case KindLeakyBucket:
 		p.stepMeter(s, op, d)
@@ -227,9 +275,25 @@ func (p *Params) step(s *State, op Op, d *Decision) {
 	default:
 		p.stepSlidingCounter(s, op, d)
 	}
-	if d.ResetAfter == 0 && (op.Verb == VerbFill || op.Verb == VerbAllow && d.Allowed) {
+	if d.ResetAfter == 0 && records(op.Verb, d) {
 		*s = State{}
 	}
+}
+
+// records reports whether a decision on verb changed the key's state: a
+// fill-up always does; an admission, a booked reservation, a cancel that
+// gave its cost back and a partial grant of something do; a check and a
+// denial never do.
+func records(verb Verb, d *Decision) bool {
+	switch verb {
+	case VerbFill:
+		return true
+	case VerbAllow, VerbReserve, VerbCancel:
+		return d.Allowed
+	case VerbAtMost:
+		return d.Granted > 0
+	}
+	return false
 }
 
 // slack is the amount below which float differences are rounding noise.

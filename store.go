@@ -89,6 +89,18 @@ const (
 	// VerbFill records the cost unconditionally, clamping at the limit. Only
 	// the leaky bucket supports it (Fillup).
 	VerbFill
+	// VerbReserve books the earliest instant at which the cost conforms,
+	// if it is at most Op.MaxDelay from now, and records the cost as if
+	// admitted at that instant. With MaxDelay 0 it is VerbAllow. The GCRA,
+	// the leaky bucket and the token bucket support it (see reserve.go).
+	VerbReserve
+	// VerbCancel gives back a reservation that has not reached its instant,
+	// Op.At, when nothing was booked after it on the key.
+	VerbCancel
+	// VerbAtMost admits the whole cost if it fits, and otherwise the most
+	// whole units of it that fit (a partial grant); Decision.Granted says
+	// how much.
+	VerbAtMost
 )
 
 // String returns the verb's name as used in error messages.
@@ -100,6 +112,12 @@ func (v Verb) String() string {
 		return "check"
 	case VerbFill:
 		return "fill"
+	case VerbReserve:
+		return "reserve"
+	case VerbCancel:
+		return "cancel"
+	case VerbAtMost:
+		return "at most"
 	}
 	return "verb(" + strconv.Itoa(int(v)) + ")"
 }
@@ -113,6 +131,12 @@ type Op struct {
 	// Now is the caller's time in nanoseconds since the Unix epoch, from 0
 	// to 2^62 (in 2116). A store that uses its own clock ignores it.
 	Now int64
+	// MaxDelay is, for VerbReserve, the longest the caller will wait for
+	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years).
+	MaxDelay int64
+	// At is, for VerbCancel, the instant the reservation was booked for, as
+	// its Decision.At gave it: on the clock of the store that booked it.
+	At int64
 }
 
 // State is the record a store keeps per key. Its meaning depends on the
@@ -171,6 +195,18 @@ type Decision struct {
 	// ResetAfter is how long until the key is back to its full allowance
 	// (fresh), if nothing else is recorded meanwhile.
 	ResetAfter time.Duration
+	// Delay is, for a booked reservation (VerbReserve), how long from now
+	// until the caller may act: zero when it may act at once.
+	Delay time.Duration
+	// At is, for a booked reservation that must wait (Delay > 0), the
+	// instant it may act, in nanoseconds since the Unix epoch on the clock
+	// the store decided by (the caller's or the store's own). Cancel hands
+	// it back to the store. It is zero otherwise.
+	At int64
+	// Granted is, for VerbAtMost, the cost admitted and recorded: the whole
+	// cost, a whole number of units less than it, or zero. It is zero for
+	// the other verbs.
+	Granted float64
 }
 
 // Full reports whether no allowance is left after the request: for Fillup,

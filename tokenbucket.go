@@ -1,6 +1,9 @@
 package sluice
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // TokenBucket is a token bucket: each key's bucket holds up to burst
 // tokens, refills at a rate, and a request of cost c is admitted iff the
@@ -42,29 +45,83 @@ func NewTokenBucket(rate Rate, opts ...Option) (*TokenBucket, error) {
 
 // stepIntervalRefill is the token bucket whose tokens arrive rate.Amount
 // at a time, once per whole Interval since the last refill.
+//
+// As for the meter, the state is a point: s.A tokens in use at s.Time, a
+// refill instant. After it, tokens arrive every Interval; before it, the
+// refills between a time and the point had not come yet. A reservation
+// books a point at a future refill instant.
 func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
-	used, last := s.A, s.Time
-	if used > 0 && op.Now > last {
-		k := (op.Now - last) / p.Interval
+	if op.Verb == VerbCancel {
+		if op.Now < op.At && s.Time == op.At {
+			d.Allowed = true
+			s.A = max(s.A-op.Cost, 0)
+		}
+		used, last := p.refillPoint(*s, op.Now)
+		p.describe(d, p.usedAt(used, last, op.Now))
+		d.ResetAfter = after(last+p.refills(used)*p.Interval, op.Now)
+		return
+	}
+	used, last := p.refillPoint(*s, op.Now)
+	fitAt := last + p.refillsTo(used+op.Cost-p.Limit)*p.Interval
+	at := op.Now // when the cost is recorded
+	switch {
+	case op.Now >= fitAt:
+		d.Allowed = true
+	case op.Verb == VerbReserve && fitAt-op.Now <= op.MaxDelay:
+		d.Allowed, d.Delay, d.At = true, time.Duration(fitAt-op.Now), fitAt
+		at = fitAt
+	case op.Verb == VerbReserve:
+		d.RetryAfter = after(fitAt-op.MaxDelay, op.Now)
+	default:
+		d.RetryAfter = after(fitAt, op.Now)
+	}
+	if d.Allowed {
+		if at >= last {
+			used, last = p.refillPoint(State{Time: last, A: used}, at)
+		}
+		used = p.fill(used, op.Cost)
+		if op.Verb != VerbCheck && used > 0 {
+			*s = State{Time: last, A: used}
+		}
+	}
+	p.describe(d, p.usedAt(used, last, op.Now))
+	d.ResetAfter = after(last+p.refills(used)*p.Interval, op.Now)
+}
+
+// refillPoint returns the point of s as seen at now: advanced by the whole
+// refills since it (a full bucket's refill clock starting again at now, as
+// a fresh key's does, since it gains nothing by waiting), or s itself if
+// it lies after now.
+func (p *Params) refillPoint(s State, now int64) (used float64, last int64) {
+	used, last = s.A, s.Time
+	if now < last {
+		return used, last
+	}
+	if used > 0 && now > last {
+		k := (now - last) / p.Interval
 		used = max(used-float64(k)*p.Amount, 0)
 		last += k * p.Interval
 	}
 	if used <= p.slack() {
-		// A full bucket gains nothing by waiting, so its refill clock
-		// starts again at the next request, as a fresh key's does.
-		used, last = 0, max(op.Now, s.Time)
+		used, last = 0, now
 	}
-	if x := used + op.Cost - p.Limit; x <= p.slack() {
-		d.Allowed = true
-		used = p.fill(used, op.Cost)
-		if op.Verb == VerbAllow && used > 0 {
-			*s = State{Time: last, A: used}
-		}
-	} else {
-		d.RetryAfter = after(last+p.refills(x)*p.Interval, op.Now)
+	return used, last
+}
+
+// usedAt returns the tokens in use at now of the point (used, last): more
+// by the refills still to come before it, if it lies after now.
+func (p *Params) usedAt(used float64, last, now int64) float64 {
+	if last <= now {
+		return used
 	}
-	p.describe(d, used)
-	d.ResetAfter = after(last+p.refills(used)*p.Interval, op.Now)
+	return used + float64((last-now+p.Interval-1)/p.Interval)*p.Amount
+}
+
+// refillsTo returns how many refills after a point it takes until an
+// excess of x tokens over the burst is gone: zero or fewer when there is
+// room already, negative when there was room that many refills before it.
+func (p *Params) refillsTo(x float64) int64 {
+	return int64(math.Ceil((x - p.slack()) / p.Amount))
 }
 
 // refills returns how many refills it takes to free x tokens.

@@ -64,3 +64,19 @@ func BucketSpan(limit, amount float64, interval int64) float64 {
 func GCRASpan(burst float64, interval int64) float64 {
 	return burst * float64(interval)
 }
+
+// FloorNanos rounds a duration in nanoseconds computed from float amounts
+// down to a whole nanosecond, after forgiving Tolerance of it as rounding
+// noise (the mirror of CeilNanos: a value a hair below a whole nanosecond
+// is that nanosecond), and caps it at MaxSpan. Durations that are not
+// positive are zero.
+func FloorNanos(ns float64) int64 {
+	if !(ns > 0) {
+		return 0
+	}
+	ns += ns * Tolerance
+	if !(ns < MaxSpan) {
+		return MaxSpan
+	}
+	return int64(math.Floor(ns))
+}

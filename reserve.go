@@ -1,0 +1,162 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// A Reservation is a turn booked with Reserve: cost recorded for key as if
+// admitted at an instant that may lie in the future. Its Decision says
+// whether it was booked (Allowed), and how long the caller must wait before
+// acting (Delay). It is safe for concurrent use.
+//
+// Counting each reservation at the instant its caller may act, the
+// algorithm's guarantee holds as it does for Allow. Reservations on one key
+// are booked in the order the store receives them, and with equal costs
+// their instants come in that order, each exactly cost*T after the
+// previous one (GCRA).
+type Reservation struct {
+	Decision
+
+	l     *limiter
+	key   string
+	cost  float64
+	act   int64 // when the caller may act, on the limiter's clock
+	given atomic.Bool
+}
+
+// Reserve books the earliest instant at which cost conforms for key, if it
+// comes within maxDelay, and records the cost at once, as if admitted then.
+// The caller acts after the reservation's Delay ([Reservation.Wait] sleeps
+// it), or gives the turn back with [Reservation.Cancel].
+//
+// Past maxDelay nothing is booked: the reservation is not Allowed, and its
+// RetryAfter says how long until a reservation with the same maxDelay would
+// be booked. A maxDelay of 0 books only what Allow would admit now. The
+// GCRA, the leaky bucket and the token bucket reserve; the window
+// algorithms return an error wrapping [ErrUnsupported].
+func (l *limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
+	r := new(Reservation)
+	return r, l.reserve(ctx, key, cost, maxDelay, r)
+}
+
+// reserve books into *r, which is zero.
+func (l *limiter) reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration, r *Reservation) error {
+	r.l, r.key, r.cost = l, key, cost
+	op := Op{Verb: VerbReserve, Cost: cost, Now: l.clock.now(), MaxDelay: int64(maxDelay)}
+	err := l.decide(ctx, key, op, &r.Decision)
+	r.act = op.Now + int64(r.Delay)
+	return err
+}
+
+// Wait sleeps until the reservation's instant on the limiter's clock, and
+// returns nil then, or at once if it may act now. If ctx ends first, it
+// gives the reservation back ([Reservation.Cancel]) and returns ctx's
+// error, joined with the cancel's if that failed. For a reservation that
+// was not booked it returns an error wrapping [ErrNotReserved] at once.
+func (r *Reservation) Wait(ctx context.Context) error {
+	if !r.Allowed {
+		return fmt.Errorf("%w: %q", ErrNotReserved, r.key)
+	}
+	if r.Delay <= 0 {
+		return nil
+	}
+	select {
+	case <-r.l.clock.clock.After(r.Delay):
+		return nil
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), r.Cancel(context.WithoutCancel(ctx)))
+	}
+}
+
+// cancelTimeout bounds a Cancel made after its caller's context ended, for
+// a limiter without a timeout of its own: giving a turn back must not hang
+// on a store that does not answer.
+const cancelTimeout = time.Second
+
+// Cancel gives the reservation back, so that its cost is available to
+// others, if its instant has not come yet and nothing was booked on the key
+// after it: the key is then as if it had never been reserved. When a later
+// booking exists, nothing is given back: the later turn was placed after
+// this one and its caller may already be sleeping until it, so freeing this
+// cost ahead of it could let a new request act beside it, beyond the
+// algorithm's bound. A reservation that was not booked, whose instant has
+// passed, or that was already given back, costs nothing to cancel: Cancel
+// returns nil without calling the store. A failed call may be retried.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	if !r.Allowed || r.Delay <= 0 || !r.given.CompareAndSwap(false, true) {
+		return nil
+	}
+	l := r.l
+	now := l.clock.now()
+	if now >= r.act {
+		return nil
+	}
+	if l.timeout <= 0 && ctx.Done() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
+		defer cancel()
+	}
+	var d Decision
+	err := l.decide(ctx, r.key, Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
+	if err != nil {
+		r.given.Store(false)
+	}
+	return err
+}
+
+// Wait blocks until cost is admitted for key, and records it, sleeping on
+// the limiter's clock. It returns ctx's error if ctx ends first, and
+// returns at once with an error wrapping [ErrWouldExceedDeadline] (and
+// context.DeadlineExceeded) if ctx's deadline comes before the earliest
+// admission.
+//
+// For the GCRA and the buckets, Wait books its turn with one call to the
+// store ([limiter.Reserve]) and sleeps exactly until it: waiters on a key
+// are served in the order they booked, and a Wait whose ctx ends first
+// gives its turn back. The window algorithms cannot book ahead: there Wait
+// asks again when its denial said it could, and waiters are not queued.
+func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
+	if !l.params.Reservable() {
+		return l.poll(ctx, key, cost)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	maxDelay := time.Duration(maxSpan)
+	if deadline, ok := ctx.Deadline(); ok {
+		maxDelay = min(maxDelay, max(time.Until(deadline), 0))
+	}
+	var r Reservation
+	if err := l.reserve(ctx, key, cost, maxDelay, &r); err != nil {
+		return err
+	}
+	if !r.Allowed {
+		return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, maxDelay+r.RetryAfter, context.DeadlineExceeded)
+	}
+	return r.Wait(ctx)
+}
+
+// poll is Wait for the algorithms that cannot book ahead.
+func (l *limiter) poll(ctx context.Context, key string, cost float64) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := l.Allow(ctx, key, cost)
+		if err != nil || d.Allowed {
+			return err
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
+			return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, d.RetryAfter, context.DeadlineExceeded)
+		}
+		select {
+		case <-l.clock.clock.After(d.RetryAfter):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
