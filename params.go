@@ -280,6 +280,12 @@ func (p *Params) decide(s *State, op Op, d *Decision) {
 	}
 }
 
+// Records reports whether a decision d on verb changed the key's state: a
+// fill-up always does; an admission, a booked reservation, a cancel that
+// gave its cost back and a partial grant of something do; a check and a
+// denial never do. A store writes the state back exactly then.
+func (v Verb) Records(d Decision) bool { return records(v, &d) }
+
 // records reports whether a decision on verb changed the key's state: a
 // fill-up always does; an admission, a booked reservation, a cancel that
 // gave its cost back and a partial grant of something do; a check and a

@@ -52,9 +52,12 @@ func NewTokenBucket(rate Rate, opts ...Option) (*TokenBucket, error) {
 // books a point at a future refill instant.
 func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	if op.Verb == VerbCancel {
+		// Given back, the point moves one refill earlier on the same line
+		// (with the tokens that refill brings still in use), so that the
+		// same cancel, made again, no longer finds it there.
 		if op.Now < op.At && s.Time == op.At {
 			d.Allowed = true
-			s.A = max(s.A-op.Cost, 0)
+			*s = State{Time: op.At - p.Interval, A: max(s.A-op.Cost, 0) + p.Amount}
 		}
 		used, last := p.refillPoint(*s, op.Now)
 		p.describe(d, p.usedAt(used, last, op.Now))

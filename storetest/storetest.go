@@ -113,6 +113,8 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("ConcurrentCallersAdmitExactlyTheBurst", func(t *testing.T) { RunConcurrent(t, newStore(t), 64) })
 	t.Run("ResetForgetsKey", func(t *testing.T) { RunReset(t, newStore(t)) })
 	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
+	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
+	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
 }
 
 // base is the simulated time traces start from: a realistic time since the
@@ -164,22 +166,94 @@ func replay(t *testing.T, st sluice.Store, p sluice.Params, exact bool, keyPrefi
 		rng := rand.New(rand.NewPCG(seed, 0x5eed))
 		keys := []string{fmt.Sprintf("%sa%d", keyPrefix, trace), fmt.Sprintf("%sb%d", keyPrefix, trace)}
 		spec := specStore{states: map[string]sluice.State{}, expires: map[string]int64{}, exact: exact}
+		booked := map[string][]sluice.Op{} // each key's booked reservations, as cancels
 		if trace > 0 {
 			now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
 		}
 		for step := range 60 {
-			now = max(now+nextGap(rng, p), 0)
 			key := keys[rng.IntN(len(keys))]
+			if b := booked[key]; len(b) > 0 && b[len(b)-1].At > now && rng.IntN(2) == 0 {
+				now += rng.Int64N(b[len(b)-1].At - now) // before the booked instant
+			} else {
+				now = max(now+nextGap(rng, p), 0)
+			}
 			if rng.IntN(25) == 0 {
 				require.NoError(t, st.Reset(ctx, key))
 				spec.reset(key)
 				continue
 			}
-			op := sluice.Op{Verb: randomVerb(rng, p), Cost: randomCost(rng, p), Now: now}
+			op := randomOp(rng, p, now, booked[key])
 			got, err := st.Apply(ctx, key, &p, op)
 			where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
-			spec.apply(t, p, key, op, got, err, where)
+			if want := spec.apply(t, p, key, op, got, err, where); op.Verb == sluice.VerbReserve && want.At != 0 {
+				booked[key] = append(booked[key], sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+			}
 		}
+	}
+}
+
+// randomOp draws a request: mostly admissions, with checks, fill-ups of
+// the leaky bucket, partial grants, and for the algorithms that book
+// ahead, reservations of any maximum delay and cancels of earlier ones,
+// in any order, again, or after their instant.
+func randomOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.Op) sluice.Op {
+	op := sluice.Op{Verb: sluice.VerbAllow, Cost: randomCost(rng, p), Now: now}
+	switch r := rng.IntN(20); {
+	case r < 3:
+		op.Verb = sluice.VerbCheck
+	case r < 6 && p.Kind == sluice.KindLeakyBucket:
+		op.Verb = sluice.VerbFill
+	case r < 8:
+		op.Verb = sluice.VerbAtMost
+		if rng.IntN(3) == 0 {
+			op.Cost = math.Round(rng.Float64()*3*p.Limit*100) / 100 // often more than fits
+		}
+	case r < 12 && p.Reservable(), r == 12:
+		// The window algorithms refuse reservations: an error to match.
+		op.Verb, op.MaxDelay = sluice.VerbReserve, randomDelay(rng, p)
+	case r < 17 && p.Reservable() && len(booked) > 0:
+		// Mostly a booking whose instant is still to come, the latest
+		// above all, which a cancel gives back; sometimes any, which may
+		// be past or followed by others.
+		var pending []sluice.Op
+		for _, b := range booked {
+			if b.At > now {
+				pending = append(pending, b)
+			}
+		}
+		switch {
+		case len(pending) > 0 && rng.IntN(3) > 0:
+			op = pending[len(pending)-1]
+		case len(pending) > 0:
+			op = pending[rng.IntN(len(pending))]
+		case rng.IntN(4) == 0:
+			op = booked[rng.IntN(len(booked))]
+		default:
+			return op
+		}
+		op.Now = now
+		if rng.IntN(10) == 0 {
+			op.At++ // no booking ends there
+		}
+	}
+	return op
+}
+
+// randomDelay draws a reservation's maximum delay: none, around the
+// algorithm's time scale, longer than any booking, or invalid.
+func randomDelay(rng *rand.Rand, p sluice.Params) int64 {
+	scale := p.Interval * int64(math.Ceil(p.Limit))
+	switch r := rng.IntN(20); {
+	case r < 4:
+		return 0
+	case r < 14:
+		return rng.Int64N(scale)
+	case r < 18:
+		return scale + rng.Int64N(4*scale)
+	case r < 19:
+		return 1 << 60
+	default:
+		return -1 - rng.Int64N(1000) // an error
 	}
 }
 
@@ -202,7 +276,7 @@ func (s *specStore) reset(key string) {
 // A store may forget a key once it has seen a time at or after the key's
 // expiry. When the clock then steps back before that expiry, the store may
 // answer from the state or from a fresh key, and both are accepted.
-func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.Op, got sluice.Decision, gotErr error, where string) {
+func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.Op, got sluice.Decision, gotErr error, where string) sluice.Decision {
 	t.Helper()
 	kept, want, wantErr := p.Step(cloneState(s.states[key]), op)
 	same := SameDecision
@@ -217,7 +291,7 @@ func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.O
 	s.latest = max(s.latest, op.Now)
 	if wantErr != nil {
 		require.ErrorIs(t, gotErr, unwrapSentinel(wantErr), where)
-		return
+		return sluice.Decision{}
 	}
 	require.NoError(t, gotErr, where)
 	if s.exact {
@@ -225,10 +299,11 @@ func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.O
 	} else {
 		RequireSameDecision(t, p, want, got, where)
 	}
-	if op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && want.Allowed {
+	if op.Verb.Records(want) {
 		s.states[key] = kept
 		s.expires[key] = op.Now + int64(want.ResetAfter)
 	}
+	return want
 }
 
 func cloneState(s sluice.State) sluice.State {
@@ -238,7 +313,7 @@ func cloneState(s sluice.State) sluice.State {
 
 // unwrapSentinel returns the sluice sentinel err wraps.
 func unwrapSentinel(err error) error {
-	for _, s := range []error{sluice.ErrCostExceedsLimit, sluice.ErrInvalidCost, sluice.ErrTimeOutOfRange, sluice.ErrUnsupported, sluice.ErrInvalidConfig} {
+	for _, s := range []error{sluice.ErrCostExceedsLimit, sluice.ErrInvalidCost, sluice.ErrInvalidDelay, sluice.ErrTimeOutOfRange, sluice.ErrUnsupported, sluice.ErrInvalidConfig} {
 		if errors.Is(err, s) {
 			return s
 		}
@@ -270,16 +345,6 @@ func nextGap(rng *rand.Rand, p sluice.Params) int64 {
 	default:
 		return -rng.Int64N(scale) // the clock steps back
 	}
-}
-
-func randomVerb(rng *rand.Rand, p sluice.Params) sluice.Verb {
-	switch r := rng.IntN(10); {
-	case r < 2:
-		return sluice.VerbCheck
-	case r < 4 && p.Kind == sluice.KindLeakyBucket:
-		return sluice.VerbFill
-	}
-	return sluice.VerbAllow
 }
 
 func randomCost(rng *rand.Rand, p sluice.Params) float64 {
@@ -320,7 +385,9 @@ func IdenticalDecision(want, got sluice.Decision) bool {
 		math.Float64bits(want.Limit) == math.Float64bits(got.Limit) &&
 		math.Float64bits(want.Used) == math.Float64bits(got.Used) &&
 		math.Float64bits(want.Remaining) == math.Float64bits(got.Remaining) &&
-		want.RetryAfter == got.RetryAfter && want.ResetAfter == got.ResetAfter
+		want.RetryAfter == got.RetryAfter && want.ResetAfter == got.ResetAfter &&
+		want.Delay == got.Delay && want.At == got.At &&
+		math.Float64bits(want.Granted) == math.Float64bits(got.Granted)
 }
 
 // RequireIdenticalDecision fails t unless IdenticalDecision(want, got).
@@ -353,6 +420,12 @@ func difference(p sluice.Params, want, got sluice.Decision) string {
 		return "RetryAfter"
 	case (want.ResetAfter - got.ResetAfter).Abs() > dt:
 		return "ResetAfter"
+	case (want.Delay - got.Delay).Abs() > dt:
+		return "Delay"
+	case time.Duration(want.At-got.At).Abs() > dt:
+		return "At"
+	case math.Abs(want.Granted-got.Granted) > tol:
+		return "Granted"
 	}
 	return ""
 }
