@@ -125,3 +125,11 @@ func (noParams) CanAccept(context.Context, string, float64) (sluice.Decision, er
 
 func (noParams) Reset(context.Context, string) error         { return nil }
 func (noParams) Wait(context.Context, string, float64) error { return nil }
+
+func (noParams) Reserve(context.Context, string, float64, time.Duration) (*sluice.Reservation, error) {
+	return &sluice.Reservation{}, nil
+}
+
+func (noParams) AllowAtMost(context.Context, string, float64) (sluice.Decision, error) {
+	return sluice.Decision{}, nil
+}

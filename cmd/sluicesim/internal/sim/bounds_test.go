@@ -50,9 +50,9 @@ func replay(t *testing.T, r Run) map[string]*guarantees.Key {
 			k = guarantees.NewKey(r.Params)
 			keys[d.Key] = k
 		}
-		want, err := k.Apply(sluice.VerbAllow, Epoch.UnixNano()+int64(d.At), d.Cost)
+		want, err := k.Apply(sluice.VerbAllow, Epoch.UnixNano()+int64(d.Request.At), d.Cost)
 		require.NoError(t, err)
-		require.Equal(t, want, d.Decision, "request %d at %v on %q", i, d.At, d.Key)
+		require.Equal(t, want, d.Decision, "request %d at %v on %q", i, d.Request.At, d.Key)
 	}
 	return keys
 }

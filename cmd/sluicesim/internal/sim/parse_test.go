@@ -164,7 +164,7 @@ func TestGreedyTrafficRetriesExactlyAtRetryAfter(t *testing.T) {
 	require.NoError(t, err)
 	var got []string
 	for _, d := range runs[0].Trace {
-		got = append(got, d.At.String()+map[bool]string{true: " admitted", false: " denied"}[d.Allowed])
+		got = append(got, d.Request.At.String()+map[bool]string{true: " admitted", false: " denied"}[d.Allowed])
 	}
 	require.Equal(t, []string{
 		"0s admitted", "0s admitted", "0s denied",

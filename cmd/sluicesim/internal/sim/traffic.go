@@ -297,11 +297,11 @@ func (g *greedy) next(prev *outcome) (Request, bool) {
 	switch {
 	case prev == nil:
 	case prev.Allowed:
-		r.At = prev.At
+		r.At = prev.Request.At
 	default:
 		// A denial always says to wait; at least a nanosecond, so that a
 		// limiter saying otherwise could not hold the client at one instant.
-		r.At = prev.At + max(prev.RetryAfter, 1)
+		r.At = prev.Request.At + max(prev.RetryAfter, 1)
 	}
 	return r, true
 }
