@@ -7,8 +7,9 @@
 // time, [sluice.Op].Now) with a RetryAfter r, the cache remembers that the
 // key denies every cost of at least c until t+r, and answers such requests
 // itself until then, without a round trip. Everything else goes to the
-// remote store: every admission, and every denial the cache cannot vouch
-// for. The cache never admits anything.
+// remote store: every admission, every denial the cache cannot vouch for,
+// and every fill-up, reservation, cancel and partial grant. The cache
+// never admits anything.
 //
 // # The guarantee
 //
@@ -27,7 +28,8 @@
 //   - a Reset, or a change of the state made elsewhere (another process,
 //     another Store, a key deleted by hand or evicted by Redis under memory
 //     pressure), is seen at the cached instant, when the entry expires; a
-//     Reset through this Store clears its entry at once;
+//     Reset, or a cancel that gives a reservation back, through this Store
+//     clears its entry at once;
 //   - a change of the limit in another process is seen at the cached
 //     instant too; Params that differ from the cached denial's, in this
 //     process, go to the remote store;
@@ -210,10 +212,18 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		return d, nil // a Reset may have come after this decision
 	}
 	if !cacheable {
-		// A fill-up, which the cache never answers, only makes the key
-		// stricter: a denial held still holds, and later answers carry
-		// the allowance the fill-up left.
-		if e, ok := sh.entries[key]; ok && e.params == *p && op.Verb == sluice.VerbFill {
+		switch e, ok := sh.entries[key]; {
+		case !ok:
+		case op.Verb == sluice.VerbCancel && d.Allowed:
+			// A reservation given back leaves the key looser than the
+			// denial held: forget it, and (as Reset does) keep out a
+			// denial decided before the cancel and arriving after it.
+			sh.epoch++
+			delete(sh.entries, key)
+		case e.params == *p && op.Verb.Records(d):
+			// A fill-up, a booked reservation or a partial grant, which the
+			// cache never answers, only makes the key stricter: a denial
+			// held still holds, and later answers carry the allowance left.
 			e.recorded(op.Now, d)
 			sh.entries[key] = e
 		}

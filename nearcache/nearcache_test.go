@@ -305,3 +305,27 @@ func TestHugeMaxKeysIsNoTighterBound(t *testing.T) {
 	}
 	require.Equal(t, 1000, nc.Stats().Keys, "no denial evicted")
 }
+
+func TestCancelThroughTheCacheClearsItsEntry(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	d, err := nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	reserve := op(sluice.VerbReserve, 1, 0)
+	reserve.MaxDelay = int64(2 * time.Second)
+	booked, err := nc.Apply(ctx, "k", &gcra, reserve)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, booked.Delay)
+	d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 500*time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "denied behind the booking, and cached until 2s")
+	cancel := op(sluice.VerbCancel, 1, 600*time.Millisecond)
+	cancel.At = booked.At
+	d, err = nc.Apply(ctx, "k", &gcra, cancel)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "given back")
+	d, err = nc.Apply(ctx, "k", &gcra, op(sluice.VerbAllow, 1, 1100*time.Millisecond))
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the freed turn is not hidden by the denial cached before the cancel")
+}

@@ -40,7 +40,8 @@ var Start = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).UnixNano()
 //
 // Requests come several times faster than the limits allow, so that most
 // of them are denied, on a few keys, with costs of several sizes; some are
-// CanAccept, and a few Resets go through the cache (and to alone).
+// CanAccept, partial grants, reservations and cancels of them, and a few
+// Resets go through the cache (and to alone).
 func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) nearcache.Stats {
 	t.Helper()
 	nc, err := nearcache.New(remote, nearcache.Config{})
@@ -48,6 +49,7 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for pi, p := range params {
+		booked := map[string][]sluice.Op{} // cancels of each key's reservations
 		now := Start
 		step := p.Interval / int64(p.Limit) / 4 // requests come several times faster than allowed
 		for i := range steps {
@@ -62,6 +64,13 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 				continue
 			case r < 15:
 				op.Verb = sluice.VerbCheck
+			case r < 20:
+				op.Verb, op.Cost = sluice.VerbAtMost, 2*p.Limit*rng.Float64()
+			case r < 28 && p.Reservable():
+				op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval)
+			case r < 34 && len(booked[key]) > 0:
+				op = booked[key][rng.IntN(len(booked[key]))]
+				op.Now = now
 			}
 			before := nc.Stats().Local
 			want, err := alone.Apply(ctx, key, &p, op)
@@ -70,6 +79,9 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 			require.NoError(t, err)
 			at := fmt.Sprintf("%v, step %d, %v of %v at +%v on %q", p, i, op.Verb, op.Cost, time.Duration(now-Start), key)
 			require.Equal(t, want.Allowed, got.Allowed, at)
+			if op.Verb == sluice.VerbReserve && want.At != 0 {
+				booked[key] = append(booked[key], sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+			}
 			if nc.Stats().Local == before {
 				require.Equal(t, want, got, "%s: passed to the remote store", at)
 				continue
