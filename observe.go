@@ -37,8 +37,10 @@ type Event struct {
 	Limiter string
 	// Kind is the limiter's algorithm.
 	Kind Kind
-	// Verb is what the decision did: VerbAllow for Allow (and Wait),
-	// VerbCheck for CanAccept, VerbFill for Fillup.
+	// Verb is what the decision did: VerbAllow for Allow (and Wait on the
+	// window algorithms), VerbCheck for CanAccept, VerbFill for Fillup,
+	// VerbReserve for Reserve (and Wait on the others), VerbCancel for a
+	// reservation given back, VerbAtMost for AllowAtMost.
 	Verb Verb
 	// Key is the key decided on. Its values are unbounded: never use it as
 	// a metric label.
@@ -63,10 +65,13 @@ type Outcome uint8
 
 const (
 	// OutcomeAllowed is a request admitted (or, for CanAccept, that would
-	// be), and a Fillup whose whole cost fitted.
+	// be), a Fillup whose whole cost fitted, a reservation booked, a
+	// cancel that gave its cost back, and a partial grant of something.
 	OutcomeAllowed Outcome = iota + 1
-	// OutcomeDenied is a request refused, and a Fillup that reached
-	// capacity before its whole cost fitted.
+	// OutcomeDenied is a request refused, a Fillup that reached capacity
+	// before its whole cost fitted, a reservation beyond its maximum
+	// delay, a cancel that gave nothing back, and a partial grant of
+	// nothing.
 	OutcomeDenied
 	// OutcomeInvalid is an error in the request itself: an invalid cost, a
 	// cost above the limit, a verb the algorithm does not support, a time
