@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,6 +23,9 @@ func BenchmarkMiddleware(b *testing.B) {
 		{name: "IPv4", remoteAddr: "192.0.2.1:1234"},
 		{name: "IPv6/64", remoteAddr: "[2001:db8:1:2::1]:1234"},
 		{name: "IPv4+legacy", remoteAddr: "192.0.2.1:1234", opts: []sluicehttp.Option{sluicehttp.WithLegacyHeaders()}},
+		// Admitted at once under WithMaxDelay: a reservation instead of an
+		// Allow, with no delay to sleep.
+		{name: "IPv4+max delay", remoteAddr: "192.0.2.1:1234", opts: []sluicehttp.Option{sluicehttp.WithMaxDelay(time.Second)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			lim, err := sluice.NewGCRA(sluice.PerSecond(1e9), 1e9)

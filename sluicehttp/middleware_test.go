@@ -141,6 +141,14 @@ func (l scripted) CanAccept(context.Context, string, float64) (sluice.Decision, 
 	return l.d, nil
 }
 
+func (l scripted) Reserve(context.Context, string, float64, time.Duration) (*sluice.Reservation, error) {
+	return &sluice.Reservation{Decision: l.d}, nil
+}
+
+func (l scripted) AllowAtMost(context.Context, string, float64) (sluice.Decision, error) {
+	return l.d, nil
+}
+
 func (scripted) Reset(context.Context, string) error         { return nil }
 func (scripted) Wait(context.Context, string, float64) error { return nil }
 

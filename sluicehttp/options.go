@@ -30,6 +30,7 @@ type config struct {
 	legacy       bool
 	failOpen     bool
 	dryRun       bool
+	maxDelay     time.Duration // 0 holds nothing
 	unavailable  time.Duration
 	deny         func(http.ResponseWriter, *http.Request, sluice.Decision)
 	onError      func(http.ResponseWriter, *http.Request, error)
@@ -142,8 +143,9 @@ func WithLegacyHeaders() Option {
 // fails, instead of answering 503 Service Unavailable. Only limiter and
 // store errors fail open: a request without a key, costing more than the
 // limit, or with a key the store cannot hold ([sluice.ErrInvalidKey]) is
-// still refused, and a request whose client has gone is not served at
-// all.
+// still refused, as is every request when the limiter or its store cannot
+// do what it is configured for ([sluice.ErrUnsupported]), and a request
+// whose client has gone is not served at all.
 //
 // Failing closed is the default, and the safe choice for login and
 // payment endpoints: a store outage must not lift the limit on password
@@ -175,6 +177,8 @@ func WithUnavailableRetryAfter(d time.Duration) Option {
 // whatever the decision or error. A would-be denial gets no Retry-After.
 // Requests that would have been denied record nothing, as denied requests
 // never do, so the reported allowance is what enforcement would report.
+// Under [WithMaxDelay] nothing is held: a request that would be held books
+// its turn, as it would under enforcement, and is served at once.
 func WithDryRun() Option {
 	return optionFunc(func(c *config) error {
 		c.dryRun = true

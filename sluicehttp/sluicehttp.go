@@ -13,6 +13,15 @@
 // answered 429 Too Many Requests with Retry-After. [WithSkip] lets chosen
 // requests through undecided.
 //
+// # Delayed admission
+//
+// [WithMaxDelay] shapes traffic as nginx's limit_req with burst does: a
+// request that conforms within the maximum delay is held until its turn,
+// booked with the limiter's Reserve, and then served; held requests on a
+// key are served in the order they came, and only those whose turn is
+// further away get a 429. A client that leaves while held gives its turn
+// back.
+//
 // # Headers
 //
 // Every decided response, admitted or denied, carries the two fields of
@@ -49,8 +58,9 @@
 // the limit on password guessing or card testing. [WithFailOpen] serves
 // the request instead, for endpoints where availability matters more.
 // Either way [WithErrorHook] sees the error, for logs and metrics. A
-// request whose client goes away while its decision is pending is neither
-// a store error nor served: the hook sees [ErrRequestCanceled].
+// request whose client goes away while its decision is pending, or while
+// it is held, is neither a store error nor served: the hook sees
+// [ErrRequestCanceled].
 //
 // # Dry run
 //
@@ -81,10 +91,11 @@ var (
 	ErrCost = errors.New("sluicehttp: no cost for request")
 	// ErrRequestCanceled reports that the request's context ended (its
 	// client went away, or the server gave up on it) while the limiter was
-	// deciding: the limiter's error is then the request's end, not a
-	// failure of the store. Nothing is written and the request is not
+	// deciding, or while the request was held for its turn
+	// ([WithMaxDelay]): the limiter's error is then the request's end, not
+	// a failure of the store. Nothing is written and the request is not
 	// served. The context's error is wrapped too.
-	ErrRequestCanceled = errors.New("sluicehttp: request ended before its decision")
+	ErrRequestCanceled = errors.New("sluicehttp: request ended before it was served")
 )
 
 // CostFunc returns the cost of a request, in the limiter's units: for
@@ -96,7 +107,9 @@ var (
 type CostFunc func(r *http.Request) (float64, error)
 
 // ErrorStatus returns the status code the middleware answers err with by
-// default: 500 Internal Server Error for [sluice.ErrInvalidConfig], 413
+// default: 500 Internal Server Error for [sluice.ErrInvalidConfig] and
+// [sluice.ErrUnsupported] (a limiter or store asked for what it cannot
+// do, which no retry mends), 413
 // Content Too Large for [sluice.ErrCostExceedsLimit] and for a body larger
 // than allowed (*[http.MaxBytesError]), 400 Bad Request for [ErrKey],
 // [ErrCost] and a key the store cannot hold ([sluice.ErrInvalidKey]), and
@@ -104,7 +117,7 @@ type CostFunc func(r *http.Request) (float64, error)
 func ErrorStatus(err error) int {
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.Is(err, sluice.ErrInvalidConfig):
+	case errors.Is(err, sluice.ErrInvalidConfig), errors.Is(err, sluice.ErrUnsupported):
 		return http.StatusInternalServerError
 	case errors.Is(err, sluice.ErrCostExceedsLimit), errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge
@@ -177,6 +190,9 @@ func newMiddleware(lim sluice.Limiter, opts []Option) (*middleware, error) {
 	if err != nil {
 		return m, err
 	}
+	if err := checkDelay(lim, &m.config); err != nil {
+		return m, err
+	}
 	m.fields = fields
 	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
 	return m, nil
@@ -199,15 +215,21 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		return
 	}
 	cost, costErr := m.costOf(r)
-	d, err := m.lim.Allow(r.Context(), key, cost)
+	d, turn, err := m.decide(r.Context(), key, cost, costErr)
 	if err != nil {
 		m.limiterFailed(next, w, r, err)
 		return
 	}
-	m.fields.write(w.Header(), d)
 	if m.decisionHook != nil {
 		m.decisionHook(r, d)
 	}
+	if turn != nil {
+		if !m.hold(r, turn) {
+			return
+		}
+		d = servedAt(d)
+	}
+	m.fields.write(w.Header(), d)
 	switch {
 	case !d.Allowed && !m.dryRun:
 		setRetryAfter(w.Header(), ratelimitheader.RetryAfter(d.RetryAfter))
@@ -236,18 +258,25 @@ func (m *middleware) costOf(r *http.Request) (cost float64, err error) {
 // limiterFailed answers a request whose decision failed with err.
 func (m *middleware) limiterFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, sluice.ErrCostExceedsLimit), errors.Is(err, sluice.ErrInvalidKey):
-		// The request's own fault: never served under fail-open.
+	case errors.Is(err, sluice.ErrCostExceedsLimit), errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrUnsupported):
+		// The request's own fault, or the configuration's, not an
+		// outage: never served under fail-open.
 		m.fail(next, w, r, err, false, false)
 	case r.Context().Err() != nil:
 		// The store's error is most likely the request's end (a client
 		// that hung up cancels its context), and nobody waits for an
 		// answer: neither serve nor report a store failure.
-		if m.errorHook != nil {
-			m.errorHook(r, fmt.Errorf("%w: %w (limiter: %w)", ErrRequestCanceled, context.Cause(r.Context()), err))
-		}
+		m.canceled(r, "limiter", err)
 	default:
 		m.fail(next, w, r, err, true, false)
+	}
+}
+
+// canceled reports r, whose context ended before it was served, with the
+// error err of the step it was in.
+func (m *middleware) canceled(r *http.Request, step string, err error) {
+	if m.errorHook != nil {
+		m.errorHook(r, fmt.Errorf("%w: %w (%s: %w)", ErrRequestCanceled, context.Cause(r.Context()), step, err))
 	}
 }
 

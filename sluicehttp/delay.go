@@ -1,0 +1,106 @@
+package sluicehttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/arith"
+)
+
+// WithMaxDelay makes the middleware shape requests instead of only
+// refusing them, as nginx's limit_req does with burst: a request that
+// would be denied now but conforms within maxDelay is held until its turn
+// and then served; only a request whose turn is further away is answered
+// 429. Each held request books its turn with the limiter's Reserve when it
+// arrives, so held requests on a key are served in the order they came, at
+// the instants the algorithm allows, and sleep on the limiter's clock
+// ([sluice.WithClock]).
+//
+// A client that goes away while its request is held gives the turn back
+// ([sluice.Reservation.Cancel]: the turn is freed for the next request
+// if nothing was booked after it) and is not served; the error hook sees
+// [ErrRequestCanceled]. A request whose cost cannot be computed is never
+// held: it is decided at once, as without the option.
+//
+// The response to a held request carries the RateLimit fields of its
+// reservation as they stand when it is served: t counts from then, and r
+// is what its turn left, which is 0 (it took the last of the allowance at
+// its instant). The decision hook sees the reservation's decision when it
+// is booked, with its Delay. Under [WithDryRun] nothing is held: the turn
+// is booked, as enforcement would book it, and the request served at once.
+//
+// It needs a limiter that reserves: the GCRA, the leaky bucket or the
+// token bucket. With a window algorithm [New] fails with an error wrapping
+// [sluice.ErrInvalidConfig] and [sluice.ErrUnsupported]. maxDelay must be
+// between 0 and 2^60 ns (about 36 years); 0 holds nothing, as without the
+// option. A server's WriteTimeout must leave room for the delay.
+func WithMaxDelay(maxDelay time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if maxDelay < 0 || maxDelay > arith.MaxSpan {
+			return fmt.Errorf("%w: %w: max delay %v is not between 0 and %v",
+				sluice.ErrInvalidConfig, sluice.ErrInvalidDelay, maxDelay, time.Duration(arith.MaxSpan))
+		}
+		c.maxDelay = maxDelay
+		return nil
+	})
+}
+
+// checkDelay reports whether lim can hold requests as the configuration
+// asks, when its algorithm is known in advance.
+func checkDelay(lim sluice.Limiter, c *config) error {
+	known, ok := lim.(interface{ Params() sluice.Params })
+	if c.maxDelay == 0 || !ok {
+		return nil
+	}
+	p := known.Params()
+	if !p.Reservable() {
+		return fmt.Errorf("%w: %w: WithMaxDelay needs a limiter that reserves (GCRA, leaky or token bucket), not a %v",
+			sluice.ErrInvalidConfig, sluice.ErrUnsupported, p.Kind)
+	}
+	return nil
+}
+
+// errNoReservation reports a limiter whose Reserve returned neither a
+// reservation nor an error.
+var errNoReservation = errors.New("sluicehttp: the limiter's Reserve returned no reservation")
+
+// decide admits or denies a request of cost for key. A request admitted
+// after a delay comes with its turn, to wait for before it is served.
+func (m *middleware) decide(ctx context.Context, key string, cost float64, costErr error) (sluice.Decision, *sluice.Reservation, error) {
+	if m.maxDelay == 0 || costErr != nil {
+		d, err := m.lim.Allow(ctx, key, cost)
+		return d, nil, err
+	}
+	turn, err := m.lim.Reserve(ctx, key, cost, m.maxDelay)
+	switch {
+	case err != nil:
+		return sluice.Decision{}, nil, err
+	case turn == nil:
+		return sluice.Decision{}, nil, errNoReservation
+	case turn.Delay <= 0 || m.dryRun:
+		return turn.Decision, nil, nil
+	}
+	return turn.Decision, turn, nil
+}
+
+// hold sleeps until turn's instant, and reports whether r is still to be
+// served then. A request whose client went away meanwhile has given its
+// turn back, and is reported to the error hook.
+func (m *middleware) hold(r *http.Request, turn *sluice.Reservation) bool {
+	err := turn.Wait(r.Context())
+	if err != nil {
+		m.canceled(r, "held", err)
+	}
+	return err == nil
+}
+
+// servedAt returns d, the decision of a request held for d.Delay, as it
+// stands when the request is served: the key is whole again d.Delay sooner.
+func servedAt(d sluice.Decision) sluice.Decision {
+	d.ResetAfter = max(d.ResetAfter-d.Delay, 0)
+	return d
+}

@@ -1,0 +1,368 @@
+package sluicehttp_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/sluicehttp"
+)
+
+// sleepClock is the fake clock that tells the test when a held request
+// starts to sleep on it, so that the test moves time only once the sleep's
+// timer is set.
+type sleepClock struct {
+	*clock.Mock
+	sleeps chan time.Duration
+}
+
+func (c sleepClock) After(d time.Duration) <-chan time.Time {
+	ch := c.Mock.After(d)
+	c.sleeps <- d
+	return ch
+}
+
+// shaper is a real HTTP server whose requests are held by WithMaxDelay,
+// on a fake clock. Every request is from 127.0.0.1, so all share one key.
+type shaper struct {
+	t       *testing.T
+	clock   sleepClock
+	srv     *httptest.Server
+	decided chan sluice.Decision // from the decision hook
+	errs    chan error           // from the error hook
+
+	mu     sync.Mutex
+	served []served // in the order the handler ran
+}
+
+// served is a request that reached the handler, and when.
+type served struct {
+	id string
+	at time.Duration // since start
+}
+
+// reply is what a client got.
+type reply struct {
+	status     int
+	rateLimit  string
+	retryAfter string
+	err        error
+}
+
+// newShaper serves requests limited by the limiter that newLimiter makes
+// on the clock it is given.
+func newShaper(t *testing.T, newLimiter func(sluice.Clock) (sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
+	t.Helper()
+	s := &shaper{
+		t:       t,
+		clock:   sleepClock{Mock: newClock(), sleeps: make(chan time.Duration, 1)},
+		decided: make(chan sluice.Decision, 1),
+		errs:    make(chan error, 1),
+	}
+	lim, err := newLimiter(s.clock)
+	require.NoError(t, err)
+	opts = append(opts,
+		sluicehttp.WithDecisionHook(func(_ *http.Request, d sluice.Decision) { s.decided <- d }),
+		sluicehttp.WithErrorHook(func(_ *http.Request, err error) { s.errs <- err }))
+	mw, err := sluicehttp.New(lim, opts...)
+	require.NoError(t, err)
+	s.srv = httptest.NewServer(mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.served = append(s.served, served{id: r.URL.Query().Get("id"), at: s.clock.Now().Sub(start)})
+	})))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// send sends request id under ctx and returns its decision, once the
+// request is decided and, if it is held, asleep; its reply comes later on
+// the channel.
+func (s *shaper) send(ctx context.Context, id string) (sluice.Decision, <-chan reply) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL+"/?id="+id, nil)
+	require.NoError(s.t, err)
+	replies := make(chan reply, 1)
+	go func() {
+		resp, err := s.srv.Client().Do(req)
+		if err != nil {
+			replies <- reply{err: err}
+			return
+		}
+		resp.Body.Close()
+		replies <- reply{status: resp.StatusCode, rateLimit: resp.Header.Get("RateLimit"), retryAfter: resp.Header.Get("Retry-After")}
+	}()
+	d := <-s.decided
+	if d.Delay > 0 {
+		require.Equal(s.t, d.Delay, <-s.clock.sleeps, "request %s sleeps its delay", id)
+	}
+	return d, replies
+}
+
+// servedSoFar returns the requests served so far.
+func (s *shaper) servedSoFar() []served {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]served(nil), s.served...)
+}
+
+func gcra(rate sluice.Rate, burst float64) func(sluice.Clock) (sluice.Limiter, error) {
+	return func(c sluice.Clock) (sluice.Limiter, error) {
+		return sluice.NewGCRA(rate, burst, sluice.WithClock(c))
+	}
+}
+
+func TestHeldRequestsAreServedInArrivalOrderAtTheirInstants(t *testing.T) {
+	// One request a second, two at once: the next three are held 1, 2
+	// and 3 seconds, and the sixth, 4 seconds away, is refused.
+	s := newShaper(t, gcra(sluice.PerSecond(1), 2), sluicehttp.WithMaxDelay(3*time.Second))
+	want := []struct {
+		delay time.Duration
+		reply reply
+	}{
+		{0, reply{status: 200, rateLimit: `"default";r=1;t=1`}},
+		{0, reply{status: 200, rateLimit: `"default";r=0;t=2`}},
+		// A held request's t counts from when it is served.
+		{1 * time.Second, reply{status: 200, rateLimit: `"default";r=0;t=2`}},
+		{2 * time.Second, reply{status: 200, rateLimit: `"default";r=0;t=2`}},
+		{3 * time.Second, reply{status: 200, rateLimit: `"default";r=0;t=2`}},
+		// Retry-After: in 1 s the turn 4 s away is within the 3 s.
+		{0, reply{status: 429, rateLimit: `"default";r=0;t=5`, retryAfter: "1"}},
+	}
+	replies := make([]<-chan reply, len(want))
+	for i, w := range want {
+		d, r := s.send(t.Context(), strconv.Itoa(i))
+		require.Equal(t, w.delay, d.Delay, "request %d", i)
+		require.Equal(t, w.reply.status == 200, d.Allowed, "request %d", i)
+		replies[i] = r
+	}
+	for i := range 2 {
+		require.Equal(t, want[i].reply, <-replies[i], "request %d is served at once", i)
+	}
+	require.Equal(t, want[5].reply, <-replies[5], "request 5 is refused at once")
+	for i := 2; i < 5; i++ {
+		s.clock.Add(time.Second)
+		require.Equal(t, want[i].reply, <-replies[i], "request %d", i)
+	}
+	require.Equal(t, []served{{"0", 0}, {"1", 0}, {"2", time.Second}, {"3", 2 * time.Second}, {"4", 3 * time.Second}}, s.servedSoFar())
+}
+
+func TestHeldRequestIsServedNoSoonerThanItsTurn(t *testing.T) {
+	s := newShaper(t, gcra(sluice.PerSecond(1), 1), sluicehttp.WithMaxDelay(time.Second))
+	_, first := s.send(t.Context(), "a")
+	require.Equal(t, 200, (<-first).status)
+	_, held := s.send(t.Context(), "b")
+	s.clock.Add(time.Second - 1)
+	require.Len(t, s.servedSoFar(), 1, "one nanosecond early")
+	s.clock.Add(1)
+	require.Equal(t, 200, (<-held).status)
+	require.Equal(t, []served{{"a", 0}, {"b", time.Second}}, s.servedSoFar())
+}
+
+// TestHeldResponseFieldsAreTheKeysWhenServed pins that the RateLimit
+// field of a held response says what a check of the key says at the
+// instant it is served, for every algorithm that holds requests.
+func TestHeldResponseFieldsAreTheKeysWhenServed(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(sluice.Clock) (sluice.Limiter, error)
+	}{
+		{"GCRA", gcra(sluice.PerSecond(1), 3)},
+		{"leaky bucket", func(c sluice.Clock) (sluice.Limiter, error) {
+			return sluice.NewLeakyBucket(3, sluice.PerSecond(1), sluice.WithClock(c))
+		}},
+		{"token bucket", func(c sluice.Clock) (sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(3), sluice.WithClock(c))
+		}},
+		{"token bucket, interval refill", func(c sluice.Clock) (sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(3), sluice.WithIntervalRefill(), sluice.WithClock(c))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var lim sluice.Limiter
+			s := newShaper(t, func(c sluice.Clock) (l sluice.Limiter, err error) {
+				lim, err = tt.make(c)
+				return lim, err
+			}, sluicehttp.WithMaxDelay(10*time.Second))
+			for i := range 3 {
+				_, r := s.send(t.Context(), strconv.Itoa(i))
+				require.Equal(t, 200, (<-r).status)
+			}
+			s.clock.Add(400 * time.Millisecond)
+			d, held := s.send(t.Context(), "held")
+			require.Equal(t, 600*time.Millisecond, d.Delay)
+			s.clock.Add(600 * time.Millisecond)
+			got := <-held
+			require.Equal(t, 200, got.status)
+
+			check, err := lim.CanAccept(t.Context(), "127.0.0.1", 0)
+			require.NoError(t, err)
+			fields, err := sluicehttp.NewFields(lim)
+			require.NoError(t, err)
+			h := http.Header{}
+			fields.Write(h, check)
+			require.Equal(t, h.Get("RateLimit"), got.rateLimit)
+			require.Equal(t, `"default";r=0;t=3`, got.rateLimit)
+		})
+	}
+}
+
+func TestClientLeavingWhileHeldGivesItsTurnBack(t *testing.T) {
+	tests := []struct {
+		name string
+		// ahead is how many requests are held before the one that
+		// leaves, and behind how many after it.
+		ahead, behind int
+		// next is the delay of the request that comes after it left.
+		next time.Duration
+	}{
+		{name: "the last turn booked is freed for the next request", ahead: 1, next: 2 * time.Second},
+		{name: "a turn booked before others is kept, as they may be acting on theirs", behind: 1, next: 3 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newShaper(t, gcra(sluice.PerSecond(1), 1), sluicehttp.WithMaxDelay(time.Minute))
+			_, first := s.send(t.Context(), "first")
+			require.Equal(t, 200, (<-first).status)
+			var stay []<-chan reply
+			for i := range tt.ahead {
+				_, r := s.send(t.Context(), "ahead"+strconv.Itoa(i))
+				stay = append(stay, r)
+			}
+			ctx, hangUp := context.WithCancel(t.Context())
+			leaving, left := s.send(ctx, "leaving")
+			for i := range tt.behind {
+				_, r := s.send(t.Context(), "behind"+strconv.Itoa(i))
+				stay = append(stay, r)
+			}
+			hangUp()
+			require.ErrorIs(t, (<-left).err, context.Canceled)
+			err := <-s.errs
+			require.ErrorIs(t, err, sluicehttp.ErrRequestCanceled)
+			require.ErrorIs(t, err, context.Canceled)
+
+			next, r := s.send(t.Context(), "next")
+			stay = append(stay, r)
+			require.Equal(t, tt.next, next.Delay)
+			if tt.behind == 0 {
+				require.Equal(t, leaving.At, next.At, "the next request books the freed instant")
+			}
+			s.clock.Add(time.Minute)
+			for _, r := range stay {
+				require.Equal(t, 200, (<-r).status)
+			}
+			for _, got := range s.servedSoFar() {
+				require.NotEqual(t, "leaving", got.id, "nobody is there to serve")
+			}
+			require.Len(t, s.servedSoFar(), 2+tt.ahead+tt.behind)
+		})
+	}
+}
+
+func TestMaxDelayConfiguration(t *testing.T) {
+	window := fixedWindow(t, 1, time.Minute, newClock())
+	bucket, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(newClock()))
+	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		lim     sluice.Limiter
+		delay   time.Duration
+		wantErr []error // nil: valid
+	}{
+		{"a window limiter cannot hold requests", window, time.Second, []error{sluice.ErrInvalidConfig, sluice.ErrUnsupported}},
+		{"zero holds nothing, whatever the limiter", window, 0, nil},
+		{"negative", bucket, -1, []error{sluice.ErrInvalidConfig, sluice.ErrInvalidDelay}},
+		{"beyond 2^60 ns", bucket, 1<<60 + 1, []error{sluice.ErrInvalidConfig, sluice.ErrInvalidDelay}},
+		{"2^60 ns", bucket, 1 << 60, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mw, err := sluicehttp.New(tt.lim, sluicehttp.WithMaxDelay(tt.delay))
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+				return
+			}
+			for _, want := range tt.wantErr {
+				require.ErrorIs(t, err, want)
+			}
+			require.Nil(t, mw)
+			s := wrap(sluicehttp.Middleware(tt.lim, sluicehttp.WithMaxDelay(tt.delay)))
+			require.Equal(t, http.StatusInternalServerError, s.get().Code)
+			require.Zero(t, s.served)
+		})
+	}
+}
+
+// unreserving is a limiter, without Params, whose Reserve fails as a
+// window algorithm's does, or returns nothing at all.
+type unreserving struct {
+	scripted
+	err error
+}
+
+func (l unreserving) Reserve(context.Context, string, float64, time.Duration) (*sluice.Reservation, error) {
+	return nil, l.err
+}
+
+func TestLimiterThatCannotReserveIsAConfigurationError(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		served bool // under WithFailOpen
+	}{
+		{"unsupported: 500, and never served", sluice.ErrUnsupported, 500, false},
+		{"no reservation: a failing limiter", nil, 503, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := unreserving{scripted: scripted{sluice.Decision{Allowed: true, Limit: 1}}, err: tt.err}
+			require.Equal(t, http.StatusOK, newServer(t, lim).get().Code, "without the option, Reserve is not called")
+			var hooked error
+			hook := sluicehttp.WithErrorHook(func(_ *http.Request, err error) { hooked = err })
+			s := newServer(t, lim, sluicehttp.WithMaxDelay(time.Second), hook)
+			require.Equal(t, tt.status, s.get().Code)
+			require.Equal(t, tt.status, sluicehttp.ErrorStatus(hooked))
+			s = newServer(t, lim, sluicehttp.WithMaxDelay(time.Second), sluicehttp.WithFailOpen())
+			s.get()
+			require.Equal(t, tt.served, s.served == 1)
+		})
+	}
+}
+
+func TestDryRunBooksTurnsButHoldsNothing(t *testing.T) {
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(newClock()))
+	require.NoError(t, err)
+	var delays []time.Duration
+	s := newServer(t, lim, sluicehttp.WithMaxDelay(2*time.Second), sluicehttp.WithDryRun(),
+		sluicehttp.WithDecisionHook(func(_ *http.Request, d sluice.Decision) { delays = append(delays, d.Delay) }))
+	// Each request is served at once, and its fields say so: t counts
+	// from now, not from the turn it would have waited for.
+	requireResponse(t, response{status: 200, rateLimit: `"default";r=0;t=1`}, s.get())
+	requireResponse(t, response{status: 200, rateLimit: `"default";r=0;t=2`}, s.get())
+	requireResponse(t, response{status: 200, rateLimit: `"default";r=0;t=3`}, s.get())
+	requireResponse(t, response{status: 200, rateLimit: `"default";r=0;t=3`}, s.get(), "would be refused")
+	require.Equal(t, []time.Duration{0, time.Second, 2 * time.Second, 0}, delays, "the turns enforcement would book")
+	require.Equal(t, 4, s.served)
+}
+
+func TestRequestWithoutACostIsNeverHeld(t *testing.T) {
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(newClock()))
+	require.NoError(t, err)
+	bad := sluicehttp.WithCost(func(*http.Request) (float64, error) { return 0, errors.New("unreadable batch") })
+	s := newServer(t, lim, sluicehttp.WithMaxDelay(time.Minute), bad)
+	requireResponse(t, response{status: 400, rateLimit: `"default";r=0;t=1`}, s.get())
+	requireResponse(t, response{status: 429, rateLimit: `"default";r=0;t=1`, retryAfter: "1"}, s.get(),
+		"refused at once: a request that is answered 400 anyway is not held for it")
+	require.Zero(t, s.served)
+}
