@@ -16,40 +16,56 @@ import (
 // An algorithm is a chain of steps, one per group of Go variables. Each
 // step is a derived table that selects everything of the step inside it
 // and adds its own columns, computed from those: the innermost holds the
-// parameters (see params) and the old state (now, t0, a0, b0, lt, lc).
-// OFFSET 0 keeps the planner from merging the steps, which would copy each
-// expression into every expression that uses it (the statements would take
-// milliseconds to plan and run), and from folding a fresh state's
-// constants into branches that are never taken, whose divisions by zero it
-// would evaluate. Column names are unique along a chain.
+// parameters (see params), the request (verb, cost, cn) and the old state
+// (now, t0, a0, b0, lt, lc). OFFSET 0 keeps the planner from merging the
+// steps, which would copy each expression into every expression that uses
+// it (the statements would take milliseconds to plan and run), and from
+// folding a fresh state's constants into branches that are never taken,
+// whose divisions by zero it would evaluate. Column names are unique along
+// a chain.
 //
 // Every float operation is the Go code's, on the same operands in the same
 // order, so that PostgreSQL's float8 arithmetic (IEEE doubles, like
 // float64) gives the same bits. Integer nanoseconds are bigint. Values
-// that depend only on the parameters and the cost (GCRA's c*T and
+// that depend only on the parameters and the request (GCRA's c*T and
 // burst*T, rounded by math.Round, and the slack) are computed in Go by the
 // specification's own arithmetic and passed in. Divisions sit inside the
 // CASE branch that the Go code guards them with: PostgreSQL raises an
 // error where Go would divide by zero.
+//
+// Where the Go code branches on the verb, so does the SQL, on the column
+// verb. VerbAtMost is made of decisions of the others (atmost.go): its
+// statement runs the chain once on a zero-cost check, for the allowance
+// left, and then once per candidate cost, as rows of one derived table,
+// and keeps the first candidate that fits.
 
 // algorithm is one algorithm's step in SQL.
 type algorithm struct {
 	steps   []string // each step's columns: "expression AS name, ..."
-	allowed string   // whether the cost fits
+	allowed string   // whether the cost fits (for VerbCancel: is given back)
 	used    string   // the allowance in use, before describe's clamp
 	retry   string   // RetryAfter in nanoseconds
 	reset   string   // ResetAfter in nanoseconds
+	// delay and at are a booked reservation's Delay and At in
+	// nanoseconds; empty for an algorithm that does not book.
+	delay, at string
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
 	// The state the step returns for a recorded request.
 	time, a, b, logTimes, logCosts string
 }
 
-// The verbs as the parameter verb carries them.
+// The verbs as the column verb carries them.
 var (
-	verbAllow = strconv.Itoa(int(sluice.VerbAllow))
-	verbFill  = strconv.Itoa(int(sluice.VerbFill))
+	verbAllow   = verbSQL(sluice.VerbAllow)
+	verbCheck   = verbSQL(sluice.VerbCheck)
+	verbFill    = verbSQL(sluice.VerbFill)
+	verbReserve = verbSQL(sluice.VerbReserve)
+	verbCancel  = verbSQL(sluice.VerbCancel)
+	verbAtMost  = verbSQL(sluice.VerbAtMost)
 )
+
+func verbSQL(v sluice.Verb) string { return strconv.Itoa(int(v)) }
 
 var (
 	// sqlTolerance is sluice's relative float slack, written so that
@@ -76,14 +92,58 @@ func ceilNanos(ns string) string {
 		ns, less, maxSpan, maxSpan, less)
 }
 
+// floorNanos is arith.FloorNanos: ns, a float8 expression, rounded down to
+// a whole nanosecond after forgiving the tolerance, capped at maxSpan.
+func floorNanos(ns string) string {
+	more := fmt.Sprintf("(%[1]s + %[1]s * %[2]s)", ns, sqlTolerance)
+	return fmt.Sprintf("(CASE WHEN NOT (%s > 0) THEN 0::int8 WHEN %s >= %s::float8 THEN %s::int8 ELSE floor(%s)::int8 END)",
+		ns, more, maxSpan, maxSpan, more)
+}
+
 // drain is Params.drain: how long x units take to leak away.
 func drain(x string) string {
 	return fmt.Sprintf("(CASE WHEN %[1]s <= slack THEN 0::int8 ELSE %[2]s END)", x, ceilNanos("("+x+") * ivf / am"))
 }
 
+// span is Params.span: when, relative to a point, an excess of x over the
+// limit has leaked (before the point, for room to spare).
+func span(x string) string {
+	return fmt.Sprintf("(CASE WHEN %[1]s >= -slack THEN %[2]s ELSE -%[3]s END)", x, drain(x), floorNanos("(-("+x+")) * ivf / am"))
+}
+
+// levelAt is Params.levelAt: the level of the point (t, a) at u, where
+// drained is drain(a).
+func levelAt(t, a, u, drained string) string {
+	return fmt.Sprintf(`(CASE WHEN %[3]s = %[1]s THEN %[2]s
+		WHEN %[3]s < %[1]s THEN %[2]s + (%[1]s - %[3]s)::float8 * am / ivf
+		WHEN %[3]s - %[1]s >= %[4]s THEN 0::float8
+		ELSE greatest(%[2]s - (%[3]s - %[1]s)::float8 * am / ivf, 0) END)`, t, a, u, drained)
+}
+
 // refills is Params.refills: how many refills free x tokens.
 func refills(x string) string {
 	return fmt.Sprintf("(CASE WHEN %[1]s <= slack THEN 0::int8 ELSE ceil((%[1]s - slack) / am)::int8 END)", x)
+}
+
+// refillsTo is Params.refillsTo: how many refills after a point an excess
+// of x tokens takes to go, fewer than one when there is room already.
+func refillsTo(x string) string {
+	return fmt.Sprintf("ceil((%s - slack) / am)::int8", x)
+}
+
+// refillPoint is Params.refillPoint: the steps that compute the point
+// (t, a) as seen at u, as the columns <name>_used and <name>_last.
+func refillPoint(name, t, a, u string) []string {
+	return []string{
+		fmt.Sprintf("%[4]s < %[2]s AS %[1]s_ahead, %[3]s > 0 AND %[4]s > %[2]s AS %[1]s_due, (%[4]s - %[2]s) / iv AS %[1]s_k",
+			name, t, a, u),
+		fmt.Sprintf(`CASE WHEN %[1]s_due THEN greatest(%[3]s - %[1]s_k::float8 * am, 0) ELSE %[3]s END AS %[1]s_refilled,
+			CASE WHEN %[1]s_due THEN %[2]s + %[1]s_k * iv ELSE %[2]s END AS %[1]s_refilled_at`, name, t, a),
+		// A full bucket's refill clock starts again at u.
+		fmt.Sprintf(`CASE WHEN %[1]s_ahead THEN %[3]s WHEN %[1]s_refilled <= slack THEN 0::float8 ELSE %[1]s_refilled END AS %[1]s_used,
+			CASE WHEN %[1]s_ahead THEN %[2]s WHEN %[1]s_refilled <= slack THEN %[4]s ELSE %[1]s_refilled_at END AS %[1]s_last`,
+			name, t, a, u),
+	}
 }
 
 // fill is Params.fill: level plus the cost, clamped at the limit.
@@ -97,6 +157,26 @@ func after(t string) string { return "greatest(" + t + " - now, 0)" }
 // floorDiv is arith.FloorDiv: a/b rounded toward negative infinity.
 func floorDiv(a, b string) string {
 	return fmt.Sprintf("(%[1]s / %[2]s - CASE WHEN %[1]s %% %[2]s < 0 THEN 1 ELSE 0 END)", a, b)
+}
+
+// givesBack is the cancel's test that the reservation booked for
+// booked_at is still the key's last booking, whose point is at point.
+func givesBack(point string) string {
+	return "verb = " + verbCancel + " AND now < booked_at AND t0 = " + point + " AS gives_back"
+}
+
+// books is the step that books a reservation that does not fit now for
+// fit_at, if that comes within max_delay.
+func books() string {
+	return "verb = " + verbReserve + " AND NOT fits AND fit_at - now <= max_delay AS books"
+}
+
+// retryAfter is RetryAfter for a request that fits at fit_at: none when
+// admitted or for the verbs noRetry, and for a reservation counted to the
+// latest instant at which it would be booked.
+func retryAfter(noRetry ...string) string {
+	return "CASE WHEN ok OR verb IN (" + strings.Join(noRetry, ", ") + ") THEN 0 WHEN verb = " + verbReserve +
+		" THEN " + after("fit_at - max_delay") + " ELSE " + after("fit_at") + " END"
 }
 
 // algorithmFor returns the step of an algorithm variant.
@@ -118,33 +198,56 @@ func algorithmFor(v variant) algorithm {
 }
 
 // meter is Params.stepMeter: the leaky bucket, and the token bucket with
-// continuous refill.
+// continuous refill. The state is the point (t0, a0); the request moves
+// it to (t1, a1), from which the level at now and the time until empty
+// follow for every verb (where Go computes them otherwise, for an
+// admission, it gets the same).
 func meter() algorithm {
 	return algorithm{
 		steps: []string{
-			"now - t0 AS elapsed, greatest(t0, now) AS last, " + drain("a0") + " AS drained, " + drain("a0 + cost - lim") + " AS wait",
-			// leaked, and whether the cost fits.
-			`CASE WHEN elapsed <= 0 THEN a0 WHEN elapsed >= drained THEN 0::float8
-				ELSE greatest(a0 - elapsed::float8 * am / ivf, 0) END AS leaked,
-			cost <= lim AND greatest(elapsed, 0) >= wait AS fits`,
-			"CASE WHEN verb = " + verbFill + " OR fits THEN " + fill("leaked") + " ELSE leaked END AS level",
+			givesBack("booked_at") + ", a0 + cost - lim AS excess, " + drain("a0") + " AS drained",
+			"t0 + " + span("excess") + " AS fit_at",
+			// A fill-up may cost more than the capacity: that never fits.
+			"verb <> " + verbCancel + " AND cost <= lim AND now >= fit_at AS fits",
+			books(),
+			`CASE WHEN verb = ` + verbCancel + ` THEN gives_back ELSE fits OR books END AS ok,
+			verb = ` + verbFill + ` OR fits OR books AS moves,
+			greatest(t0, CASE WHEN books THEN fit_at ELSE now END) AS moved_to`,
+			// The point moves to the later of the old one and the instant
+			// recorded; before the old one, the cost adds to its level.
+			// Given back, the point moves one nanosecond earlier on the
+			// same line, where the level is higher by what leaks in it.
+			"CASE WHEN moves THEN " + levelAt("t0", "a0", "moved_to", "drained") + " END AS level_then",
+			`CASE WHEN moves THEN moved_to WHEN gives_back THEN booked_at - 1 ELSE t0 END AS t1,
+			CASE WHEN moves THEN ` + fill("level_then") + `
+				WHEN gives_back THEN greatest(a0 - cost, 0) + 1::float8 * am / ivf ELSE a0 END AS a1`,
+			drain("a1") + " AS drained1",
+			levelAt("t1", "a1", "now", "drained1") + " AS level",
 		},
-		allowed: "fits",
+		allowed: "ok",
 		used:    "level",
-		retry:   "CASE WHEN verb <> " + verbFill + " AND NOT fits THEN " + after("t0 + wait") + " ELSE 0 END",
-		reset:   after("last + " + drain("level")),
-		time:    "last", a: "level", b: "0", logTimes: noLog, logCosts: noCosts,
+		retry:   retryAfter(verbFill, verbCancel),
+		// emptyAfter
+		reset: "CASE WHEN t1 > now THEN " + after("t1 + drained1") + " ELSE " + after("now + "+drain("level")) + " END",
+		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
+		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
+		time:  "t1", a: "a1", b: "0", logTimes: noLog, logCosts: noCosts,
 	}
 }
 
 // gcra is Params.stepGCRA. tau is the burst in nanoseconds and cn the
-// cost in nanoseconds, both rounded by Params.gcraNanos in Go.
+// cost in nanoseconds, both rounded by Params.gcraNanos.
 func gcra() algorithm {
 	return algorithm{
 		steps: []string{
-			"greatest(t0, now) AS tat0",
-			"tat0 + cn - tau AS allow_at",
-			"now >= allow_at AS ok, CASE WHEN now >= allow_at THEN tat0 + cn ELSE tat0 END AS tat",
+			"greatest(t0, now) AS tat0, " + givesBack("booked_at + tau"),
+			"tat0 + cn AS next, tat0 + cn - tau AS fit_at",
+			"verb <> " + verbCancel + " AND now >= fit_at AS fits",
+			// Booked for fit_at, which it then owns: the next booking's
+			// instant comes c*T after it.
+			books(),
+			`fits OR books OR gives_back AS ok,
+			CASE WHEN gives_back THEN greatest(t0 - cn, now) WHEN fits OR books THEN next ELSE tat0 END AS tat`,
 		},
 		allowed: "ok",
 		used:    "(tat - now)::float8 / ivf",
@@ -152,34 +255,60 @@ func gcra() algorithm {
 		remaining: func(used string) string {
 			return fmt.Sprintf("CASE WHEN lim - %[1]s > 0 THEN least((tau - (tat - now))::float8 / ivf, lim) ELSE lim - %[1]s END", used)
 		},
-		retry: "CASE WHEN ok THEN 0 ELSE " + after("allow_at") + " END",
+		retry: retryAfter(verbCancel),
 		reset: after("tat"),
-		time:  "tat", a: "a0", b: "b0", logTimes: noLog, logCosts: noCosts,
+		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
+		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
+		// A cancel's TAT, t0 - cn, is tat unless it is in the past, when
+		// the key is fresh again.
+		time: "tat", a: "a0", b: "b0", logTimes: noLog, logCosts: noCosts,
 	}
 }
 
 // intervalRefill is Params.stepIntervalRefill: the token bucket whose
-// tokens arrive once per whole interval.
+// tokens arrive once per whole interval. The state is the point (t0, a0),
+// or the one a cancel moves it to, (t_in, a_in), seen at now as (pt_used,
+// pt_last).
 func intervalRefill() algorithm {
 	return algorithm{
-		steps: []string{
-			"a0 > 0 AND now > t0 AS due, (now - t0) / iv AS k",
-			`CASE WHEN due THEN greatest(a0 - k::float8 * am, 0) ELSE a0 END AS refilled,
-			CASE WHEN due THEN t0 + k * iv ELSE t0 END AS refilled_at`,
-			// A full bucket's refill clock starts again now.
-			`CASE WHEN refilled <= slack THEN 0::float8 ELSE refilled END AS in_use,
-			CASE WHEN refilled <= slack THEN greatest(now, t0) ELSE refilled_at END AS last`,
-			"in_use + cost - lim AS excess",
-			"excess <= slack AS ok, CASE WHEN excess <= slack THEN " + fill("in_use") + " ELSE in_use END AS used",
-		},
+		steps: slices.Concat(
+			[]string{
+				givesBack("booked_at"),
+				// Given back, the point moves one refill earlier on the
+				// same line, the tokens that refill brings still in use.
+				`CASE WHEN gives_back THEN booked_at - iv ELSE t0 END AS t_in,
+				CASE WHEN gives_back THEN greatest(a0 - cost, 0) + am ELSE a0 END AS a_in`,
+			},
+			refillPoint("pt", "t_in", "a_in", "now"),
+			[]string{
+				"pt_used + cost - lim AS excess",
+				"pt_last + " + refillsTo("excess") + " * iv AS fit_at",
+				"verb <> " + verbCancel + " AND now >= fit_at AS fits",
+				books(),
+				`CASE WHEN verb = ` + verbCancel + ` THEN gives_back ELSE fits OR books END AS ok,
+				fits OR books AS takes,
+				CASE WHEN books THEN fit_at ELSE now END AS taken_at`,
+			},
+			// The point advances to the instant recorded, unless that
+			// lies before it.
+			refillPoint("tk", "pt_last", "pt_used", "taken_at"),
+			[]string{
+				`CASE WHEN NOT takes THEN pt_used WHEN taken_at >= pt_last THEN ` + fill("tk_used") + ` ELSE ` + fill("pt_used") + ` END AS used,
+				CASE WHEN takes AND taken_at >= pt_last THEN tk_last ELSE pt_last END AS last`,
+			},
+		),
 		allowed: "ok",
-		used:    "used",
-		retry:   "CASE WHEN ok THEN 0 ELSE " + after("last + "+refills("excess")+" * iv") + " END",
-		reset:   after("last + " + refills("used") + " * iv"),
-		// Admitting nothing into a full bucket leaves the state as it was.
-		time:     "CASE WHEN used > 0 THEN last ELSE t0 END",
-		a:        "CASE WHEN used > 0 THEN used ELSE a0 END",
-		b:        "CASE WHEN used > 0 THEN 0 ELSE b0 END",
+		// usedAt
+		used:  "CASE WHEN last <= now THEN used ELSE used + ((last - now + iv - 1) / iv)::float8 * am END",
+		retry: retryAfter(verbCancel),
+		reset: after("last + " + refills("used") + " * iv"),
+		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
+		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
+		// Admitting nothing into a full bucket leaves the state as it was;
+		// a cancel changes only the tokens in use.
+		time:     "CASE WHEN takes AND used > 0 THEN last ELSE t_in END",
+		a:        "CASE WHEN takes AND used > 0 THEN used ELSE a_in END",
+		b:        "CASE WHEN takes AND used > 0 THEN 0 ELSE b0 END",
 		logTimes: noLog, logCosts: noCosts,
 	}
 }
@@ -290,26 +419,30 @@ func slidingLog() algorithm {
 }
 
 // params is the CTE p holding the statement's parameters, named. Its
-// order is the order of Store.args.
-const params = `WITH p AS (SELECT $1::text AS key, $2::int2 AS verb, $3::float8 AS cost,
+// order is the order of Store.args; paramColumns are its columns.
+const params = `WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 	$4::float8 AS lim, $4::float8 - $6::float8 AS full_at, $5::int8 AS iv, $5::int8::float8 AS ivf,
-	$6::float8 AS slack, $7::float8 AS am, $8::int8 AS tau, $9::int8 AS cn, $10::int4 AS maxe%s)
+	$6::float8 AS slack, $7::float8 AS am, $8::int8 AS tau, $9::int8 AS op_cn, $10::int4 AS maxe,
+	$11::int8 AS max_delay, $12::int8 AS booked_at%s)
 `
+
+const paramColumns = "key, op_verb, op_cost, lim, full_at, iv, ivf, slack, am, tau, op_cn, maxe, max_delay, booked_at"
 
 // statements are the SQL texts of one algorithm variant.
 type statements struct {
-	apply string // VerbAllow and VerbFill: the atomic upsert
-	check string // VerbCheck: a plain SELECT
+	apply  string // VerbAllow, VerbFill, VerbReserve, VerbCancel: the atomic upsert
+	atMost string // VerbAtMost: the same, trying several costs
+	check  string // VerbCheck: a plain SELECT
 }
 
 // buildStatements writes the statements of v on the table. With
-// callerClock, the time is the parameter $11, else the database's clock.
+// callerClock, the time is the parameter $13, else the database's clock.
 func buildStatements(table string, v variant, callerClock bool) statements {
 	alg := algorithmFor(v)
 	kind := strconv.Itoa(int(v.kind))
-	now, cte := serverNow, fmt.Sprintf(params, "")
+	now, cte, pcols := serverNow, fmt.Sprintf(params, ""), paramColumns
 	if callerClock {
-		now, cte = "caller_now", fmt.Sprintf(params, ", $11::int8 AS caller_now")
+		now, cte, pcols = "caller_now", fmt.Sprintf(params, ", $13::int8 AS caller_now"), paramColumns+", caller_now"
 	}
 
 	// The old state is the row's, unless the row holds another
@@ -317,28 +450,50 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 	ofRow := func(col, fresh string) string {
 		return fmt.Sprintf("CASE WHEN s.kind = %s THEN %s ELSE %s END", kind, col, fresh)
 	}
-	fromRow := fmt.Sprintf("p.*, %s AS now, %s AS t0, %s AS a0, %s AS b0, %s AS lt, %s AS lc",
+	rowState := fmt.Sprintf("%s AS now, %s AS t0, %s AS a0, %s AS b0, %s AS lt, %s AS lc",
 		now, ofRow("s.time_ns", "0"), ofRow("s.a", "0"), ofRow("s.b", "0"),
 		ofRow("coalesce(s.log_times, '{}')", "'{}'::int8[]"), ofRow("coalesce(s.log_costs, '{}')", "'{}'::float8[]"))
-	fresh := fmt.Sprintf("p.*, %s AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc", now)
+	freshState := now + " AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc"
 
-	remaining := "lim - d_used"
-	if alg.remaining != nil {
-		remaining = alg.remaining("d_used")
-	}
-	steps := slices.Concat(alg.steps, []string{
-		fmt.Sprintf("%s AS d_allowed, least(greatest(%s, 0), lim) AS d_used, %s AS d_retry, %s AS d_reset",
-			alg.allowed, alg.used, alg.retry, alg.reset),
-		fmt.Sprintf("%s AS d_remaining, verb = %s OR verb = %s AND d_allowed AS recorded", remaining, verbFill, verbAllow),
-	})
-	// chain nests the steps on the innermost derived table, whose columns
-	// are inner and whose FROM is from.
-	chain := func(inner, from string) string {
-		sql := "SELECT " + inner + " FROM " + from
+	steps := slices.Concat(alg.steps, alg.decision())
+	// chain nests the steps on the derived table innermost, a SELECT.
+	chain := func(innermost string) string {
+		sql := innermost
 		for _, step := range steps {
 			sql = "SELECT *,\n\t" + step + "\nFROM (" + sql + " OFFSET 0) AS x"
 		}
 		return "(" + sql + ") AS x"
+	}
+	// requested is the decision on the request itself, from the state
+	// (columns) of from.
+	requested := func(state, from string) string {
+		return chain("SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, " + state + " FROM " + from)
+	}
+	// atMost is stepAtMost: the allowance left (a zero-cost check), then
+	// the candidates in the order Go tries them, each decided as a
+	// VerbAtMost (VerbAllow, recorded iff it grants more than zero); the
+	// first that fits, or else a check of the least cost worth granting.
+	// GCRA's c*T of a candidate, a whole number, is exact in float8.
+	atMost := func(state, from string) string {
+		left := chain("SELECT p.*, " + verbCheck + "::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, " + state + " FROM " + from)
+		nanos := func(c string) string { return "0::int8" }
+		if v.kind == sluice.KindGCRA {
+			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
+		}
+		candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (
+	SELECT %[1]s, now, t0, a0, b0, lt, lc,
+		least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g
+	FROM %[2]s) AS z
+CROSS JOIN LATERAL (VALUES
+	(1, %[3]s::int2, op_cost, op_cn),
+	(2, %[3]s::int2, g, %[5]s),
+	(3, %[3]s::int2, g - 1, %[6]s),
+	(4, %[3]s::int2, 1::float8, %[7]s),
+	(5, %[4]s::int2, least(op_cost, 1), CASE WHEN op_cost < 1 THEN op_cn ELSE %[7]s END)
+) AS c(prio, verb, cost, cn)
+WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1`,
+			pcols, left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
+		return "(SELECT * FROM " + chain(candidates) + " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1) AS x"
 	}
 
 	// The row a decision writes: the state Step returns, or the zero
@@ -357,13 +512,12 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 			col(4, alg.logTimes, noLog),
 			col(5, alg.logCosts, noCosts),
 			col(6, "now + d_reset", minTime),
-			"d_allowed, d_used, d_remaining, d_retry, d_reset",
+			decisionValues,
 		}, ",\n\t")
 	}
 	absent := [7]string{kind, "0", "0", "0", noLog, noCosts, minTime}
 	asWas := [7]string{"s.kind", "s.time_ns", "s.a", "s.b", "s.log_times", "s.log_costs", "s.expires_at"}
 
-	var st statements
 	// A new key's row is computed from the fresh state. When the key
 	// exists, or a concurrent statement has just inserted it, DO UPDATE
 	// computes the row again from the existing one, locked: EXCLUDED
@@ -377,7 +531,8 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 	// would return no row: the state is unchanged, the row gets a new
 	// version. A key holding another algorithm's live state is left
 	// alone: DO UPDATE's WHERE is false, and the statement returns no row.
-	st.apply = cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
+	upsert := func(decide func(state, from string) string) string {
+		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
 FROM %[4]s
@@ -386,22 +541,52 @@ ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
 FROM %[6]s)
 WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
-		table, columns, written(absent), chain(fresh, "p"), written(asWas), chain(fromRow, "p"),
-		kind, nowForWhere(callerClock), decisionColumns)
+			table, columns, written(absent), decide(freshState, "p"), written(asWas), decide(rowState, "p"),
+			kind, nowForWhere(callerClock), decisionColumns)
+	}
+	return statements{
+		apply:  upsert(requested),
+		atMost: upsert(atMost),
+		check: cte + fmt.Sprintf(`SELECT %[1]s
+FROM %[2]s
+WHERE held_kind IS NULL OR held_kind = %[3]s OR held_expiry <= now`,
+			decisionValues,
+			requested("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
+			kind),
+	}
+}
 
-	st.check = cte + fmt.Sprintf(`SELECT d_allowed, d_used, d_remaining, d_retry, d_reset
-FROM %[1]s
-WHERE held_kind IS NULL OR held_kind = %[2]s OR held_expiry <= now`,
-		chain("s.kind AS held_kind, s.expires_at AS held_expiry, "+fromRow,
-			"p LEFT JOIN "+table+" AS s ON s.key = p.key"), kind)
-	return st
+// decision returns the steps that end every chain: the decision, as
+// Params.describe fills it in, and whether it is recorded (records).
+func (alg algorithm) decision() []string {
+	remaining := "lim - d_used"
+	if alg.remaining != nil {
+		remaining = alg.remaining("d_used")
+	}
+	delay, at := alg.delay, alg.at
+	if delay == "" {
+		delay, at = "0", "0"
+	}
+	return []string{
+		fmt.Sprintf("%s AS d_allowed, least(greatest(%s, 0), lim) AS d_used, %s AS d_retry, %s AS d_reset, %s AS d_delay, %s AS d_at",
+			alg.allowed, alg.used, alg.retry, alg.reset, delay, at),
+		fmt.Sprintf(`%s AS d_remaining,
+			CASE WHEN verb = %[2]s AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
+			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s) AND d_allowed OR verb = %[2]s AND d_allowed AND cost > 0 AS recorded`,
+			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel),
+	}
 }
 
 // columns are the columns a decision writes, after the key.
-const columns = "kind, time_ns, a, b, log_times, log_costs, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after"
+const columns = "kind, time_ns, a, b, log_times, log_costs, expires_at, " + decisionColumns
 
-// decisionColumns are the columns Apply reads back.
-const decisionColumns = "last_allowed, last_used, last_remaining, last_retry_after, last_reset_after"
+// decisionColumns are the columns that hold the row's latest decision,
+// which Apply reads back, and decisionValues the chain's columns that
+// fill them.
+const (
+	decisionColumns = "last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted"
+	decisionValues  = "d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted"
+)
 
 // serverNow is the database's current time in nanoseconds since the Unix
 // epoch: clock_timestamp(), the time of the call, rather than now(), the

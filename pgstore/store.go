@@ -24,8 +24,10 @@ import (
 // CONFLICT ... DO UPDATE that computes the key's new state from its
 // current row, locked, inside the database, with the algorithm translated
 // to SQL from [sluice.Params.Step]. Concurrent decisions on one key are
-// serialized by the row lock, never retried. CanAccept (VerbCheck) is a
-// plain SELECT and writes nothing. Every algorithm is supported.
+// serialized by the row lock, never retried. A reservation (Reserve,
+// Wait), its cancel and a partial grant (AllowAtMost) are one such
+// statement each too. CanAccept (VerbCheck) is a plain SELECT and writes
+// nothing. Every algorithm and verb is supported.
 //
 // Statements run outside transactions, at the server's default isolation
 // level, which must be READ COMMITTED (PostgreSQL's default): under
@@ -172,9 +174,12 @@ const schema = `CREATE TABLE IF NOT EXISTS %[1]s (
     expires_at       bigint NOT NULL,   -- ns since the epoch when the state is fresh
     last_allowed     boolean NOT NULL,  -- the decision of the row's latest
     last_used        float8 NOT NULL,   -- statement, which its RETURNING
-    last_remaining   float8 NOT NULL,   -- clause reads (durations in ns)
-    last_retry_after bigint NOT NULL,
-    last_reset_after bigint NOT NULL
+    last_remaining   float8 NOT NULL,   -- clause reads: durations in ns,
+    last_retry_after bigint NOT NULL,   -- last_at in ns since the epoch
+    last_reset_after bigint NOT NULL,   -- on the store's clock
+    last_delay       bigint NOT NULL,
+    last_at          bigint NOT NULL,
+    last_granted     float8 NOT NULL
 );
 CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at);
 `
@@ -217,18 +222,22 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 	}
 	stmts := st.statements[variant{kind: p.Kind, intervalRefill: p.IntervalRefill, anchored: p.Anchored}]
 	sql := stmts.apply
-	if op.Verb == sluice.VerbCheck {
+	switch op.Verb {
+	case sluice.VerbCheck:
 		sql = stmts.check
+	case sluice.VerbAtMost:
+		sql = stmts.atMost
 	}
-	var retry, reset int64
-	err := st.pool.QueryRow(ctx, sql, st.args(key, p, op)...).Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset)
+	var retry, reset, delay int64
+	err := st.pool.QueryRow(ctx, sql, st.args(key, p, op)...).Scan(
+		&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
 	case err != nil:
 		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q: %w", p.Kind, key, err)
 	}
-	d.RetryAfter, d.ResetAfter = time.Duration(retry), time.Duration(reset)
+	d.RetryAfter, d.ResetAfter, d.Delay = time.Duration(retry), time.Duration(reset), time.Duration(delay)
 	return d, nil
 }
 
@@ -237,9 +246,14 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 func (st *Store) args(key string, p *sluice.Params, op sluice.Op) []any {
 	var tau, costNanos int64
 	if p.Kind == sluice.KindGCRA {
-		tau, costNanos = arith.Nanos(p.Limit, p.Interval), arith.Nanos(op.Cost, p.Interval)
+		tau = arith.Nanos(p.Limit, p.Interval)
+		// A cost above the limit (VerbAtMost's) is never tried whole.
+		if op.Cost <= p.Limit {
+			costNanos = arith.Nanos(op.Cost, p.Interval)
+		}
 	}
-	args := []any{key, int16(op.Verb), op.Cost, p.Limit, p.Interval, p.Limit * arith.Tolerance, p.Amount, tau, costNanos, int32(p.MaxEntries)}
+	args := []any{key, int16(op.Verb), op.Cost, p.Limit, p.Interval, p.Limit * arith.Tolerance, p.Amount, tau, costNanos,
+		int32(p.MaxEntries), op.MaxDelay, op.At}
 	if st.callerClock {
 		args = append(args, op.Now)
 	}
@@ -254,7 +268,7 @@ func (st *Store) checkOp(p *sluice.Params, op sluice.Op) error {
 			return err
 		}
 	}
-	return p.CheckCost(op.Verb, op.Cost)
+	return p.CheckOp(op)
 }
 
 // checkKey reports a key that PostgreSQL text cannot hold, before a round
