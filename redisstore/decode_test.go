@@ -23,14 +23,14 @@ func reply(status byte, x ...float64) string {
 
 func TestDecodeReadsDecision(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	d, err := decode(reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807), "k", p)
+	d, err := decode(reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807), "k", p, sluice.VerbAllow)
 	require.NoError(t, err)
 	require.Equal(t, sluice.Decision{Limit: 5, Used: 4.5, Remaining: 0.5, RetryAfter: 123, ResetAfter: 1<<63 - 1}, d)
 }
 
 func TestDecodeReportsConflict(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	_, err := decode("\x02\x05", "k", p)
+	_, err := decode("\x02\x05", "k", p, sluice.VerbAllow)
 	require.ErrorIs(t, err, sluice.ErrKeyConflict)
 	require.ErrorContains(t, err, "sliding log")
 }
@@ -59,7 +59,7 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		"HugeSeconds":         reply(1, 0, 5, 0, 0, 1e19, 0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			d, err := decode(r, "k", p)
+			d, err := decode(r, "k", p, sluice.VerbAllow)
 			require.Error(t, err)
 			require.NotErrorIs(t, err, sluice.ErrKeyConflict)
 			require.Equal(t, sluice.Decision{Limit: 5}, d)

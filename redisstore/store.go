@@ -35,12 +35,12 @@ const (
 )
 
 var scriptSections = [numScripts][]string{
-	meterScript:          {"ceilNanos", "drain", "meter"},
+	meterScript:          {"ceilNanos", "floorNanos", "drain", "meter"},
 	gcraScript:           {"gcra"},
-	intervalRefillScript: {"refills", "idiv", "intervalRefill"},
-	fixedWindowScript:    {"window", "fixedWindow"},
+	intervalRefillScript: {"refills", "idiv", "mod", "intervalRefill"},
+	fixedWindowScript:    {"mod", "window", "fixedWindow"},
 	slidingLogScript:     {"slidingLog"},
-	slidingCounterScript: {"ceilNanos", "window", "slidingCounter"},
+	slidingCounterScript: {"ceilNanos", "mod", "window", "slidingCounter"},
 }
 
 // scripts holds the scripts built from apply.lua, each defining only the
@@ -176,6 +176,12 @@ func (s *Store) Key(key string) string {
 // Apply runs op against key's state under p in one script call, atomically,
 // and returns the decision. It implements [sluice.Store].
 //
+// Every verb is one script call: a reservation (VerbReserve), the cancel
+// that gives it back and a partial grant (VerbAtMost) as much as an
+// allow. In server-clock mode a reservation's Decision.At is an instant on
+// the Redis server's clock, and a cancel's op.At is compared on that
+// clock as it is.
+//
 // Invalid Params and ops are reported without contacting Redis, as
 // [sluice.Params.Step] reports them; Params whose longest span is 2^53 ns
 // or more give an error wrapping [sluice.ErrUnsupported]; a key holding
@@ -200,7 +206,7 @@ func outcome(key string, p *sluice.Params, verb sluice.Verb, reply any, err erro
 	if err != nil {
 		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: %v on key %q: %w", verb, key, err)
 	}
-	return decode(reply, key, p)
+	return decode(reply, key, p, verb)
 }
 
 // check returns the error Apply gives without contacting Redis, and the
@@ -233,15 +239,15 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	return nil
 }
 
-// checkOp validates op against p as [sluice.Params.Step] does, and op.Now
-// only if the decision uses it.
+// checkOp validates op against p as [sluice.Params.Step] does (verb, cost,
+// MaxDelay and At), and op.Now only if the decision uses it.
 func checkOp(p *sluice.Params, op sluice.Op, usesNow bool) error {
 	if usesNow {
 		if err := sluice.CheckTime(op.Now); err != nil {
 			return err
 		}
 	}
-	return p.CheckCost(op.Verb, op.Cost)
+	return p.CheckOp(op)
 }
 
 // longestSpan returns the longest duration, in nanoseconds, that p's
@@ -265,50 +271,100 @@ func longestSpan(p *sluice.Params) float64 {
 // script unpacks them, a byte for each small number and a little-endian
 // double for the others, which Lua reads back exactly and without parsing
 // text. One string is one allocation, where boxed numbers would be several.
+// Times (the caller's now, a reservation's MaxDelay, a cancel's At) go as
+// seconds and nanoseconds, since a double is exact only up to 2^53.
 func (s *Store) args(p *sluice.Params, op sluice.Op) string {
-	var b [4 + 8*8]byte
+	var b [4 + 10*8]byte
 	b[0], b[2] = byte(p.Kind), byte(op.Verb)
 	if p.IntervalRefill || p.Anchored {
 		b[1] = 1
 	}
-	var sec, nsec int64
+	var now int64
 	if s.callerClock {
 		b[3] = 1
-		sec = arith.FloorDiv(op.Now, 1e9)
-		nsec = op.Now - sec*1e9
+		now = op.Now
 	}
+	// Only one verb has a time of its own: CheckOp has put it in range.
+	var own int64
+	switch op.Verb {
+	case sluice.VerbReserve:
+		own = op.MaxDelay
+	case sluice.VerbCancel:
+		own = op.At
+	}
+	sec, nsec := split(now)
+	ownSec, ownNsec := split(own)
 	for i, x := range [...]float64{p.Limit, float64(p.Interval), p.Amount, float64(p.MaxEntries),
-		op.Cost, float64(sec), float64(nsec), float64(s.skewMillis)} {
+		op.Cost, sec, nsec, float64(s.skewMillis), ownSec, ownNsec} {
 		binary.LittleEndian.PutUint64(b[4+8*i:], math.Float64bits(x))
 	}
 	return string(b[:])
 }
 
-// decode turns the script's reply into a decision: a status byte, then
-// for a decision five little-endian doubles (used, remaining, and the
-// seconds and nanoseconds of retry after and reset after), or for a
-// conflict the stored kind's byte. A reply of an unexpected shape is an
-// error.
-func decode(reply any, key string, p *sluice.Params) (sluice.Decision, error) {
+// split returns ns nanoseconds as whole seconds and the nanoseconds left,
+// in [0, 1e9), each exact as a double.
+func split(ns int64) (sec, nsec float64) {
+	s := arith.FloorDiv(ns, 1e9)
+	return float64(s), float64(ns - s*1e9)
+}
+
+// The script's replies: a status byte (0 denied, 1 allowed), then little-
+// endian doubles: used, remaining, and the seconds and nanoseconds of
+// retry after and reset after; for a partial grant, the cost granted; for
+// a reservation that waits, the seconds and nanoseconds of its delay and
+// of its instant. A conflict is the status 2 and the stored kind's byte.
+const (
+	replySize        = 1 + 6*8
+	grantReplySize   = replySize + 8
+	waitingReplySize = replySize + 4*8
+)
+
+// decode turns the script's reply to verb into a decision. A reply of an
+// unexpected shape is an error.
+func decode(reply any, key string, p *sluice.Params, verb sluice.Verb) (sluice.Decision, error) {
 	d := sluice.Decision{Limit: p.Limit}
 	b, _ := reply.(string)
-	switch {
-	case len(b) == 2 && b[0] == 2:
+	if len(b) == 2 && b[0] == 2 {
 		return d, fmt.Errorf("%w: key %q holds %v state, not %v", sluice.ErrKeyConflict, key, sluice.Kind(b[1]), p.Kind)
-	case len(b) != 1+6*8 || b[0] > 1:
-		return d, fmt.Errorf("redisstore: key %q: unexpected script reply %q", key, reply)
 	}
-	var x [6]float64
-	for i := range x {
+	unexpected := func(why string) (sluice.Decision, error) {
+		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %q%s", key, reply, why)
+	}
+	switch {
+	case len(b) == 0 || b[0] > 1:
+		return unexpected("")
+	case len(b) == replySize:
+	case len(b) == grantReplySize && verb == sluice.VerbAtMost:
+	case len(b) == waitingReplySize && verb == sluice.VerbReserve && b[0] == 1:
+	default:
+		return unexpected("")
+	}
+	var x [10]float64
+	n := (len(b) - 1) / 8
+	for i := range n {
 		x[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[1+8*i : 9+8*i])))
 	}
 	retry, ok1 := duration(x[2], x[3])
 	reset, ok2 := duration(x[4], x[5])
 	if !ok1 || !ok2 {
-		return d, fmt.Errorf("redisstore: key %q: unexpected script reply %q: durations out of range", key, reply)
+		return unexpected(": durations out of range")
 	}
 	d.Allowed = b[0] == 1
 	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = x[0], x[1], retry, reset
+	switch n {
+	case 7:
+		if !(x[6] >= 0) || math.IsInf(x[6], 0) {
+			return unexpected(": grant out of range")
+		}
+		d.Granted = x[6]
+	case 10:
+		delay, ok1 := duration(x[6], x[7])
+		at, ok2 := duration(x[8], x[9])
+		if !ok1 || !ok2 || delay <= 0 {
+			return unexpected(": reservation out of range")
+		}
+		d.Delay, d.At = delay, int64(at)
+	}
 	return d, nil
 }
 

@@ -1,0 +1,472 @@
+package redisstore_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+	"github.com/sluice-go/sluice/storetest"
+)
+
+// The tests here hold reservations (VerbReserve), cancels (VerbCancel),
+// partial grants (VerbAtMost) and bucket states that lie after now to
+// Params.Step bit for bit: every field of every decision, and the state
+// the script stores, read back from Redis.
+
+// twin drives one key of a store and the specification side by side.
+type twin struct {
+	t   *testing.T
+	c   redis.UniversalClient
+	st  *redisstore.Store
+	p   sluice.Params
+	key string
+	s   sluice.State // the specification's state of the key
+}
+
+func newTwin(t *testing.T, c redis.UniversalClient, st *redisstore.Store, p sluice.Params, key string) *twin {
+	return &twin{t: t, c: c, st: st, p: p, key: key}
+}
+
+// apply runs op on the store in caller-clock mode and requires Step's
+// decision, or its error, and Step's state in Redis afterwards.
+func (k *twin) apply(op sluice.Op, what string) sluice.Decision {
+	k.t.Helper()
+	next, want, wantErr := k.p.Step(cloneState(k.s), op)
+	got, err := k.st.Apply(k.t.Context(), k.key, &k.p, op)
+	where := fmt.Sprintf("%s: %v, op %+v", what, k.p, op)
+	if wantErr != nil {
+		require.ErrorIs(k.t, err, sentinelOf(wantErr), where)
+		return got
+	}
+	require.NoError(k.t, err, where)
+	storetest.RequireIdenticalDecision(k.t, want, got, where)
+	if op.Verb.Records(want) {
+		k.s = next
+	}
+	requireSameState(k.t, k.s, storedState(k.t, k.c, k.st, k.key), where)
+	return got
+}
+
+// applyOnServerClock runs op on the store in server-clock mode, where the
+// time of the decision is the server's, unknown to the test. Redis's TIME
+// has whole microseconds: the decision must be Step's, with its state,
+// for one of the microseconds between the server's time read before and
+// after the call.
+func (k *twin) applyOnServerClock(op sluice.Op, what string) sluice.Decision {
+	k.t.Helper()
+	ctx := k.t.Context()
+	before, err := k.c.Time(ctx).Result()
+	require.NoError(k.t, err)
+	got, err := k.st.Apply(ctx, k.key, &k.p, op)
+	require.NoError(k.t, err, what)
+	after, err := k.c.Time(ctx).Result()
+	require.NoError(k.t, err)
+	stored := storedState(k.t, k.c, k.st, k.key)
+	for now := before.UnixNano(); now <= after.UnixNano(); now += int64(time.Microsecond) {
+		op.Now = now
+		next, want, err := k.p.Step(cloneState(k.s), op)
+		require.NoError(k.t, err)
+		if !op.Verb.Records(want) {
+			next = k.s
+		}
+		if storetest.IdenticalDecision(want, got) && sameState(next, stored) {
+			k.s = next
+			return got
+		}
+	}
+	k.t.Fatalf("%s: %v, op %+v: no instant between %v and %v gives Step's decision and state\ngot %+v, stored %+v",
+		what, k.p, op, before, after, got, stored)
+	return got
+}
+
+func cloneState(s sluice.State) sluice.State {
+	s.Log = append([]sluice.Entry(nil), s.Log...)
+	return s
+}
+
+// sentinelOf returns the sluice sentinel err wraps.
+func sentinelOf(err error) error {
+	for _, s := range []error{sluice.ErrCostExceedsLimit, sluice.ErrInvalidCost, sluice.ErrInvalidDelay,
+		sluice.ErrTimeOutOfRange, sluice.ErrUnsupported, sluice.ErrInvalidConfig} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
+}
+
+// storedState reads key's state from Redis as the script packs it: a
+// header of a kind byte and six doubles (expiry seconds and nanoseconds,
+// the State's time as seconds and nanoseconds, A and B), then the sliding
+// log's entries (seconds, nanoseconds, cost). An absent key is the zero
+// State.
+func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, key string) sluice.State {
+	t.Helper()
+	v, err := c.Get(t.Context(), st.Key(key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return sluice.State{}
+	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(v), 49)
+	f := func(off int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(v[off:])) }
+	ns := func(off int) int64 { return int64(f(off))*1e9 + int64(f(off+8)) }
+	s := sluice.State{Time: ns(17), A: f(33), B: f(41)}
+	for off := 49; off+24 <= len(v); off += 24 {
+		s.Log = append(s.Log, sluice.Entry{Time: ns(off), Cost: f(off + 16)})
+	}
+	return s
+}
+
+// sameState reports whether a and b are the same bit for bit.
+func sameState(a, b sluice.State) bool {
+	if a.Time != b.Time || math.Float64bits(a.A) != math.Float64bits(b.A) ||
+		math.Float64bits(a.B) != math.Float64bits(b.B) || len(a.Log) != len(b.Log) {
+		return false
+	}
+	for i := range a.Log {
+		if a.Log[i].Time != b.Log[i].Time || math.Float64bits(a.Log[i].Cost) != math.Float64bits(b.Log[i].Cost) {
+			return false
+		}
+	}
+	return true
+}
+
+func requireSameState(t *testing.T, want, got sluice.State, where string) {
+	t.Helper()
+	if !sameState(want, got) {
+		t.Fatalf("stored state is not Step's: %s\nwant %+v (A %#x)\ngot  %+v (A %#x)",
+			where, want, math.Float64bits(want.A), got, math.Float64bits(got.A))
+	}
+}
+
+// reservable are Params of every algorithm that books reservations, at
+// the suite's scales and at the edges of what the script computes.
+func reservable() []sluice.Params {
+	var ps []sluice.Params
+	for _, p := range append(storetest.Algorithms(), extremes...) {
+		if p.Reservable() {
+			ps = append(ps, p)
+		}
+	}
+	return append(ps,
+		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1},
+		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 2.5, Interval: 333333333, Amount: 0.7},
+		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(24 * time.Hour), Amount: 1, IntervalRefill: true},
+	)
+}
+
+// origins are the times the scenarios start from: a realistic time, the
+// epoch, and ten thousand days before the latest time sluice accepts.
+var origins = []int64{base, 0, 1<<62 - int64(10000*24*time.Hour)}
+
+// TestReservationsAreBitIdenticalToStep books turns on a full key, gives
+// them back in every order the cancel rule tells apart, and decides
+// behind the bookings and from a clock that stepped back.
+func TestReservationsAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	for pi, p := range reservable() {
+		for oi, origin := range origins {
+			t.Run(fmt.Sprintf("%d_%v_from_%d", pi, p.Kind, oi), func(t *testing.T) {
+				k := newTwin(t, c, st, p, fmt.Sprintf("r%d.%d", pi, oi))
+				now := origin
+				op := func(verb sluice.Verb, cost float64) sluice.Op {
+					return sluice.Op{Verb: verb, Cost: cost, Now: now}
+				}
+				reserve := func(cost float64, maxDelay int64, what string) sluice.Decision {
+					o := op(sluice.VerbReserve, cost)
+					o.MaxDelay = maxDelay
+					return k.apply(o, what)
+				}
+				cancel := func(d sluice.Decision, cost float64, what string) sluice.Decision {
+					o := op(sluice.VerbCancel, cost)
+					o.At = d.At
+					return k.apply(o, what)
+				}
+				unit := min(1, p.Limit)
+				require.True(t, reserve(unit, 0, "a reservation that fits now is an allow").Allowed)
+				require.Zero(t, reserve(unit, 0, "").Delay)
+				k.apply(op(sluice.VerbAtMost, p.Limit), "fill the key")
+				denied := reserve(unit, 0, "a reservation without delay on a full key")
+				if !denied.Allowed {
+					require.Positive(t, denied.RetryAfter)
+					require.False(t, reserve(unit, int64(denied.RetryAfter)-1, "just short of its turn").Allowed)
+				}
+				// Book until three bookings wait for their turn.
+				var booked []sluice.Decision
+				for i := 0; len(booked) < 3; i++ {
+					require.Less(t, i, 200, "a full key books ahead")
+					d := reserve(unit, 1<<60, "a booking ahead")
+					require.True(t, d.Allowed)
+					if d.At != 0 {
+						booked = append(booked, d)
+					}
+				}
+				last := booked[len(booked)-1]
+				reserve(p.Limit, 1<<60, "a booking of the whole limit")
+				k.apply(op(sluice.VerbAllow, unit), "an allow behind bookings")
+				k.apply(op(sluice.VerbCheck, 0), "a check behind bookings")
+				k.apply(op(sluice.VerbAtMost, 2*p.Limit), "a partial grant behind bookings")
+				cancel(booked[0], unit, "a booking followed by later ones")
+				cancel(last, unit, "a booking followed by one of the whole limit")
+				d := reserve(unit, 1<<60, "the latest booking")
+				require.True(t, cancel(d, unit, "the latest booking").Allowed)
+				require.False(t, cancel(d, unit, "the latest booking again").Allowed)
+				d = reserve(unit, 1<<60, "booked again")
+				d.At++
+				require.False(t, cancel(d, unit, "an instant no booking ends at").Allowed)
+				d.At--
+				cancel(d, 0.5*unit, "a cancel of less than was booked")
+				for _, back := range []int64{1, p.Interval / 3, p.Interval, 5 * p.Interval} {
+					now = max(origin, now-back)
+					k.apply(op(sluice.VerbCheck, unit), "a check from a clock that stepped back")
+					k.apply(op(sluice.VerbAllow, unit), "an allow from a clock that stepped back")
+					k.apply(op(sluice.VerbAtMost, p.Limit), "a partial grant from a clock that stepped back")
+					reserve(unit, p.Interval, "a reservation from a clock that stepped back")
+				}
+				if d.At != 0 {
+					now = d.At
+					cancel(d, unit, "a booking whose instant has come")
+				}
+				for range 3 {
+					now += p.Interval / 2
+					k.apply(op(sluice.VerbAllow, unit), "an allow as the bookings come due")
+					reserve(unit, p.Interval, "a reservation as the bookings come due")
+				}
+			})
+		}
+	}
+}
+
+// TestPartialGrantsAreBitIdenticalToStep asks every algorithm for more
+// than, less than and exactly what a key holds, in whole units and not.
+func TestPartialGrantsAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	for pi, p := range append(storetest.Algorithms(), extremes...) {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			k := newTwin(t, c, st, p, fmt.Sprint("g", pi))
+			now := base
+			for i, cost := range []float64{0, 0.5, 1, 2.5, p.Limit, p.Limit + 1, 3 * p.Limit, 1, 0.25, 7, 0, math.Nextafter(p.Limit, 0)} {
+				k.apply(sluice.Op{Verb: sluice.VerbAtMost, Cost: cost, Now: now}, fmt.Sprintf("grant %d of %v", i, cost))
+				now += p.Interval / 7
+			}
+			d := k.apply(sluice.Op{Verb: sluice.VerbAtMost, Cost: 1e300, Now: now}, "a huge cost")
+			require.LessOrEqual(t, d.Granted, p.Limit)
+		})
+	}
+}
+
+// TestClockSteppingBackIsBitIdenticalToStep decides on the buckets from
+// times before their state's point: a little, by whole intervals, beyond
+// 2^53 ns, and back to the epoch.
+func TestClockSteppingBackIsBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	for pi, p := range reservable() {
+		if p.Kind == sluice.KindGCRA {
+			continue // its state always lies after now: nothing changed there
+		}
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			k := newTwin(t, c, st, p, fmt.Sprint("b", pi))
+			for i, back := range []int64{0, 1, 999, p.Interval / 2, p.Interval, p.Interval + 1, 3 * p.Interval, 1<<53 + 12345, base} {
+				verbs := []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck, sluice.VerbAtMost}
+				if p.Kind == sluice.KindLeakyBucket {
+					verbs = append(verbs, sluice.VerbFill)
+				}
+				for _, verb := range verbs {
+					k.apply(sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit * 0.6, Now: base}, "fill at base")
+					k.apply(sluice.Op{Verb: verb, Cost: min(1, p.Limit), Now: max(base-back, 0)}, fmt.Sprintf("%v %d back", verb, i))
+				}
+			}
+		})
+	}
+}
+
+// TestBookingsFarAheadAreBitIdenticalToStep replays random traces that
+// book far ahead (beyond 2^53 ns, where the script's integers need care),
+// give bookings back in any order (a cancel can leave a bucket holding
+// more than its burst), and jump back and forth by more than 2^53 ns.
+func TestBookingsFarAheadAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	params := []sluice.Params{
+		{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
+		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: 7, Amount: 0.3, IntervalRefill: true},
+		{Kind: sluice.KindTokenBucket, Limit: 1.5, Interval: 1 << 50, Amount: 0.4, IntervalRefill: true},
+		{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1},
+		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: 1<<50 + 3, Amount: 0.7},
+		{Kind: sluice.KindGCRA, Limit: 3, Interval: 1<<50 + 1},
+	}
+	for pi, p := range params {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			for trace := range 8 {
+				rng := rand.New(rand.NewPCG(uint64(pi), uint64(trace)))
+				k := newTwin(t, c, st, p, fmt.Sprintf("f%d.%d", pi, trace))
+				now := origins[trace%len(origins)]
+				var booked []sluice.Op
+				for range 80 {
+					now = max(now+farGap(rng, p), 0)
+					costs := []float64{1, 0.25, 0, p.Limit, 0.5}
+					op := sluice.Op{Verb: sluice.VerbReserve, Cost: costs[rng.IntN(len(costs))], Now: now, MaxDelay: 1 << 60}
+					switch r := rng.IntN(10); {
+					case r < 3 && len(booked) > 0:
+						i := len(booked) - 1 // mostly the latest, as a cancel gives it back
+						if rng.IntN(3) == 0 {
+							i = rng.IntN(len(booked))
+						}
+						op = booked[i]
+						op.Now = now
+					case r < 5:
+						op.Verb = sluice.VerbAllow
+						op.Cost = min(op.Cost, p.Limit)
+					case r < 6:
+						op.Verb = sluice.VerbCheck
+					case r < 7:
+						op.Verb = sluice.VerbAtMost
+						op.Cost *= 2.5
+					}
+					d := k.apply(op, "far ahead")
+					if op.Verb == sluice.VerbReserve && d.At != 0 {
+						booked = append(booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: d.At})
+					}
+				}
+			}
+		})
+	}
+}
+
+// farGap draws the time to the next request: steps around the interval,
+// back before the bookings, or 2^53 ns and more either way.
+func farGap(rng *rand.Rand, p sluice.Params) int64 {
+	switch r := rng.IntN(10); {
+	case r < 4:
+		return rng.Int64N(p.Interval)
+	case r < 6:
+		return -rng.Int64N(3 * p.Interval)
+	case r < 7:
+		return 1<<53 + rng.Int64N(1<<54)
+	case r < 8:
+		return -(1<<53 + rng.Int64N(1<<54))
+	}
+	return 0
+}
+
+// TestServerClockReservationsAreBitIdenticalToStep books and cancels on
+// the server's clock: a reservation's At is on that clock, and the cancel
+// that hands it back, whatever its own Now says, gives the turn back.
+func TestServerClockReservationsAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	const hour = int64(time.Hour)
+	for pi, p := range []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 2, Interval: hour},
+		{Kind: sluice.KindLeakyBucket, Limit: 2, Interval: hour, Amount: 1},
+		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1},
+		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true},
+	} {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			k := newTwin(t, c, st, p, fmt.Sprint("s", pi))
+			reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 10 * hour}
+			for range 2 {
+				require.Zero(t, k.applyOnServerClock(reserve, "a reservation that fits now").Delay)
+			}
+			first := k.applyOnServerClock(reserve, "a booking ahead")
+			second := k.applyOnServerClock(reserve, "a second booking ahead")
+			require.Positive(t, first.Delay)
+			require.Greater(t, second.At, first.At)
+			serverNow, err := c.Time(t.Context()).Result()
+			require.NoError(t, err)
+			require.InDelta(t, serverNow.UnixNano()+int64(second.Delay), second.At, float64(time.Second), "At is on the server's clock")
+
+			cancel := func(d sluice.Decision) sluice.Op {
+				return sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: 12345, At: d.At} // Now is ignored
+			}
+			require.False(t, k.applyOnServerClock(cancel(first), "a booking followed by another").Allowed)
+			require.True(t, k.applyOnServerClock(cancel(second), "the latest booking").Allowed)
+			require.False(t, k.applyOnServerClock(cancel(second), "the latest booking again").Allowed)
+			k.applyOnServerClock(sluice.Op{Verb: sluice.VerbAtMost, Cost: 3}, "a partial grant behind a booking")
+			k.applyOnServerClock(sluice.Op{Verb: sluice.VerbReserve, Cost: 2, MaxDelay: hour}, "a booking too far")
+		})
+	}
+}
+
+// TestReservationKeepsTheKeyUntilItsTurnHasPassed requires a key that
+// holds a booking to live at least until the key is fresh again, which
+// lies after the booked instant.
+func TestReservationKeepsTheKeyUntilItsTurnHasPassed(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	ctx := t.Context()
+	for pi, p := range []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)},
+		{Kind: sluice.KindLeakyBucket, Limit: 1, Interval: int64(time.Hour), Amount: 1},
+		{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(time.Hour), Amount: 1, IntervalRefill: true},
+	} {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			key := fmt.Sprint("ttl", pi)
+			var d sluice.Decision
+			for range 3 {
+				var err error
+				d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)})
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			require.Greater(t, d.Delay, time.Hour, "the third booking waits for two turns")
+			require.Greater(t, d.ResetAfter, d.Delay, "fresh only after the booked turn")
+			expiry, err := c.PExpireTime(ctx, st.Key(key)).Result()
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, expiry, time.Duration(d.At)+d.ResetAfter-d.Delay-time.Second,
+				"the key lives until it is fresh again")
+		})
+	}
+}
+
+// TestInvalidReservationsFailBeforeRedis uses a client of a port where no
+// server listens: every error here comes from validation.
+func TestInvalidReservationsFailBeforeRedis(t *testing.T) {
+	c := newClient(t, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
+	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
+	tests := []struct {
+		name string
+		p    sluice.Params
+		op   sluice.Op
+		want error
+	}{
+		{"NegativeMaxDelay", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
+		{"MaxDelayOver2To60", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+		{"NegativeAt", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
+		{"AtBeyondTheLatestBooking", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+		{"ReservationOfAWindow", window, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"CancelOfAWindow", window, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
+		{"ReservationAboveTheLimit", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 3, Now: base}, sluice.ErrCostExceedsLimit},
+		{"NaNGrant", gcra, sluice.Op{Verb: sluice.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
+		{"WholeUnitAboveALimitBelowOne", sluice.Params{Kind: sluice.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
+			sluice.Op{Verb: sluice.VerbAtMost, Cost: 2, Now: base}, sluice.ErrCostExceedsLimit},
+	}
+	for _, mode := range []struct {
+		name string
+		opts []redisstore.Option
+	}{{"CallerClock", []redisstore.Option{redisstore.WithCallerClock(testSkew)}}, {"ServerClock", nil}} {
+		st := newStore(t, c, mode.opts...)
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				_, err := st.Apply(t.Context(), "k", &tt.p, tt.op)
+				require.ErrorIs(t, err, tt.want)
+				_, _, specErr := tt.p.Step(sluice.State{}, tt.op)
+				require.ErrorIs(t, specErr, tt.want, "the specification agrees")
+			})
+		}
+	}
+}
