@@ -1,7 +1,9 @@
 // Command backgroundjob drains a queue of calls to a slow third-party API
 // (simulated in-process) without exceeding the API's published limit of 5
-// calls per second. Its workers pace themselves with a sluice GCRA limiter
-// (5 per second, burst 1, so calls are spread evenly) and lim.Wait.
+// calls per second. Its workers share a sluice GCRA limiter (5 per 1.05
+// seconds, burst 1, so calls are spread evenly): before each call a worker
+// books its turn with Reserve, one store call, and sleeps exactly until
+// it, so workers call in the order they booked, 210 ms apart.
 //
 // With -redis ADDR the limiter keeps its state in that Redis server, so
 // that several worker processes share one pace:
@@ -77,22 +79,35 @@ func run(ctx context.Context, jobs, workers int, redisAddr string, out io.Writer
 	clock := sluice.SystemClock()
 	api := newAPI(clock)
 	p := &pool{pace: pace, api: api, clock: clock, workers: workers, out: out}
-	start := clock.Now()
 	if err := p.drain(ctx, jobs); err != nil {
 		return err
 	}
 	calls, refused, busiest := api.stats()
 	fmt.Fprintf(out, "%d jobs in %v: %d calls, %d refused, at most %d in any %v (the API allows %d)\n",
-		jobs, clock.Now().Sub(start).Round(time.Millisecond), calls, refused, busiest, apiWindow, apiLimit)
+		jobs, p.elapsed().Round(time.Millisecond), calls, refused, busiest, apiWindow, apiLimit)
 	return nil
 }
 
+// paceWindow is the time in which the workers make apiLimit calls: 5%
+// longer than the API's window, so that the turns are 210 ms apart rather
+// than 200. A worker wakes for its turn a little late (the scheduler, a
+// loaded machine, the network), and by less than 10 ms it cannot bring
+// two calls 5 turns apart within one window of the API's count.
+const paceWindow = apiWindow + apiWindow/20
+
 // newPace returns the limiter that keeps calls within the API's published
-// limit: GCRA at apiLimit per apiWindow with a burst of 1, which spaces
+// limit: GCRA at apiLimit per paceWindow with a burst of 1, which spaces
 // calls evenly, so no window of apiWindow ever holds more than apiLimit.
 func newPace(opts ...sluice.Option) (*sluice.GCRA, error) {
-	return sluice.NewGCRA(sluice.Per(apiLimit, apiWindow), 1, opts...)
+	return sluice.NewGCRA(sluice.Per(apiLimit, paceWindow), 1, opts...)
 }
+
+// maxWait bounds how far ahead a worker books its turn. At 5 calls a
+// second a minute holds 300 turns, far more than the workers of a few
+// processes ever queue: a turn further away means the pace is shared by
+// more callers than the API can serve, and the worker stops with an error
+// rather than queue without end.
+const maxWait = time.Minute
 
 // newAPI returns the simulated third-party API, on clock.
 func newAPI(clock sluice.Clock) *thirdPartyAPI {
@@ -104,11 +119,20 @@ func newAPI(clock sluice.Clock) *thirdPartyAPI {
 type pool struct {
 	pace    sluice.Limiter
 	api     *thirdPartyAPI
-	clock   sluice.Clock // for the progress report
+	clock   sluice.Clock
 	workers int
+	start   time.Time // when drain began: the times reported count from it
 
-	mu  sync.Mutex // serializes writes to out
-	out io.Writer
+	mu    sync.Mutex // guards out and calls
+	out   io.Writer
+	calls []call // in the order they were made
+}
+
+// call is one API call a worker made: the turn it booked and when it made
+// it, counted from the start of the drain.
+type call struct {
+	job, worker   int
+	booked, acted time.Duration
 }
 
 // drain makes jobs API calls with the pool's workers and returns once all
@@ -127,16 +151,15 @@ func (p *pool) drain(ctx context.Context, jobs int) error {
 			}
 		}
 	}()
-	start := p.clock.Now()
+	p.start = p.clock.Now()
 	var wg sync.WaitGroup
 	for worker := 1; worker <= p.workers; worker++ {
 		wg.Go(func() {
 			for job := range queue {
-				if err := p.call(ctx); err != nil {
+				if err := p.call(ctx, job, worker); err != nil {
 					cancel(fmt.Errorf("job %d: %w", job, err))
 					return
 				}
-				p.report("job %2d done by worker %d at %v\n", job, worker, p.clock.Now().Sub(start).Round(time.Millisecond))
 			}
 		})
 	}
@@ -144,18 +167,43 @@ func (p *pool) drain(ctx context.Context, jobs int) error {
 	return context.Cause(ctx)
 }
 
-// call makes one API call at the pool's pace. A call the API refuses
-// anyway (pacing prevents that, barring clock trouble between hosts) waits
-// for the pace again and is retried.
-func (p *pool) call(ctx context.Context) error {
+// call makes job's API call at its turn: it books the next turn of the
+// pace, sleeps until it and calls. If ctx ends first, the turn is given
+// back. A call the API refuses anyway (pacing prevents that, barring
+// clock trouble between hosts) books a new turn.
+//
+// pace.Wait(ctx, paceKey, 1) books and sleeps in one call; the worker
+// books with Reserve to tell which turn it got.
+func (p *pool) call(ctx context.Context, job, worker int) error {
 	for {
-		if err := p.pace.Wait(ctx, paceKey, 1); err != nil {
+		turn, err := p.pace.Reserve(ctx, paceKey, 1, maxWait)
+		if err != nil {
 			return err
 		}
+		if !turn.Allowed {
+			return fmt.Errorf("the next turn is more than %v away: more callers share the pace than the API serves", maxWait)
+		}
+		booked := p.elapsed() + turn.Delay
+		p.report("%8v  worker %d books the turn at %v for job %d\n", p.elapsed().Round(time.Millisecond), worker, booked.Round(time.Millisecond), job)
+		if err := turn.Wait(ctx); err != nil {
+			return err
+		}
+		p.made(call{job: job, worker: worker, booked: booked, acted: p.elapsed()})
 		if err := p.api.Call(ctx); !errors.Is(err, errTooManyCalls) {
 			return err
 		}
 	}
+}
+
+// elapsed returns the time since the drain began.
+func (p *pool) elapsed() time.Duration { return p.clock.Now().Sub(p.start) }
+
+// made records and reports c, a call just made.
+func (p *pool) made(c call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, c)
+	fmt.Fprintf(p.out, "%8v  worker %d calls for job %d\n", c.acted.Round(time.Millisecond), c.worker, c.job)
 }
 
 func (p *pool) report(format string, args ...any) {
