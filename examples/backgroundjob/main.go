@@ -91,8 +91,9 @@ func run(ctx context.Context, jobs, workers int, redisAddr string, out io.Writer
 // paceWindow is the time in which the workers make apiLimit calls: 5%
 // longer than the API's window, so that the turns are 210 ms apart rather
 // than 200. A worker wakes for its turn a little late (the scheduler, a
-// loaded machine, the network), and by less than 10 ms it cannot bring
-// two calls 5 turns apart within one window of the API's count.
+// loaded machine, the network). With turns exactly 200 ms apart, a call
+// made 1 ms late and the call 5 turns after it, made on time, would be 6
+// calls within the API's second; at 210 ms a call may be up to 50 ms late.
 const paceWindow = apiWindow + apiWindow/20
 
 // newPace returns the limiter that keeps calls within the API's published
