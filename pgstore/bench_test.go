@@ -64,6 +64,33 @@ func BenchmarkApply(b *testing.B) {
 	b.Run("Parallel16HotKey", func(b *testing.B) {
 		concurrently(b, func(int) string { return "hot" })
 	})
+	// sequential runs decisions of op under q on one key, after warming
+	// up the connection's prepared statement.
+	sequential := func(b *testing.B, key string, q sluice.Params, op sluice.Op) {
+		for range 10 {
+			if _, err := st.Apply(ctx, key, &q, op); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := st.Apply(ctx, key, &q, op); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("Reserve", func(b *testing.B) {
+		// One unit per microsecond and no burst: each booking waits
+		// behind the previous one.
+		q := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Microsecond)}
+		sequential(b, "reserve", q, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 1 << 60})
+	})
+	b.Run("AtMost", func(b *testing.B) {
+		// A key kept full: every candidate cost is decided, and little
+		// or nothing is granted.
+		q := sluice.Params{Kind: sluice.KindGCRA, Limit: 10, Interval: int64(time.Millisecond)}
+		sequential(b, "atmost", q, sluice.Op{Verb: sluice.VerbAtMost, Cost: 5})
+	})
 	b.Run("Check", func(b *testing.B) {
 		check := sluice.Op{Verb: sluice.VerbCheck, Cost: 1}
 		for range 10 {

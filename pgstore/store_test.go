@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -83,7 +84,8 @@ func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
 // TestStepsMatchSpecificationAtTheEndsOfTime pins the arithmetic at the
 // first times sluice accepts, where a fresh state's zero time is now, and
 // at the last, where PostgreSQL's bigint would overflow before Go's int64
-// wraps, which the conformance traces never reach.
+// wraps, which the conformance traces never reach: with every verb,
+// reservations booked up to 2^60 ns ahead and their cancels.
 func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
@@ -94,15 +96,30 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 			t.Run(fmt.Sprintf("%d_%v_from_%d", ai, p.Kind, start), func(t *testing.T) {
 				key := fmt.Sprintf("ends%d.%d", ai, start)
 				var s sluice.State
+				var booked int64 // the latest booking's instant
 				for now := start; now <= start+3*p.Interval; now += p.Interval / 3 {
-					for _, verb := range []sluice.Verb{sluice.VerbCheck, sluice.VerbAllow, sluice.VerbAllow} {
-						op := sluice.Op{Verb: verb, Cost: 1, Now: now}
+					ops := []sluice.Op{
+						{Verb: sluice.VerbCheck, Cost: 1, Now: now},
+						{Verb: sluice.VerbAllow, Cost: 1, Now: now},
+						{Verb: sluice.VerbAtMost, Cost: 2 * p.Limit, Now: now},
+					}
+					if p.Reservable() {
+						ops = append(ops,
+							sluice.Op{Verb: sluice.VerbReserve, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
+							sluice.Op{Verb: sluice.VerbCancel, Cost: p.Limit, Now: now, At: booked})
+					}
+					for _, op := range ops {
 						next, want, err := p.Step(s, op)
 						require.NoError(t, err)
 						got, err := st.Apply(ctx, key, &p, op)
 						require.NoError(t, err)
-						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d verb %v", now, verb))
-						s = next
+						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
+						if op.Verb.Records(want) {
+							s = next
+						}
+						if want.At != 0 {
+							booked = want.At
+						}
 					}
 				}
 			})
@@ -448,6 +465,7 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 	st, err := pgstore.New(pool, pgstore.WithCallerClock())
 	require.NoError(t, err)
 	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
 	for _, tc := range []struct {
 		name string
 		key  string
@@ -461,6 +479,16 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"check above limit", "k", gcra, sluice.Op{Verb: sluice.VerbCheck, Cost: 6}, sluice.ErrCostExceedsLimit},
 		{"fill-up of GCRA", "k", gcra, sluice.Op{Verb: sluice.VerbFill, Cost: 1}, sluice.ErrUnsupported},
 		{"unknown verb", "k", gcra, sluice.Op{Verb: 9, Cost: 1}, sluice.ErrUnsupported},
+		{"reservation of a window", "k", window, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"cancel of a window", "k", window, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
+		{"reservation above limit", "k", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
+		{"negative max delay", "k", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
+		{"max delay above 2^60 ns", "k", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+		{"cancel before the epoch", "k", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
+		{"cancel after 2^62 + 2^60 ns", "k", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+		{"partial grant of NaN", "k", gcra, sluice.Op{Verb: sluice.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
+		{"partial grant above a limit below one", "k", sluice.Params{Kind: sluice.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
+			sluice.Op{Verb: sluice.VerbAtMost, Cost: 1, Now: base}, sluice.ErrCostExceedsLimit},
 		{"time before the epoch", "k", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"time after 2116", "k", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
 	} {

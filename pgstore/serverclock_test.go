@@ -1,0 +1,285 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/pgstore"
+	"github.com/sluice-go/sluice/storetest"
+)
+
+// dbClock is the database's clock as a test drives it: a schema holding a
+// function clock_timestamp() that returns a time the test sets, and counts
+// its calls. Connections whose search_path names the schema before
+// pg_catalog call it instead of the built-in one, so that a store using
+// the database's clock runs its statements, unchanged, at simulated times.
+type dbClock struct {
+	pool   *pgxpool.Pool // connections that see the simulated clock
+	schema string
+}
+
+// newDBClock creates the clock's schema on the server at url and returns
+// it with a pool of connections that use it, set to start.
+func newDBClock(t *testing.T, url string, start int64) *dbClock {
+	t.Helper()
+	ctx := context.Background()
+	admin := newPool(t, url, 1)
+	c := &dbClock{schema: fmt.Sprintf("sluice_clock_%x", rand.Uint32())}
+	schema := pgx.Identifier{c.schema}.Sanitize()
+	_, err := admin.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]s;
+CREATE TABLE %[1]s.clock (ns bigint NOT NULL);
+INSERT INTO %[1]s.clock VALUES (0);
+CREATE SEQUENCE %[1]s.reads;
+CREATE FUNCTION %[1]s.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE AS
+	$$ SELECT 'epoch'::timestamptz + (ns / 1000) * interval '1 microsecond' FROM %[1]s.clock WHERE nextval('%[1]s.reads') > 0 $$`, schema))
+	require.NoError(t, err)
+	dropAfter(t, admin, "SCHEMA "+schema+" CASCADE")
+
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = 4
+	cfg.ConnConfig.RuntimeParams["search_path"] = c.schema + ", pg_catalog, public"
+	c.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(c.pool.Close)
+	c.set(t, start)
+	return c
+}
+
+// set moves the clock to ns, which timestamps hold only to the
+// microsecond.
+func (c *dbClock) set(t *testing.T, ns int64) {
+	t.Helper()
+	require.Zero(t, ns%1000, "the database's clock counts microseconds")
+	_, err := c.pool.Exec(context.Background(), "UPDATE "+pgx.Identifier{c.schema, "clock"}.Sanitize()+" SET ns = $1", ns)
+	require.NoError(t, err)
+}
+
+// reads returns how many times statements have read the clock.
+func (c *dbClock) reads(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	err := c.pool.QueryRow(context.Background(), "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "+pgx.Identifier{c.schema, "reads"}.Sanitize()).Scan(&n)
+	require.NoError(t, err)
+	return n
+}
+
+// TestServerClockDecisionsAreBitIdenticalToStep replays random traces of
+// every verb through a store deciding by the database's clock, which the
+// test moves (forwards and back): each decision must be Step's at the
+// database's time bit for bit, a reservation's At is an instant on that
+// clock, and a cancel compares its At with it. (The conformance suite
+// drives stores by the caller's clock.)
+func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
+	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
+	st, _ := newStore(t, clock.pool)
+	ctx := context.Background()
+	for ai, p := range storetest.Algorithms() {
+		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(ai), 0xc10c))
+			for trace := range 4 {
+				key := fmt.Sprintf("trace%d.%d", ai, trace)
+				var s sluice.State
+				var booked []sluice.Op // cancels of the bookings, latest last
+				now := base / 1000 * 1000
+				for step := range 50 {
+					if n := len(booked); n > 0 && booked[n-1].At-now > 1000 && rng.IntN(2) == 0 {
+						now += rng.Int64N(booked[n-1].At-now) / 1000 * 1000 // before the latest booking
+					} else {
+						now = max(now+microGap(rng, p), 0)
+					}
+					op := serverClockOp(rng, p, now, booked)
+					clock.set(t, now)
+					// The database's clock decides: the op's own time is
+					// ignored.
+					sent := op
+					sent.Now = rng.Int64()
+					got, err := st.Apply(ctx, key, &p, sent)
+					next, want, wantErr := p.Step(s, op)
+					where := fmt.Sprintf("trace %d step %d op %+v", trace, step, op)
+					if wantErr != nil {
+						for _, sentinel := range []error{sluice.ErrUnsupported, sluice.ErrCostExceedsLimit} {
+							require.Equal(t, errors.Is(wantErr, sentinel), errors.Is(err, sentinel), "%s: %v", where, err)
+						}
+						continue
+					}
+					require.NoError(t, err, where)
+					storetest.RequireIdenticalDecision(t, want, got, where)
+					if op.Verb.Records(want) {
+						s = next
+					}
+					switch {
+					case op.Verb == sluice.VerbReserve && want.At != 0:
+						booked = append(booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+					case op.Verb == sluice.VerbCancel && want.Allowed && rng.IntN(2) == 0:
+						// Then the booking before it, mostly: the key's
+						// latest again, for the GCRA.
+						booked = slices.DeleteFunc(booked, func(b sluice.Op) bool { return b.At == op.At })
+					}
+				}
+			}
+		})
+	}
+}
+
+// microGap draws the time to the next request in whole microseconds, as
+// the database's clock has them: often none, around the algorithm's time
+// scale, long idles, and a clock stepping back.
+func microGap(rng *rand.Rand, p sluice.Params) int64 {
+	scale := p.Interval * int64(math.Ceil(p.Limit))
+	var gap int64
+	switch r := rng.IntN(20); {
+	case r < 4:
+		return 0
+	case r < 14:
+		gap = rng.Int64N(scale)
+	case r < 16:
+		gap = rng.Int64N(int64(6 * time.Hour))
+	default:
+		gap = -rng.Int64N(scale)
+	}
+	return gap / 1000 * 1000
+}
+
+// serverClockOp draws a request of any verb p supports (and some it
+// refuses): admissions of every cost, checks, fill-ups, partial grants of
+// up to three times the limit, reservations of any maximum delay, and
+// cancels of the bookings, mostly the latest, sometimes of an instant
+// nothing was booked for.
+func serverClockOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.Op) sluice.Op {
+	cost := []float64{0, 1, 1, math.Ceil(p.Limit), math.Round(rng.Float64()*p.Limit*100) / 100}[rng.IntN(5)]
+	op := sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: now}
+	switch r := rng.IntN(10); {
+	case r == 0:
+		op.Verb = sluice.VerbCheck
+	case r == 1 && p.Kind == sluice.KindLeakyBucket:
+		op.Verb = sluice.VerbFill
+	case r == 2:
+		op.Verb, op.Cost = sluice.VerbAtMost, math.Round(rng.Float64()*3*p.Limit*100)/100
+	case r < 6:
+		op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
+	case r < 9 && len(booked) > 0:
+		op = booked[len(booked)-1-rng.IntN(min(len(booked), 2))]
+		op.Now = now
+		if rng.IntN(8) == 0 {
+			op.At++
+		}
+	}
+	return op
+}
+
+// TestServerClockIsReadOnceForAllOfAtMostsCosts pins that a partial grant
+// decides every candidate cost at one instant: its statement reads the
+// database's clock as often as an admission's does, on a new key (once)
+// and on an existing one.
+func TestServerClockIsReadOnceForAllOfAtMostsCosts(t *testing.T) {
+	clock := newDBClock(t, testserver.StartPostgres(t).URL, base/1000*1000)
+	st, _ := newStore(t, clock.pool)
+	ctx := context.Background()
+	for ai, p := range storetest.Algorithms() {
+		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+			// reads returns how often two decisions, on a new key and
+			// then on the same key, read the clock.
+			reads := func(key string, op sluice.Op) (onNew, onExisting int64) {
+				counts := [2]int64{}
+				for i := range counts {
+					before := clock.reads(t)
+					_, err := st.Apply(ctx, key, &p, op)
+					require.NoError(t, err)
+					counts[i] = clock.reads(t) - before
+				}
+				return counts[0], counts[1]
+			}
+			allowNew, allowExisting := reads(fmt.Sprintf("allow%d", ai), sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			require.Equal(t, int64(1), allowNew)
+			atMostNew, atMostExisting := reads(fmt.Sprintf("atmost%d", ai), sluice.Op{Verb: sluice.VerbAtMost, Cost: 3 * p.Limit})
+			require.Equal(t, allowNew, atMostNew)
+			require.Equal(t, allowExisting, atMostExisting)
+		})
+	}
+}
+
+// TestServerClockReservationsAreOnItsClock books and gives back turns by
+// the database's real clock, as a limiter without WithCallerClock does.
+func TestServerClockReservationsAreOnItsClock(t *testing.T) {
+	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
+	st, _ := newStore(t, pool)
+	ctx := context.Background()
+	// An hour per unit: the test's own duration is noise.
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(24 * time.Hour)}
+	first, err := st.Apply(ctx, "k", &p, reserve)
+	require.NoError(t, err)
+	require.True(t, first.Allowed)
+	require.Zero(t, first.Delay, "the first turn is now")
+	second, err := st.Apply(ctx, "k", &p, reserve)
+	require.NoError(t, err)
+	require.True(t, second.Allowed)
+	require.InDelta(t, time.Hour, second.Delay, float64(time.Minute))
+	require.InDelta(t, time.Now().Add(second.Delay).UnixNano(), second.At, float64(time.Minute),
+		"At is an instant on the database's clock, which is this machine's")
+
+	cancel := sluice.Op{Verb: sluice.VerbCancel, Cost: 1, At: second.At}
+	d, err := st.Apply(ctx, "k", &p, cancel)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the latest booking is given back")
+	d, err = st.Apply(ctx, "k", &p, cancel)
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "once")
+	again, err := st.Apply(ctx, "k", &p, reserve)
+	require.NoError(t, err)
+	require.Equal(t, second.At, again.At, "the turn given back is booked again")
+}
+
+// TestPruneKeepsBookedKeysUntilTheirReset books turns far ahead: the key's
+// state then lies in the future, and Prune must keep its row until the key
+// is fresh again, for every algorithm that books.
+func TestPruneKeepsBookedKeysUntilTheirReset(t *testing.T) {
+	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
+	st, table := newStore(t, pool, pgstore.WithCallerClock())
+	ctx := context.Background()
+	// Prune expires rows by this process's clock: an hour ago is far from
+	// the edge either way.
+	then := time.Now().Add(-time.Hour).UnixNano()
+	day := int64(24 * time.Hour)
+	var keys []string
+	for ai, p := range storetest.Algorithms() {
+		if !p.Reservable() {
+			continue
+		}
+		// A day per unit: a turn booked behind a full key comes a day
+		// or more after then, well after now.
+		p.Interval = day
+		if p.Kind == sluice.KindGCRA {
+			p.Interval = day / int64(p.Limit)
+		}
+		key := fmt.Sprintf("booked%d", ai)
+		var last sluice.Decision
+		for range int(math.Ceil(p.Limit)) + 1 {
+			d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: then, MaxDelay: 2 * day})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			last = d
+		}
+		require.Greater(t, last.At, time.Now().UnixNano(), "%v: booked in the future", p)
+		keys = append(keys, key)
+	}
+	n, err := st.Prune(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "no booked key is pruned")
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&rows))
+	require.Equal(t, len(keys), rows)
+}
