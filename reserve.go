@@ -11,7 +11,9 @@ import (
 // A Reservation is a turn booked with Reserve: cost recorded for key as if
 // admitted at an instant that may lie in the future. Its Decision says
 // whether it was booked (Allowed), and how long the caller must wait before
-// acting (Delay). It is safe for concurrent use.
+// acting (Delay). It is safe for concurrent use. A Reservation made outside
+// this package (by a Limiter of one's own) waits on the system clock and
+// has nothing to give back.
 //
 // Counting each reservation at the instant its caller may act, the
 // algorithm's guarantee holds as it does for Allow. Reservations on one key
@@ -64,8 +66,12 @@ func (r *Reservation) Wait(ctx context.Context) error {
 	if r.Delay <= 0 {
 		return nil
 	}
+	c := SystemClock()
+	if r.l != nil {
+		c = r.l.clock.clock
+	}
 	select {
-	case <-r.l.clock.clock.After(r.Delay):
+	case <-c.After(r.Delay):
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), r.Cancel(context.WithoutCancel(ctx)))
@@ -87,7 +93,7 @@ const cancelTimeout = time.Second
 // passed, or that was already given back, costs nothing to cancel: Cancel
 // returns nil without calling the store. A failed call may be retried.
 func (r *Reservation) Cancel(ctx context.Context) error {
-	if !r.Allowed || r.Delay <= 0 || !r.given.CompareAndSwap(false, true) {
+	if r.l == nil || !r.Allowed || r.Delay <= 0 || !r.given.CompareAndSwap(false, true) {
 		return nil
 	}
 	l := r.l

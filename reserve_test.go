@@ -217,3 +217,13 @@ func TestAllowAtMostGrantsWhatFits(t *testing.T) {
 	_, err = small.AllowAtMost(ctx, "k", 2)
 	require.ErrorIs(t, err, sluice.ErrCostExceedsLimit, "a limit below one unit never grants a whole unit")
 }
+
+func TestAReservationMadeElsewhereWaitsAndCancelsWithoutPanicking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &sluice.Reservation{Decision: sluice.Decision{Allowed: true, Delay: time.Second}}
+		require.NoError(t, r.Cancel(context.Background()), "nothing to give back")
+		begin := time.Now()
+		require.NoError(t, r.Wait(context.Background()))
+		require.Equal(t, time.Second, time.Since(begin))
+	})
+}
