@@ -39,15 +39,29 @@ const (
 // fuzzSteps decodes ops and replays them against p.Step and the reference
 // model. Each operation takes opSize bytes:
 //
-//	byte 0, bits 0-1: verb (allow, check, fill, reset)
+//	byte 0, bits 0-1: verb (allow, check, fill, reset), unless bits 4-5
+//	                  name another
 //	byte 0, bits 2-3: unit of the time step (1ns, Interval/64, Interval,
 //	                  the time the whole limit takes to come back)
+//	byte 0, bits 4-5: 0, or the verb: reserve, cancel, at most
+//	byte 0, bits 6-7: a reservation's unit of MaxDelay (as for the time
+//	                  step); a partial grant's multiple of the cost (1, 2,
+//	                  4, 16); for a cancel, 1 names an instant one
+//	                  nanosecond after the booked one
 //	bytes 1-2:        the time step in that unit, a signed int16: negative
 //	                  steps are a clock stepping back
 //	byte 3:           the cost: k/8 for k < 128 (exact in float), else
 //	                  (k-128)/100 of the limit (rounded in float); more than
-//	                  the limit is an error for allow and check
-//	bytes 4-5:        extra nanoseconds added to the time step
+//	                  the limit is an error but for fill and at most. For a
+//	                  cancel, which of the input's booked reservations it
+//	                  gives back (k modulo their number), with its cost
+//	bytes 4-5:        extra nanoseconds added to the time step; for a
+//	                  reservation, its MaxDelay in its unit instead (0xffff
+//	                  is 2^60, any delay)
+//
+// A cancel before anything was booked names an instant the extra
+// nanoseconds after now. The encoding of the first four verbs is the one
+// the seed corpus was written in.
 func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
 	if err := p.Validate(); err != nil {
 		requireRejected(t, p, err)
@@ -61,26 +75,40 @@ func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
 	now := fuzzStart
 	ops = ops[:min(len(ops), maxOps*opSize)]
 	for ; len(ops) >= opSize; ops = ops[opSize:] {
+		shaping := ops[0] >> 4 & 3
+		extra := int64(binary.LittleEndian.Uint16(ops[4:]))
 		step := int64(int16(binary.LittleEndian.Uint16(ops[1:]))) * units[ops[0]>>2&3]
-		now += step + int64(binary.LittleEndian.Uint16(ops[4:]))
-		now = min(max(now, 0), maxTime)
-		var verb sluice.Verb
-		switch ops[0] & 3 {
-		case 0:
-			verb = sluice.VerbAllow
-		case 1:
-			verb = sluice.VerbCheck
-		case 2:
-			verb = sluice.VerbFill
-		default:
-			c.reset()
-			continue
+		now += step
+		if shaping != 1 {
+			now += extra
 		}
+		now = min(max(now, 0), maxTime)
 		cost := float64(ops[3]) / 8
 		if ops[3] >= 128 {
 			cost = float64(ops[3]-128) / 100 * p.Limit
 		}
-		op := sluice.Op{Verb: verb, Cost: cost, Now: now}
+		op := sluice.Op{Cost: cost, Now: now}
+		switch {
+		case shaping == 1:
+			op.Verb, op.MaxDelay = sluice.VerbReserve, fuzzDelay(extra, units[ops[0]>>6])
+		case shaping == 2 && len(c.booked) > 0:
+			op = c.booked[int(ops[3])%len(c.booked)]
+			op.Now = now
+			op.At += int64(ops[0] >> 6 & 1)
+		case shaping == 2:
+			op.Verb, op.At = sluice.VerbCancel, now+extra
+		case shaping == 3:
+			op.Verb, op.Cost = sluice.VerbAtMost, cost*[4]float64{1, 2, 4, 16}[ops[0]>>6]
+		case ops[0]&3 == 0:
+			op.Verb = sluice.VerbAllow
+		case ops[0]&3 == 1:
+			op.Verb = sluice.VerbCheck
+		case ops[0]&3 == 2:
+			op.Verb = sluice.VerbFill
+		default:
+			c.reset()
+			continue
+		}
 		if wantErr := invalidOp(p, op); wantErr != nil {
 			before := cloneState(c.state)
 			next, _, err := p.Step(cloneState(c.state), op)
@@ -95,14 +123,37 @@ func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
 	}
 }
 
+// fuzzDelay returns a MaxDelay of n units, or 2^60 for n = 0xffff; one
+// past 2^60, invalid, when the product is larger.
+func fuzzDelay(n, unit int64) int64 {
+	switch {
+	case n == 0xffff:
+		return 1 << 60
+	case n > (1<<60)/unit:
+		return 1<<60 + 1
+	}
+	return n * unit
+}
+
 // invalidOp returns the error Step must return for op, or nil if op is
 // valid for p.
 func invalidOp(p sluice.Params, op sluice.Op) error {
+	shaping := op.Verb == sluice.VerbReserve || op.Verb == sluice.VerbCancel
 	switch {
 	case op.Verb == sluice.VerbFill && p.Kind != sluice.KindLeakyBucket:
 		return sluice.ErrUnsupported
+	case shaping && !p.Reservable():
+		return sluice.ErrUnsupported
+	case op.Verb == sluice.VerbAtMost:
+		if op.Cost > p.Limit && p.Limit < 1 {
+			return sluice.ErrCostExceedsLimit
+		}
 	case op.Verb != sluice.VerbFill && op.Cost > p.Limit:
 		return sluice.ErrCostExceedsLimit
+	case op.Verb == sluice.VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > 1<<60):
+		return sluice.ErrInvalidDelay
+	case op.Verb == sluice.VerbCancel && (op.At < 0 || op.At > maxTime+1<<60):
+		return sluice.ErrTimeOutOfRange
 	}
 	return nil
 }
@@ -118,8 +169,27 @@ func requireRejected(t *testing.T, p sluice.Params, err error) {
 	}
 }
 
+// shapingSeed is a seed input of the shaping verbs: a burst of the whole
+// limit (byte 3 = 228), two reservations of one unit with a MaxDelay of
+// 4 intervals, a request one nanosecond later, cancels of the second and
+// first (the second twice), a partial grant of 4 times the limit, and the
+// same again an interval later.
+var shapingSeed = []byte{
+	0, 0, 0, 228, 0, 0,
+	0x10 | 0x80, 0, 0, 8, 4, 0,
+	0x10 | 0x80, 0, 0, 8, 4, 0,
+	0, 0, 0, 8, 1, 0,
+	0x20, 0, 0, 1, 0, 0,
+	0x20, 0, 0, 1, 0, 0,
+	0x20, 0, 0, 0, 0, 0,
+	0x30 | 0x80, 0, 0, 228, 0, 0,
+	0x28, 1, 0, 8, 0, 0,
+	0x30, 0, 0, 8, 0, 0,
+}
+
 func FuzzLeakyBucket(f *testing.F) {
 	f.Add(3.0, int64(time.Second), 1.5, []byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 8, 0, 0, 2, 1, 0, 16, 0, 0})
+	f.Add(3.0, int64(time.Second), 1.5, shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, interval int64, amount float64, ops []byte) {
 		fuzzSteps(t, sluice.Params{Kind: sluice.KindLeakyBucket, Limit: limit, Interval: interval, Amount: amount}, ops)
 	})
@@ -127,6 +197,7 @@ func FuzzLeakyBucket(f *testing.F) {
 
 func FuzzGCRA(f *testing.F) {
 	f.Add(2.5, int64(333333333), []byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 8, 0, 0, 4, 1, 0, 8, 0, 0})
+	f.Add(5.0, int64(100000000), shapingSeed)
 	f.Fuzz(func(t *testing.T, burst float64, interval int64, ops []byte) {
 		fuzzSteps(t, sluice.Params{Kind: sluice.KindGCRA, Limit: burst, Interval: interval}, ops)
 	})
@@ -134,6 +205,8 @@ func FuzzGCRA(f *testing.F) {
 
 func FuzzTokenBucket(f *testing.F) {
 	f.Add(10.0, int64(time.Second), 4.0, true, []byte{0, 0, 0, 80, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Add(10.0, int64(time.Second), 4.0, true, shapingSeed)
+	f.Add(4.25, int64(250*time.Millisecond), 1.5, false, shapingSeed)
 	f.Fuzz(func(t *testing.T, burst float64, interval int64, amount float64, intervalRefill bool, ops []byte) {
 		fuzzSteps(t, sluice.Params{Kind: sluice.KindTokenBucket, Limit: burst, Interval: interval, Amount: amount, IntervalRefill: intervalRefill}, ops)
 	})
@@ -141,6 +214,7 @@ func FuzzTokenBucket(f *testing.F) {
 
 func FuzzFixedWindow(f *testing.F) {
 	f.Add(5.0, int64(time.Second), false, []byte{0, 0, 0, 40, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Add(5.0, int64(time.Second), false, shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, window int64, anchored bool, ops []byte) {
 		fuzzSteps(t, sluice.Params{Kind: sluice.KindFixedWindow, Limit: limit, Interval: window, Anchored: anchored}, ops)
 	})
@@ -148,6 +222,7 @@ func FuzzFixedWindow(f *testing.F) {
 
 func FuzzSlidingLog(f *testing.F) {
 	f.Add(7.5, int64(3*time.Second), 4, []byte{0, 0, 0, 8, 0, 0, 4, 1, 0, 16, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Add(7.5, int64(3*time.Second), 4, shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, window int64, maxEntries int, ops []byte) {
 		fuzzSteps(t, sluice.Params{Kind: sluice.KindSlidingLog, Limit: limit, Interval: window, MaxEntries: maxEntries}, ops)
 	})
@@ -155,6 +230,7 @@ func FuzzSlidingLog(f *testing.F) {
 
 func FuzzSlidingCounter(f *testing.F) {
 	f.Add(12.25, int64(2*time.Second), []byte{0, 0, 0, 8, 0, 0, 4, 1, 0, 16, 0, 0, 8, 1, 0, 8, 0, 0})
+	f.Add(12.25, int64(2*time.Second), shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, window int64, ops []byte) {
 		fuzzSteps(t, sluice.Params{Kind: sluice.KindSlidingCounter, Limit: limit, Interval: window}, ops)
 	})

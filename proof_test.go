@@ -22,19 +22,29 @@ import (
 
 // The property tests replay seeded random traces against the production
 // code and against the exact models of internal/reference, and compare
-// every decision with reference.Compare. Its tolerances, stated there:
+// every decision with reference.Compare. The traces mix every verb an
+// algorithm runs: Allow, Check and Fill, reservations with random maximum
+// delays, cancels of the trace's earlier reservations in any order (some
+// twice, some after their instant, some of an instant nothing was booked
+// for), and partial grants of up to several times the limit; at
+// nanosecond times that step back as well as forward, often to just
+// before a booked instant. The tolerances, stated in reference.Compare:
 //
-//   - Allowed identical, unless the exact decision lies within
-//     reference.Band (1e-12) of a threshold, relative to the limit (or, for
-//     GCRA, to the product c*T it rounds). Only then may the float code
-//     decide either way, and the model then loads the production state.
-//   - GCRA, fixed window, sliding log: durations identical to the
+//   - Allowed and Granted identical, unless the exact decision lies
+//     within reference.Band (1e-12) of a threshold, relative to the limit
+//     (or, for GCRA, to the product c*T it rounds). Only then may the
+//     float code decide either way, and the model then loads the
+//     production state.
+//   - GCRA, interval refill, fixed window, sliding log: durations
+//     (RetryAfter, ResetAfter, Delay, and so At) identical to the
 //     nanosecond.
-//   - Leaky and token buckets, sliding counter: durations within 1 ns plus
-//     the Band converted to time (1e-12 of the time the whole limit takes
-//     to drain) plus 2^-46 of the duration: 1.01 ns for the buckets
-//     measured in seconds here, 2.6 µs for the monthly budget, whose
-//     month is 2.6e15 ns.
+//   - Leaky bucket, continuous token bucket, sliding counter: durations
+//     within 1 ns plus the Band converted to time (1e-12 of the time the
+//     whole limit takes to drain) plus 2^-46 of the duration: 1.01 ns for
+//     the buckets measured in seconds here, 2.6 µs for the monthly budget,
+//     whose month is 2.6e15 ns. When a booked instant differs by that
+//     rounding, the model loads the production state, so that later
+//     cancels name the same booking on both sides.
 //   - Used within 1e-12 of the limit.
 //
 // A failure prints the seed, the params and the operations that lead to it.
@@ -126,14 +136,23 @@ func TestStepMatchesReference(t *testing.T) {
 		t.Run(alg.name, func(t *testing.T) {
 			t.Parallel()
 			failures := 0
+			var total traceStats
 			for trace := range traceCount(1200) {
 				seed := uint64(ai)<<32 | uint64(trace)
-				if err := stepTrace(alg.params, seed); err != nil {
+				stats, err := stepTrace(alg.params, seed)
+				total.add(stats)
+				if err != nil {
 					t.Error(err)
 					if failures++; failures == 3 {
 						t.FailNow()
 					}
 				}
+			}
+			t.Logf("%d traces: %v", traceCount(1200), total)
+			// Enough of each verb the algorithm runs was decided exactly,
+			// not only leniently.
+			for _, verb := range algorithmVerbs(alg.params) {
+				require.Greater(t, total.exact[verb], 100, "%v decided exactly", verb)
 			}
 		})
 	}
@@ -141,34 +160,44 @@ func TestStepMatchesReference(t *testing.T) {
 
 // stepTrace replays the random trace of seed against p.Step and the
 // reference model.
-func stepTrace(p sluice.Params, seed uint64) error {
+func stepTrace(p sluice.Params, seed uint64) (traceStats, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	c, err := newChecker(p, fmt.Sprintf("seed %d", seed))
 	if err != nil {
-		return err
+		return traceStats{}, err
 	}
 	costs := costMode(rng.IntN(int(numCostModes)))
 	now := startTime(rng, p)
 	var last sluice.Decision
 	for range 30 + rng.IntN(120) {
-		now = nextTime(rng, p, now, last)
+		now = c.nextTime(rng, now, last)
 		switch r := rng.IntN(100); {
 		case r < 3:
 			c.reset()
 			continue
 		case r < 5:
 			if err := c.invalid(rng, now); err != nil {
-				return err
+				return c.stats, err
 			}
 			continue
 		}
-		op := sluice.Op{Verb: drawVerb(rng, p), Now: now}
-		op.Cost = drawCost(rng, p, costs, op.Verb)
-		if last, err = c.apply(op); err != nil {
-			return err
+		if last, err = c.apply(c.drawOp(rng, costs, now)); err != nil {
+			return c.stats, err
 		}
 	}
-	return nil
+	return c.stats, nil
+}
+
+// algorithmVerbs returns the verbs p runs.
+func algorithmVerbs(p sluice.Params) []sluice.Verb {
+	verbs := []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck, sluice.VerbAtMost}
+	if p.Kind == sluice.KindLeakyBucket {
+		verbs = append(verbs, sluice.VerbFill)
+	}
+	if p.Reservable() {
+		verbs = append(verbs, sluice.VerbReserve, sluice.VerbCancel)
+	}
+	return verbs
 }
 
 // checker replays operations against Params.Step and the reference model
@@ -179,6 +208,61 @@ type checker struct {
 	state sluice.State
 	where string
 	ops   []string
+	// booked holds the trace's booked reservations, as the cancels that
+	// would give them back, in booking order.
+	booked []sluice.Op
+	// lastReserve is the trace's latest reservation, and lastRefused its
+	// RetryAfter if it was refused.
+	lastReserve sluice.Op
+	lastRefused int64
+	stats       traceStats
+}
+
+// traceStats counts what a trace decided: the decisions compared exactly
+// and those too close to a threshold to compare (lenient), per verb, and
+// the booked instants on which the float code's rounding differed by a
+// nanosecond from the exact one, which the model then followed.
+type traceStats struct {
+	exact, lenient [sluice.VerbAtMost + 1]int
+	followed       int
+	// What the shaping verbs did: reservations that had to wait, cancels
+	// that gave their cost back, grants of part of the cost.
+	delayed, givenBack, partial int
+}
+
+func (s *traceStats) add(o traceStats) {
+	for v := range s.exact {
+		s.exact[v] += o.exact[v]
+		s.lenient[v] += o.lenient[v]
+	}
+	s.followed += o.followed
+	s.delayed += o.delayed
+	s.givenBack += o.givenBack
+	s.partial += o.partial
+}
+
+// count counts decision d on op.
+func (s *traceStats) count(op sluice.Op, d sluice.Decision) {
+	switch {
+	case d.Delay > 0:
+		s.delayed++
+	case op.Verb == sluice.VerbCancel && d.Allowed:
+		s.givenBack++
+	case d.Granted > 0 && d.Granted < op.Cost:
+		s.partial++
+	}
+}
+
+func (s traceStats) String() string {
+	var b strings.Builder
+	for v := sluice.VerbAllow; v <= sluice.VerbAtMost; v++ {
+		if s.exact[v]+s.lenient[v] > 0 {
+			fmt.Fprintf(&b, "%v %d exact, %d lenient; ", v, s.exact[v], s.lenient[v])
+		}
+	}
+	fmt.Fprintf(&b, "%d reservations waited, %d cancels gave back, %d partial grants; %d booked instants followed",
+		s.delayed, s.givenBack, s.partial, s.followed)
+	return b.String()
 }
 
 func newChecker(p sluice.Params, where string) (*checker, error) {
@@ -193,6 +277,7 @@ func (c *checker) reset() {
 	c.ops = append(c.ops, "reset")
 	c.state = sluice.State{}
 	c.model.Reset()
+	c.booked = c.booked[:0]
 }
 
 // fail describes a failure with what reproduces it.
@@ -203,7 +288,7 @@ func (c *checker) fail(format string, args ...any) error {
 
 // apply runs op on both sides and compares them.
 func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
-	c.ops = append(c.ops, fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d}", op.Verb, op.Cost, op.Now))
+	c.ops = append(c.ops, formatOp(op))
 	before := cloneState(c.state)
 	next, got, err := c.p.Step(cloneState(c.state), op)
 	if err != nil {
@@ -214,49 +299,108 @@ func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
 	if err != nil {
 		return got, c.fail("%v\ngot  %+v\nwant %+v", err, got, want)
 	}
-	if lenient {
+	switch {
+	case lenient:
 		// The float code took a side the exact decision was too close to
 		// call: follow it.
+		c.stats.lenient[op.Verb]++
 		defer c.model.Load(next)
+	case got.At != want.At:
+		// A booked instant that the float code rounded to the next
+		// nanosecond (within the tolerance Compare allows): follow it,
+		// so that a cancel of this booking means the same on both sides.
+		c.stats.exact[op.Verb]++
+		c.stats.followed++
+		defer c.model.Load(next)
+	default:
+		c.stats.exact[op.Verb]++
 	}
-	recorded := op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && got.Allowed
-	if !recorded {
+	c.stats.count(op, got)
+	if op.Verb == sluice.VerbReserve {
+		c.lastRefused = int64(got.RetryAfter)
+		if got.At != 0 {
+			c.booked = append(c.booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: got.At})
+		}
+	}
+	if !recorded(op.Verb, got) {
 		if !reflect.DeepEqual(next, before) {
-			return got, c.fail("a %v that records nothing changed the state from %+v to %+v", op.Verb, before, next)
+			return got, c.fail("a %v that records nothing (%+v) changed the state from %+v to %+v", op.Verb, got, before, next)
 		}
 		return got, nil
 	}
-	if err := checkTransition(before, next, got); err != nil {
+	if err := checkTransition(before, next, op, got); err != nil {
 		return got, c.fail("%v", err)
 	}
 	c.state = next
 	return got, nil
 }
 
+// recorded reports whether the Store contract says decision d on verb
+// changed the key's state: stores write the state back exactly then.
+func recorded(verb sluice.Verb, d sluice.Decision) bool {
+	return reference.Records(verb, reference.Decision{Allowed: d.Allowed, Granted: d.Granted})
+}
+
+// formatOp writes op as a test would construct it.
+func formatOp(op sluice.Op) string {
+	switch op.Verb {
+	case sluice.VerbReserve:
+		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, MaxDelay: %d}", op.Verb, op.Cost, op.Now, op.MaxDelay)
+	case sluice.VerbCancel:
+		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, At: %d}", op.Verb, op.Cost, op.Now, op.At)
+	}
+	return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d}", op.Verb, op.Cost, op.Now)
+}
+
 // invalid sends an operation Step must reject, and requires the error and
 // an unchanged state.
 func (c *checker) invalid(rng *rand.Rand, now int64) error {
-	ops := []struct {
+	type invalidOp struct {
 		op   sluice.Op
 		want error
-	}{
+	}
+	ops := []invalidOp{
 		{sluice.Op{Verb: sluice.VerbAllow, Cost: c.p.Limit * 2, Now: now}, sluice.ErrCostExceedsLimit},
 		{sluice.Op{Verb: sluice.VerbCheck, Cost: math.Nextafter(c.p.Limit, math.Inf(1)), Now: now}, sluice.ErrCostExceedsLimit},
 		{sluice.Op{Verb: sluice.VerbAllow, Cost: -1, Now: now}, sluice.ErrInvalidCost},
 		{sluice.Op{Verb: sluice.VerbAllow, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
 		{sluice.Op{Verb: sluice.VerbCheck, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
+		{sluice.Op{Verb: sluice.VerbAtMost, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
+		{sluice.Op{Verb: sluice.VerbAtMost, Cost: -0.5, Now: now}, sluice.ErrInvalidCost},
 		{sluice.Op{Verb: sluice.Verb(9), Cost: 1, Now: now}, sluice.ErrUnsupported},
+		{sluice.Op{Verb: 0, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
 		{sluice.Op{Verb: sluice.VerbCheck, Cost: 0, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
+		{sluice.Op{Verb: sluice.VerbAtMost, Cost: 1, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
 	}
 	if c.p.Kind != sluice.KindLeakyBucket {
-		ops = append(ops, struct {
-			op   sluice.Op
-			want error
-		}{sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: now}, sluice.ErrUnsupported})
+		ops = append(ops, invalidOp{sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: now}, sluice.ErrUnsupported})
+	}
+	if c.p.Limit < 1 {
+		// No whole unit of a cost above such a limit ever fits.
+		ops = append(ops, invalidOp{sluice.Op{Verb: sluice.VerbAtMost, Cost: 1, Now: now}, sluice.ErrCostExceedsLimit})
+	}
+	if c.p.Reservable() {
+		ops = append(ops,
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: c.p.Limit * 2, Now: now, MaxDelay: 1}, sluice.ErrCostExceedsLimit},
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: -1}, sluice.ErrInvalidDelay},
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 0, Now: now, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 0, Now: -1}, sluice.ErrTimeOutOfRange},
+			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: -1}, sluice.ErrTimeOutOfRange},
+			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: maxTime + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: c.p.Limit * 2, Now: now, At: now + 1}, sluice.ErrCostExceedsLimit},
+			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: -1, Now: now, At: now + 1}, sluice.ErrInvalidCost},
+		)
+	} else {
+		ops = append(ops,
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 1}, sluice.ErrUnsupported},
+			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 0, Now: now}, sluice.ErrUnsupported},
+			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: now + 1}, sluice.ErrUnsupported},
+		)
 	}
 	o := ops[rng.IntN(len(ops))]
-	c.ops = append(c.ops, fmt.Sprintf("invalid {Verb: %v, Cost: %v, Now: %d}", o.op.Verb, o.op.Cost, o.op.Now))
+	c.ops = append(c.ops, "invalid "+formatOp(o.op))
 	before := cloneState(c.state)
 	next, _, err := c.p.Step(cloneState(c.state), o.op)
 	if !errors.Is(err, o.want) {
@@ -269,15 +413,22 @@ func (c *checker) invalid(rng *rand.Rand, now int64) error {
 }
 
 // checkTransition checks a recorded step's new state: no NaN or negative
-// amount, no time moving backwards, log entries in time order, and a state
-// that is fresh again (ResetAfter zero) stored as the zero State.
-func checkTransition(before, next sluice.State, d sluice.Decision) error {
+// amount, no time moving backwards (except for a cancel, which gives the
+// reservation's cost back by moving the key's state back along the line
+// it would have followed without it, and never forward), log entries in
+// time order, and a state that is fresh again (ResetAfter zero) stored as
+// the zero State.
+func checkTransition(before, next sluice.State, op sluice.Op, d sluice.Decision) error {
 	fresh := isZero(next)
 	switch {
 	case math.IsNaN(next.A) || math.IsNaN(next.B) || next.A < 0 || next.B < 0:
 		return fmt.Errorf("bad amounts in state %+v", next)
 	case d.ResetAfter == 0 && !fresh:
 		return fmt.Errorf("ResetAfter is 0 but the state %+v is not the zero State", next)
+	case op.Verb == sluice.VerbCancel:
+		if !fresh && next.Time > before.Time {
+			return fmt.Errorf("a cancel moved the state's time forward from %d to %d", before.Time, next.Time)
+		}
 	case !isZero(before) && !fresh && next.Time < before.Time:
 		return fmt.Errorf("state time moved backwards from %d to %d", before.Time, next.Time)
 	}
@@ -349,16 +500,6 @@ func nextTime(rng *rand.Rand, p sluice.Params, now int64, last sluice.Decision) 
 	return min(max(next, 0), maxTime)
 }
 
-func drawVerb(rng *rand.Rand, p sluice.Params) sluice.Verb {
-	switch r := rng.IntN(10); {
-	case r < 2:
-		return sluice.VerbCheck
-	case r < 4 && p.Kind == sluice.KindLeakyBucket:
-		return sluice.VerbFill
-	}
-	return sluice.VerbAllow
-}
-
 // costMode is the kind of costs a trace uses.
 type costMode int
 
@@ -396,9 +537,12 @@ func drawCost(rng *rand.Rand, p sluice.Params, mode costMode, verb sluice.Verb) 
 }
 
 // TestLimitersMatchReference drives the limiters themselves (Allow,
-// CanAccept, Fillup, Reset, with their default MemStore and a simulated
-// clock) through monotonic random traces, and compares each decision with
-// the reference model and with Params.Step on a shadow state.
+// CanAccept, Fillup, Reserve and Reservation.Cancel, AllowAtMost, Reset,
+// with their default MemStore and a simulated clock) through monotonic
+// random traces, and compares each decision with the reference model and
+// with Params.Step on a shadow state. A Reservation's Cancel calls the
+// store only the first time, and only before its instant: the shadow
+// state is then given the same cancel.
 func TestLimitersMatchReference(t *testing.T) {
 	ctx := context.Background()
 	for ai, alg := range testAlgorithms(t) {
@@ -414,19 +558,34 @@ func TestLimitersMatchReference(t *testing.T) {
 				c, err := newChecker(alg.params, fmt.Sprintf("limiter seed %d", seed))
 				require.NoError(t, err)
 				costs := costMode(rng.IntN(int(numCostModes)))
-				var last sluice.Decision
+				var (
+					last     sluice.Decision
+					reserved []*reservation
+				)
 				for range 30 + rng.IntN(60) {
-					now = max(now, nextTime(rng, alg.params, now, last))
+					now = max(now, c.nextTime(rng, now, last))
 					clk.now.Store(now)
 					if rng.IntN(40) == 0 {
 						require.NoError(t, lim.Reset(ctx, "k"))
 						c.reset()
 						continue
 					}
-					op := sluice.Op{Verb: drawVerb(rng, alg.params), Now: now}
-					op.Cost = drawCost(rng, alg.params, costs, op.Verb)
-					got, err := lim.do(ctx, op)
+					op := c.drawOp(rng, costs, now)
+					if op.Verb == sluice.VerbCancel {
+						r := reserved[rng.IntN(len(reserved))]
+						if r.Allowed && r.Delay > 0 && !r.given && now < r.At {
+							_, err := c.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: r.cost, Now: now, At: r.At})
+							require.NoError(t, err)
+						}
+						require.NoError(t, r.Cancel(ctx))
+						r.given = true
+						continue
+					}
+					got, r, err := lim.do(ctx, op)
 					require.NoError(t, err)
+					if r != nil {
+						reserved = append(reserved, &reservation{Reservation: r, cost: op.Cost})
+					}
 					want, err := c.apply(op)
 					require.NoError(t, err)
 					require.Equal(t, want, got, "the limiter and Params.Step disagree: %s", c.fail(""))
@@ -513,14 +672,34 @@ func newLimiter(t testing.TB, p sluice.Params, opts ...sluice.Option) *testLimit
 }
 
 // do runs op's verb on key "k" at the limiter's clock.
-func (l *testLimiter) do(ctx context.Context, op sluice.Op) (sluice.Decision, error) {
+// A reservation returns the Reservation that booked it.
+func (l *testLimiter) do(ctx context.Context, op sluice.Op) (sluice.Decision, *sluice.Reservation, error) {
+	var (
+		d   sluice.Decision
+		err error
+	)
 	switch op.Verb {
 	case sluice.VerbCheck:
-		return l.CanAccept(ctx, "k", op.Cost)
+		d, err = l.CanAccept(ctx, "k", op.Cost)
 	case sluice.VerbFill:
-		return l.fill(ctx, "k", op.Cost)
+		d, err = l.fill(ctx, "k", op.Cost)
+	case sluice.VerbReserve:
+		r, err := l.Reserve(ctx, "k", op.Cost, time.Duration(op.MaxDelay))
+		return r.Decision, r, err
+	case sluice.VerbAtMost:
+		d, err = l.AllowAtMost(ctx, "k", op.Cost)
+	default:
+		d, err = l.Allow(ctx, "k", op.Cost)
 	}
-	return l.Allow(ctx, "k", op.Cost)
+	return d, nil, err
+}
+
+// reservation is a Reservation of a trace, with what the trace knows of
+// it: its cost, and whether it was cancelled already.
+type reservation struct {
+	*sluice.Reservation
+	cost  float64
+	given bool
 }
 
 // Close closes the limiter's default store.

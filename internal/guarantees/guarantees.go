@@ -46,28 +46,49 @@ func MaxInWindow(admitted []Admission, d int64) float64 {
 }
 
 // Key is one key of an algorithm driven through Params.Step, recording
-// what it admits.
+// what it admits (see [Booking]).
 type Key struct {
 	params   sluice.Params
 	state    sluice.State
-	admitted []Admission
+	bookings []Booking
+	regiven  float64
 }
 
 // NewKey returns a fresh key of the algorithm p describes.
 func NewKey(p sluice.Params) *Key { return &Key{params: p} }
 
-// Admitted returns the requests admitted so far, in the order they were.
-func (k *Key) Admitted() []Admission { return k.admitted }
+// Admitted returns the cost admitted so far that stands, each at the
+// instant its caller may act, in the order it was admitted: requests
+// Allow admitted, reservations booked and not given back, partial grants.
+func (k *Key) Admitted() []Admission {
+	a := make([]Admission, 0, len(k.bookings))
+	for _, b := range k.bookings {
+		if !b.GivenBack {
+			a = append(a, Admission{Time: b.Acts, Cost: b.Cost})
+		}
+	}
+	return a
+}
 
 // Apply runs a request on the key.
 func (k *Key) Apply(verb sluice.Verb, now int64, cost float64) (sluice.Decision, error) {
-	s, d, err := k.params.Step(k.state, sluice.Op{Verb: verb, Cost: cost, Now: now})
+	return k.do(sluice.Op{Verb: verb, Cost: cost, Now: now})
+}
+
+// do runs op on the key and records what it admits.
+func (k *Key) do(op sluice.Op) (sluice.Decision, error) {
+	s, d, err := k.params.Step(k.state, op)
 	if err != nil {
 		return d, err
 	}
 	k.state = s
-	if verb == sluice.VerbAllow && d.Allowed {
-		k.admitted = append(k.admitted, Admission{Time: now, Cost: cost})
+	b := Booking{Verb: op.Verb, Decided: op.Now, Acts: op.Now + int64(d.Delay), Cost: op.Cost, At: d.At}
+	switch {
+	case op.Verb == sluice.VerbAllow && d.Allowed, op.Verb == sluice.VerbReserve && d.Allowed:
+		k.bookings = append(k.bookings, b)
+	case op.Verb == sluice.VerbAtMost && d.Granted > 0:
+		b.Cost = d.Granted
+		k.bookings = append(k.bookings, b)
 	}
 	return d, nil
 }

@@ -30,11 +30,12 @@ const durationSlack = 0x1p-46
 // zero iff admitted). Then, if want lies within [Band] of a threshold, it
 // reports lenient and compares nothing else: the caller should then load
 // the production state into the model. Otherwise it requires the same
-// Allowed, Used within Band of the limit, and durations equal to the
-// nanosecond when they are exact instants (GCRA, windows, log entries), or
-// within 1 ns plus the Band converted to time at the drain rate plus
-// 2^-46 of the duration when they come from float amounts (buckets, the
-// sliding counter's RetryAfter).
+// Allowed and Granted, Used within Band of the limit, and durations
+// (RetryAfter, ResetAfter, a reservation's Delay, and its At as Delay
+// after now) equal to the nanosecond when they are exact instants (GCRA,
+// refills, windows, log entries), or within 1 ns plus the Band converted
+// to time at the drain rate plus 2^-46 of the duration when they come
+// from float amounts (the meters, the sliding counter's RetryAfter).
 func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) (lenient bool, err error) {
 	if err := Invariants(p, op, got); err != nil {
 		return false, err
@@ -44,6 +45,12 @@ func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) 
 	}
 	if got.Allowed != want.Allowed {
 		return false, fmt.Errorf("Allowed = %v, want %v (margin %.3g)", got.Allowed, want.Allowed, want.Margin)
+	}
+	if got.Granted != want.Granted {
+		return false, fmt.Errorf("Granted = %v, want %v (margin %.3g)", got.Granted, want.Granted, want.Margin)
+	}
+	if (got.At == 0) != (want.At == 0) {
+		return false, fmt.Errorf("At = %d, want %d", got.At, want.At)
 	}
 	used, _ := want.Used.Float64()
 	if clamped := min(max(used, 0), p.Limit); math.Abs(got.Used-clamped) > Band*p.Limit {
@@ -55,6 +62,7 @@ func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) 
 	}{
 		{"RetryAfter", int64(got.RetryAfter), want.RetryAfter},
 		{"ResetAfter", int64(got.ResetAfter), want.ResetAfter},
+		{"Delay", int64(got.Delay), want.Delay},
 	} {
 		tol := 0.0
 		if want.Drain > 0 {
@@ -68,8 +76,12 @@ func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) 
 }
 
 // Invariants checks what every decision of p for op keeps, whatever the
-// state.
+// state: amounts within bounds, and the fields of each verb consistent
+// with one another (see [verbInvariants]).
 func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
+	if err := verbInvariants(op, d); err != nil {
+		return err
+	}
 	switch {
 	case math.IsNaN(d.Used) || math.IsNaN(d.Remaining):
 		return fmt.Errorf("NaN in %+v", d)
@@ -83,8 +95,48 @@ func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
 		return fmt.Errorf("Remaining = %v, want Limit-Used = %v", d.Remaining, d.Limit-d.Used)
 	case d.RetryAfter < 0 || d.ResetAfter < 0:
 		return fmt.Errorf("negative duration in %+v", d)
-	case op.Verb != sluice.VerbFill && d.Allowed != (d.RetryAfter == 0):
+	}
+	return nil
+}
+
+// verbInvariants checks the fields that depend on the verb: RetryAfter is
+// zero iff the request was admitted (a fill-up and a cancel have nothing
+// to retry); only a booked reservation has a Delay, at most its MaxDelay,
+// and an At, exactly Delay after now when Delay is positive; only a
+// partial grant has Granted, whole units less than the cost or the whole
+// cost, and more than zero only when admitted.
+func verbInvariants(op sluice.Op, d sluice.Decision) error {
+	switch {
+	case op.Verb == sluice.VerbFill || op.Verb == sluice.VerbCancel:
+		if d.RetryAfter != 0 {
+			return fmt.Errorf("RetryAfter = %v for a %v", d.RetryAfter, op.Verb)
+		}
+	case d.Allowed != (d.RetryAfter == 0):
 		return fmt.Errorf("Allowed = %v with RetryAfter = %v", d.Allowed, d.RetryAfter)
+	}
+	if op.Verb != sluice.VerbReserve || !d.Allowed {
+		if d.Delay != 0 || d.At != 0 {
+			return fmt.Errorf("Delay = %v, At = %d for a %v that booked nothing", d.Delay, d.At, op.Verb)
+		}
+	} else {
+		switch {
+		case d.Delay < 0 || int64(d.Delay) > op.MaxDelay:
+			return fmt.Errorf("Delay = %v outside [0, MaxDelay %v]", d.Delay, time.Duration(op.MaxDelay))
+		case d.Delay > 0 && d.At != op.Now+int64(d.Delay):
+			return fmt.Errorf("At = %d, want now %d + Delay %v", d.At, op.Now, d.Delay)
+		case d.Delay == 0 && d.At != 0:
+			return fmt.Errorf("At = %d for a reservation that need not wait", d.At)
+		}
+	}
+	switch {
+	case op.Verb != sluice.VerbAtMost:
+		if d.Granted != 0 {
+			return fmt.Errorf("Granted = %v for a %v", d.Granted, op.Verb)
+		}
+	case d.Granted != 0 && !d.Allowed:
+		return fmt.Errorf("Granted = %v but not Allowed", d.Granted)
+	case d.Allowed && d.Granted != op.Cost && (d.Granted != math.Floor(d.Granted) || d.Granted < 1 || d.Granted >= op.Cost):
+		return fmt.Errorf("Granted = %v of cost %v: neither the cost nor whole units less than it", d.Granted, op.Cost)
 	}
 	return nil
 }

@@ -9,11 +9,16 @@ import (
 
 // gcra is the generic cell rate algorithm in integer nanoseconds, with
 // emission interval T = Interval, cT = round(c*T) and bT = round(burst*T)
-// rounded half away from zero: c is admitted at now iff
+// rounded half away from zero. With base = max(TAT, now) (now for a fresh
+// key), c conforms from allowAt = base + cT - bT on:
 //
-//	now >= max(TAT, now) + cT - bT
-//
-// and then TAT = max(TAT, now) + cT.
+//   - Allow and Check admit c iff now >= allowAt, and then TAT = base + cT;
+//   - Reserve books allowAt if it is at most MaxDelay after now (Delay
+//     allowAt-now, At allowAt when it must wait), and then TAT = base + cT
+//     too: the next booking comes cT after it. Otherwise it says to come
+//     back MaxDelay before allowAt.
+//   - Cancel gives a reservation's cost back, TAT -= cT, iff now < At and
+//     the TAT is still the one the reservation left, At + bT.
 type gcra struct {
 	interval *big.Rat
 	limit    *big.Rat
@@ -57,25 +62,42 @@ func roundingMargin(x *big.Rat) float64 {
 
 func (g *gcra) Apply(op sluice.Op) Decision {
 	ct, exact := g.nanos(rat(op.Cost))
+	d := Decision{Margin: min(g.margin, roundingMargin(exact))}
 	base := op.Now
 	if !g.fresh {
 		base = max(g.tat, op.Now)
 	}
+	if op.Verb == sluice.VerbCancel {
+		if !g.fresh && op.Now < op.At && g.tat == op.At+g.burst {
+			d.Allowed = true
+			g.tat -= ct
+			base = max(g.tat, op.Now)
+		}
+		return g.describe(d, base, op.Now)
+	}
 	allowAt := base + ct - g.burst
-	d := Decision{Allowed: op.Now >= allowAt, Margin: min(g.margin, roundingMargin(exact))}
-	tat := g.tat
-	if g.fresh {
-		tat = op.Now
-	}
-	if d.Allowed {
+	tat := base
+	switch {
+	case op.Now >= allowAt:
+		d.Allowed = true
 		tat = base + ct
-	} else {
+	case op.Verb != sluice.VerbReserve:
 		d.RetryAfter = allowAt - op.Now
+	case allowAt-op.Now <= op.MaxDelay:
+		d.Allowed, d.Delay, d.At = true, allowAt-op.Now, allowAt
+		tat = base + ct
+	default:
+		d.RetryAfter = allowAt - op.MaxDelay - op.Now
 	}
-	d.ResetAfter = max(tat-op.Now, 0)
+	if d.Allowed && op.Verb != sluice.VerbCheck {
+		g.tat, g.fresh = tat, false
+	}
+	return g.describe(d, tat, op.Now)
+}
+
+// describe fills in the amounts of d from the TAT as it stands at now.
+func (g *gcra) describe(d Decision, tat, now int64) Decision {
+	d.ResetAfter = max(tat-now, 0)
 	d.Used = quo(ratInt(d.ResetAfter), g.interval)
-	if op.Verb == sluice.VerbAllow && d.Allowed {
-		g.tat, g.fresh = tat, d.ResetAfter == 0
-	}
 	return d
 }

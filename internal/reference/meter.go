@@ -1,27 +1,42 @@
 package reference
 
 import (
+	"math"
 	"math/big"
 
 	"github.com/sluice-go/sluice"
 )
 
 // meter is the leaky bucket, and the continuous token bucket counting the
-// tokens in use:
+// tokens in use. Its state is a point (last, A) on the key's level over
+// time, a line of slope -r (r = Amount/Interval) that stops at zero going
+// forward:
 //
-//	level(t) = max(0, level0 - (t-last)*Amount/Interval)   for t > last
-//	level(t) = level0                                      for t <= last
+//	level(t) = max(0, A - (t-last)*r)   for t >= last
+//	level(t) = A + (last-t)*r           for t < last
 //
-// Allow and Check admit c iff level(now)+c <= Limit; an admitted Allow sets
-// level = level(now)+c and last = max(last, now). Fill always sets level =
-// min(level(now)+c, Limit), and its RetryAfter is zero.
+// so that a decision made before the point (a clock that stepped back, or
+// a request behind a booked reservation) sees the level the key had then.
+// The zero state (0, 0) is a fresh key.
+//
+// A cost c conforms at t iff c <= Limit and level(t)+c <= Limit, that is
+// from the instant last + (A+c-Limit)/r on; fitAt is the first whole
+// nanosecond of that. Allow and Check admit c iff now >= fitAt. Reserve
+// books fitAt when it is at most MaxDelay after now (Delay fitAt-now, At
+// fitAt when it must wait), and otherwise says to come back MaxDelay before
+// fitAt. A recorded cost at the instant at (now, or the booked fitAt) moves
+// the point to last' = max(last, at) with level(last')+c there (a fill-up
+// clamping at the limit, and always recorded). A reservation's cost is
+// given back (Cancel) iff now < At and the point is still at At: the point
+// then moves one nanosecond earlier on the line through (At, max(A-c, 0)),
+// so that the same cancel, made again, finds nothing.
 type meter struct {
 	limit    *big.Rat
 	limitF   float64
-	perNanos *big.Rat // Amount/Interval: what leaks per nanosecond
+	perNanos *big.Rat // r = Amount/Interval: what leaks per nanosecond
 	drain    float64  // Interval/Amount: nanoseconds per unit
-	level    *big.Rat // zero for a fresh key
-	last     int64    // meaningful only while level > 0
+	level    *big.Rat // A, the level at last
+	last     int64
 }
 
 func newMeter(p sluice.Params) *meter {
@@ -39,66 +54,103 @@ func (m *meter) Reset() { m.level, m.last = new(big.Rat), 0 }
 
 func (m *meter) Load(s sluice.State) { m.level, m.last = rat(s.A), s.Time }
 
-// levelAt returns the level at t.
-func (m *meter) levelAt(t int64) *big.Rat {
-	if m.level.Sign() == 0 || t <= m.last {
-		return m.level
-	}
-	x := sub(m.level, mul(ratInt(t-m.last), m.perNanos))
-	if x.Sign() < 0 {
+// levelAt returns the level at t of the point (last, a).
+func (m *meter) levelAt(last int64, a *big.Rat, t int64) *big.Rat {
+	x := sub(a, mul(ratInt(t-last), m.perNanos))
+	if t >= last && x.Sign() < 0 {
 		return new(big.Rat)
 	}
 	return x
 }
 
-// leakTime returns how long an amount x takes to leak away: the smallest
-// whole number of nanoseconds after which it has.
-func (m *meter) leakTime(x *big.Rat) int64 {
-	if x.Sign() <= 0 {
-		return 0
+// emptyAfter returns how long from now until the point (last, a) has
+// leaked to zero: the first whole nanosecond at or after last + a/r.
+func (m *meter) emptyAfter(last int64, a *big.Rat, now int64) int64 {
+	return max(ceilNanos(add(ratInt(last-now), quo(a, m.perNanos))), 0)
+}
+
+// zeroMargin is how close a level at now is to zero, relative to the
+// limit: a float level within rounding of zero may leave the key fresh (and
+// forgotten) where the exact one does not.
+func (m *meter) zeroMargin(level *big.Rat) float64 {
+	if level.Sign() == 0 {
+		return math.Inf(1)
 	}
-	return ceilNanos(quo(x, m.perNanos))
+	return relative(level, m.limitF)
 }
 
 func (m *meter) Apply(op sluice.Op) Decision {
+	if op.Verb == sluice.VerbCancel {
+		return m.cancel(op)
+	}
 	c := rat(op.Cost)
-	x := m.levelAt(op.Now)
-	sum := add(x, c)
-	excess := sub(sum, m.limit)
-	d := Decision{
-		Allowed: excess.Sign() <= 0,
-		Margin:  relative(excess, m.limitF),
-		Drain:   m.drain,
+	d := Decision{Margin: math.Inf(1), Drain: m.drain}
+	// The real instant from which c conforms, and its first nanosecond.
+	fitReal := add(ratInt(m.last), quo(sub(add(m.level, c), m.limit), m.perNanos))
+	fitAt := ceilNanos(fitReal)
+	// A fill-up may cost more than the limit: that never conforms.
+	conforms := op.Cost <= m.limitF
+	if conforms {
+		// How far now is from the threshold, as an amount.
+		d.Margin = relative(mul(sub(ratInt(op.Now), fitReal), m.perNanos), m.limitF)
 	}
-	// The level leaks from the later of now and last: a clock that
-	// stepped back sees no leak until it passes last again.
-	wait := max(m.last-op.Now, 0)
-	if m.level.Sign() == 0 {
-		wait = 0
-	}
-	if !d.Allowed && op.Verb != sluice.VerbFill {
-		// A fill-up is recorded whatever it costs, so it has nothing to
-		// retry. Another cost fits once the excess has leaked away.
-		d.RetryAfter = wait + m.leakTime(excess)
-	}
-	level := x
+	at := op.Now // when the cost is recorded
 	switch {
-	case op.Verb == sluice.VerbFill:
-		level = sum
-		if !d.Allowed {
-			level = m.limit
+	case conforms && op.Now >= fitAt:
+		d.Allowed = true
+	case op.Verb == sluice.VerbReserve:
+		// Whether fitAt comes within MaxDelay is a threshold too.
+		d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.Now+op.MaxDelay), fitReal), m.perNanos), m.limitF))
+		if fitAt-op.Now <= op.MaxDelay {
+			d.Allowed, d.Delay, d.At = true, fitAt-op.Now, fitAt
+			at = fitAt
+		} else {
+			d.RetryAfter = fitAt - op.MaxDelay - op.Now
 		}
-	case d.Allowed:
-		level = sum
+	case op.Verb != sluice.VerbFill:
+		// A fill-up is recorded whatever it costs: it has nothing to retry.
+		d.RetryAfter = fitAt - op.Now
 	}
-	d.Used = level
-	if level.Sign() > 0 {
-		d.ResetAfter = wait + m.leakTime(level)
-		// A level within float noise of zero may be forgotten as fresh.
-		d.Margin = min(d.Margin, relative(level, m.limitF))
+	if op.Verb != sluice.VerbFill && !d.Allowed {
+		d.Used = m.levelAt(m.last, m.level, op.Now)
+		d.ResetAfter = m.emptyAfter(m.last, m.level, op.Now)
+		if m.last <= op.Now {
+			d.Margin = min(d.Margin, m.zeroMargin(d.Used))
+		}
+		return d
 	}
-	if op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && d.Allowed {
-		m.level, m.last = level, max(m.last, op.Now)
+	last := max(m.last, at)
+	filled := add(m.levelAt(m.last, m.level, last), c)
+	if filled.Cmp(m.limit) > 0 { // only a fill-up that did not fit
+		filled = m.limit
+	}
+	d.Used = m.levelAt(last, filled, op.Now)
+	d.ResetAfter = m.emptyAfter(last, filled, op.Now)
+	if last == op.Now {
+		d.Margin = min(d.Margin, m.zeroMargin(filled))
+	}
+	if op.Verb != sluice.VerbCheck {
+		m.last, m.level = last, filled
+	}
+	return d
+}
+
+// cancel gives a reservation's cost back if the point is still at its
+// instant and the instant is still to come.
+func (m *meter) cancel(op sluice.Op) Decision {
+	d := Decision{Margin: math.Inf(1), Drain: m.drain}
+	if op.Now < op.At && m.last == op.At {
+		d.Allowed = true
+		left := sub(m.level, rat(op.Cost))
+		if left.Sign() < 0 {
+			left = new(big.Rat)
+		}
+		m.last, m.level = op.At-1, add(left, m.perNanos)
+	}
+	d.Used = m.levelAt(m.last, m.level, op.Now)
+	d.ResetAfter = m.emptyAfter(m.last, m.level, op.Now)
+	if m.last <= op.Now {
+		d.Margin = m.zeroMargin(d.Used)
 	}
 	return d
 }

@@ -22,9 +22,11 @@ import (
 
 // Model is the exact reference of one algorithm for one key.
 type Model interface {
-	// Apply runs op on the key and returns the exact decision. Like the
-	// production step, it records op only for an admitted VerbAllow and
-	// for VerbFill.
+	// Apply runs op, which must be valid for the model's Params, on the key
+	// and returns the exact decision. It records what the Store contract
+	// says a decision records ([Records]): a fill-up, an admission, a
+	// booked reservation, a cancel that gave its cost back, a partial
+	// grant of more than zero.
 	Apply(op sluice.Op) Decision
 	// Reset forgets the key.
 	Reset()
@@ -54,10 +56,33 @@ type Decision struct {
 	// there. It is +Inf when no threshold is near in that sense.
 	Margin float64
 	// Drain is how many nanoseconds it takes for one unit of the amount
-	// that RetryAfter and ResetAfter wait on to go away; zero when those
-	// durations are exact instants (window ends, entry times, GCRA's
-	// integer arithmetic).
+	// that RetryAfter, ResetAfter and Delay wait on to go away; zero when
+	// those durations are exact instants (window ends, entry times,
+	// refills, GCRA's integer arithmetic).
 	Drain float64
+	// Delay is, for a booked reservation, how long from now until the
+	// caller may act, in nanoseconds, and At that instant when Delay is
+	// positive (zero otherwise).
+	Delay, At int64
+	// Granted is, for VerbAtMost, the cost admitted: the whole cost, the
+	// most whole units less than it that fit, or zero.
+	Granted float64
+}
+
+// Records reports whether a decision d on verb changes the key's state,
+// as the Store contract defines it: a fill-up always; an admission, a
+// booked reservation and a cancel that gave its cost back when Allowed; a
+// partial grant when it granted more than zero; a check or a denial never.
+func Records(verb sluice.Verb, d Decision) bool {
+	switch verb {
+	case sluice.VerbFill:
+		return true
+	case sluice.VerbAllow, sluice.VerbReserve, sluice.VerbCancel:
+		return d.Allowed
+	case sluice.VerbAtMost:
+		return d.Granted > 0
+	}
+	return false
 }
 
 // New returns a fresh model of the algorithm p describes. p must be valid.
@@ -69,20 +94,77 @@ func New(p sluice.Params) (Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return forgetful{m}, nil
+	return key{Model: m, limit: p.Limit}, nil
 }
 
-// forgetful forgets a key as soon as a recorded request leaves it fresh
-// (ResetAfter zero), as the Store contract lets every store do: whatever
-// its state still holds (a log entry that has left the window, a level at
-// a past time) then no longer counts if the clock steps back.
-type forgetful struct{ Model }
+// key is a model as a store holds it: it forgets the key as soon as a
+// recorded request leaves it fresh (ResetAfter zero), as the Store
+// contract lets every store do, so that whatever its state still holds (a
+// log entry that has left the window, a level at a past time) no longer
+// counts if the clock steps back; and it makes VerbAtMost of the other
+// verbs.
+type key struct {
+	Model
+	limit float64
+}
 
-func (f forgetful) Apply(op sluice.Op) Decision {
-	d := f.Model.Apply(op)
-	if d.ResetAfter == 0 && (op.Verb == sluice.VerbFill || op.Verb == sluice.VerbAllow && d.Allowed) {
-		f.Reset()
+func (k key) Apply(op sluice.Op) Decision {
+	if op.Verb == sluice.VerbAtMost {
+		return k.atMost(op)
 	}
+	d := k.Model.Apply(op)
+	if d.ResetAfter == 0 && Records(op.Verb, d) {
+		k.Reset()
+	}
+	return d
+}
+
+// atMost is VerbAtMost: it admits the whole cost if it conforms now, and
+// otherwise the most whole units less than the cost that conform (each
+// algorithm admits less whenever it admits more, so a binary search finds
+// them), recording them as VerbAllow does. When nothing conforms, its
+// decision is that of a check of one unit (or of the cost, if less).
+// Granted is the amount admitted; a decision that granted nothing records
+// nothing, not even a whole cost of zero.
+func (k key) atMost(op sluice.Op) Decision {
+	check := func(cost float64) Decision {
+		return k.Model.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: op.Now})
+	}
+	margin := math.Inf(1)
+	if op.Cost <= k.limit {
+		whole := check(op.Cost)
+		margin = whole.Margin
+		if whole.Allowed {
+			d := whole
+			if op.Cost > 0 {
+				d = k.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: op.Cost, Now: op.Now})
+			}
+			d.Granted, d.Margin = op.Cost, min(d.Margin, margin)
+			return d
+		}
+	}
+	// The most whole units less than the cost, and no more than the limit.
+	most := int64(min(math.Ceil(op.Cost)-1, math.Floor(k.limit)))
+	lo, hi := int64(0), most // units lo conform (0 trivially), hi+1 do not
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if check(float64(mid)).Allowed {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo < most {
+		margin = min(margin, check(float64(lo+1)).Margin)
+	}
+	if lo >= 1 {
+		margin = min(margin, check(float64(lo)).Margin)
+		d := k.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: float64(lo), Now: op.Now})
+		d.Granted, d.Margin = float64(lo), min(d.Margin, margin)
+		return d
+	}
+	d := check(min(op.Cost, 1))
+	d.Margin = min(d.Margin, margin)
 	return d
 }
 

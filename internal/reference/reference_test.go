@@ -34,7 +34,9 @@ func TestModelsGiveHandComputedDecisions(t *testing.T) {
 			{allow, 1, 0, false, 666666667, 2 * s},         // 1 unit leaks in 2/3 s, rounded up
 			{check, 1, 666666667, true, 0, 2 * s},          // level 1.9999999995 + 1 leaks in 1999999999.67ns
 			{fill, 2, s, false, 0, 2 * s},                  // 1.5 + 2 clamps at 3
-			{allow, 0.5, s - 1, false, 333333335, 2*s + 1}, // the clock stepped back: no leak until s again
+			{allow, 0.5, s - 1, false, 333333335, 2*s + 1}, // the clock stepped back: 1.5e-9 more than 3 then
+			{allow, 0.5, s + 333333334, true, 0, 2 * s},    // 3 - 0.500000001 + 0.5
+			{check, 0, s + 333333333, false, 1, 2*s + 1},   // 1ns before that point the level was above 3
 		}},
 		{"GCRA 10/s burst 5", sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10}, []step{
 			{allow, 5, 0, true, 0, s / 2},
@@ -79,6 +81,104 @@ func TestModelsGiveHandComputedDecisions(t *testing.T) {
 				require.Equal(t, st.allowed, d.Allowed, "step %d", i)
 				require.Equal(t, st.retry, d.RetryAfter, "step %d RetryAfter", i)
 				require.Equal(t, st.resetAfter, d.ResetAfter, "step %d ResetAfter", i)
+			}
+		})
+	}
+}
+
+// TestModelsBookCancelAndGrantAsDefined pins the models of the shaping
+// verbs (Reserve, Cancel, AtMost) to decisions worked out by hand from
+// their definitions.
+func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
+	const s = int64(time.Second)
+	t0 := 1000 * s
+	type step struct {
+		verb     sluice.Verb
+		cost     float64
+		at       int64 // nanoseconds after t0
+		maxDelay int64 // a reservation's
+		booked   int64 // a cancel's reservation instant, after t0
+		// The decision.
+		allowed           bool
+		retry, resetAfter int64
+		delay             int64 // At is then t0 + at + delay
+		granted           float64
+	}
+	allow, reserve, cancel, atMost := sluice.VerbAllow, sluice.VerbReserve, sluice.VerbCancel, sluice.VerbAtMost
+	tests := []struct {
+		name  string
+		p     sluice.Params
+		steps []step
+	}{
+		{"GCRA 10/s burst 5", sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10}, []step{
+			{verb: allow, cost: 5, allowed: true, resetAfter: s / 2},
+			{verb: reserve, cost: 1, maxDelay: s, allowed: true, resetAfter: 6 * s / 10, delay: s / 10},
+			// The next one would come at 200ms: past a MaxDelay of 100ms,
+			// by 100ms.
+			{verb: reserve, cost: 1, maxDelay: s / 10, retry: s / 10, resetAfter: 6 * s / 10},
+			{verb: reserve, cost: 1, maxDelay: 2 * s / 10, allowed: true, resetAfter: 7 * s / 10, delay: 2 * s / 10},
+			// The first is no longer the last booking: nothing given back.
+			{verb: cancel, cost: 1, booked: s / 10, resetAfter: 7 * s / 10},
+			{verb: cancel, cost: 1, at: s / 20, booked: 2 * s / 10, allowed: true, resetAfter: 6*s/10 - s/20},
+			{verb: cancel, cost: 1, at: s / 20, booked: 2 * s / 10, resetAfter: 6*s/10 - s/20}, // again: nothing
+			// A backlog of 5 at 100ms: nothing fits, one unit at 200ms.
+			{verb: atMost, cost: 3, at: s / 10, retry: s / 10, resetAfter: s / 2},
+			{verb: atMost, cost: 3, at: 3 * s / 10, allowed: true, resetAfter: s / 2, granted: 2},
+			{verb: atMost, cost: 0.5, at: 4 * s / 10, allowed: true, resetAfter: 45 * s / 100, granted: 0.5},
+		}},
+		{"leaky bucket 3 leaking 1.5/s", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}, []step{
+			{verb: allow, cost: 3, allowed: true, resetAfter: 2 * s},
+			// 1.5 has leaked at 1s: the point moves there, full again.
+			{verb: reserve, cost: 1.5, maxDelay: 2 * s, allowed: true, resetAfter: 3 * s, delay: s},
+			// At 500ms, before the point, the level is 3 + 0.75.
+			{verb: allow, cost: 0, at: s / 2, retry: s / 2, resetAfter: 5 * s / 2},
+			{verb: reserve, cost: 1.5, at: s / 2, maxDelay: s / 2, retry: s, resetAfter: 5 * s / 2},
+			// Given back: the line of the bucket never reserved, empty at 2s.
+			{verb: cancel, cost: 1.5, at: s / 2, booked: s, allowed: true, resetAfter: 3 * s / 2},
+			{verb: cancel, cost: 1.5, at: s / 2, booked: s, resetAfter: 3 * s / 2},
+			// 2.25 at 500ms: not even one unit fits, until 666666666.67ns.
+			{verb: atMost, cost: 2.5, at: s / 2, retry: 166666667, resetAfter: 3 * s / 2},
+			// 1.5 at 1s: one unit fits, and 2.5 leaks in 1666666666.67ns.
+			{verb: atMost, cost: 2.5, at: s, allowed: true, resetAfter: 1666666667, granted: 1},
+		}},
+		{"token bucket 4/s burst 10, interval refill", sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true}, []step{
+			{verb: allow, cost: 10, allowed: true, resetAfter: 3 * s},
+			// The refill at 1s brings 4: booked there, 10 in use again.
+			{verb: reserve, cost: 4, maxDelay: s, allowed: true, resetAfter: 4 * s, delay: s},
+			// At 500ms, 14 in use counting the refill still to come.
+			{verb: allow, cost: 1, at: s / 2, retry: 3 * s / 2, resetAfter: 7 * s / 2},
+			{verb: reserve, cost: 4, at: s / 2, maxDelay: s, retry: s / 2, resetAfter: 7 * s / 2},
+			{verb: cancel, cost: 4, at: s / 2, booked: s, allowed: true, resetAfter: 5 * s / 2},
+			{verb: cancel, cost: 4, at: s / 2, booked: s, resetAfter: 5 * s / 2},
+			{verb: allow, cost: 4, at: s, allowed: true, resetAfter: 3 * s},
+			// 10 in use until 2s brings 4: 4 of 4.5 then.
+			{verb: atMost, cost: 4.5, at: 2 * s, allowed: true, resetAfter: 3 * s, granted: 4},
+		}},
+		{"fixed window 5/s", sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s}, []step{
+			{verb: atMost, cost: 7, allowed: true, resetAfter: s, granted: 5},
+			{verb: atMost, cost: 7, at: s / 2, retry: s / 2, resetAfter: s / 2},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := reference.New(tt.p)
+			require.NoError(t, err)
+			for i, st := range tt.steps {
+				op := sluice.Op{Verb: st.verb, Cost: st.cost, Now: t0 + st.at, MaxDelay: st.maxDelay}
+				if st.verb == cancel {
+					op.At = t0 + st.booked
+				}
+				d := m.Apply(op)
+				require.Equal(t, st.allowed, d.Allowed, "step %d", i)
+				require.Equal(t, st.retry, d.RetryAfter, "step %d RetryAfter", i)
+				require.Equal(t, st.resetAfter, d.ResetAfter, "step %d ResetAfter", i)
+				require.Equal(t, st.delay, d.Delay, "step %d Delay", i)
+				if st.delay > 0 {
+					require.Equal(t, op.Now+st.delay, d.At, "step %d At", i)
+				} else {
+					require.Zero(t, d.At, "step %d At", i)
+				}
+				require.Equal(t, st.granted, d.Granted, "step %d Granted", i)
 			}
 		})
 	}

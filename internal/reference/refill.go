@@ -8,16 +8,35 @@ import (
 )
 
 // refill is the token bucket with interval refill, counting the tokens in
-// use: Amount of them come back per whole Interval since the last refill,
-// whose time advances by whole intervals. A bucket that is full again is a
-// fresh key: its refill clock restarts at its next request.
+// use. Its state is a point (last, used): used tokens in use at last, a
+// refill instant, just after its refill. Amount tokens come back at every
+// Interval after it, and before it the refills between a time and the
+// point had not come yet:
+//
+//	used(t) = max(0, used - floor((t-last)/Interval)*Amount)   for t >= last
+//	used(t) = used + ceil((last-t)/Interval)*Amount            for t < last
+//
+// As seen at now >= last the point advances to the last refill at or
+// before now, and a bucket that is full there is a fresh key: its refill
+// clock restarts at now. The zero state is a fresh key.
+//
+// c conforms from the first refill instant fitAt = last + n*Interval of the
+// point seen at now at which used - n*Amount + c <= burst. Allow and Check
+// admit c iff now >= fitAt; Reserve books fitAt if it is at most MaxDelay
+// after now, and otherwise says to come back MaxDelay before it. A cost
+// recorded at an instant at or after the point advances the point there
+// and adds c; recorded before it, it adds c at the point. A reservation's
+// cost is given back (Cancel) iff now < At and the point is still at At:
+// the point then moves one refill earlier on the line through
+// (At, max(used-c, 0)), so that the same cancel, made again, finds
+// nothing.
 type refill struct {
 	burst    *big.Rat
 	burstF   float64
 	amount   *big.Rat
 	interval int64
 	used     *big.Rat // zero for a fresh key
-	last     int64    // the last refill; meaningful only while used > 0
+	last     int64
 }
 
 func newRefill(p sluice.Params) *refill {
@@ -30,52 +49,111 @@ func (r *refill) Reset() { r.used, r.last = new(big.Rat), 0 }
 
 func (r *refill) Load(s sluice.State) { r.used, r.last = rat(s.A), s.Time }
 
-// refills returns how many refills it takes to bring an excess of tokens
-// in use down to zero, and the margin of that count: how close the excess
-// is to a whole number of refills, relative to the burst.
-func (r *refill) refills(excess *big.Rat) (int64, float64) {
-	if excess.Sign() <= 0 {
-		return 0, relative(excess, r.burstF)
+// point returns the point (used, last) as seen at t, and the margin of
+// whether the refills due leave the bucket full: a float count within
+// rounding above zero may read as full where the exact one does not.
+func (r *refill) point(used *big.Rat, last, t int64) (*big.Rat, int64, float64) {
+	margin := math.Inf(1)
+	if t < last {
+		return used, last, margin
 	}
-	n := ceilNanos(quo(excess, r.amount))
-	// The excess lies in ((n-1)*Amount, n*Amount].
-	above := relative(sub(mul(ratInt(n), r.amount), excess), r.burstF)
-	below := relative(sub(excess, mul(ratInt(n-1), r.amount)), r.burstF)
-	return n, min(above, below)
+	if used.Sign() > 0 {
+		n := (t - last) / r.interval
+		used = sub(used, mul(ratInt(n), r.amount))
+		last += n * r.interval
+		if used.Sign() > 0 {
+			margin = relative(used, r.burstF)
+		}
+	}
+	if used.Sign() <= 0 {
+		return new(big.Rat), t, margin
+	}
+	return used, last, margin
+}
+
+// usedAt returns the tokens in use at t of the point (used, last), which
+// lies at or after the last refill before t.
+func (r *refill) usedAt(used *big.Rat, last, t int64) *big.Rat {
+	if last <= t {
+		return used
+	}
+	return add(used, mul(ratInt((last-t+r.interval-1)/r.interval), r.amount))
+}
+
+// refillsTo returns ceil(x/Amount), the refills after a point it takes
+// for an excess of x tokens to be gone (zero or fewer when there is room
+// already), and its margin. The float code subtracts its slack before
+// rounding up, so an excess exactly on a multiple of Amount is safe and
+// only one just above it (by less than the slack) may count a refill
+// fewer.
+func (r *refill) refillsTo(x *big.Rat) (int64, float64) {
+	q := quo(x, r.amount)
+	n := floorInt(q)
+	if !q.IsInt() {
+		n.Add(n, big.NewInt(1))
+	}
+	above := sub(x, mul(new(big.Rat).SetInt(n), r.amount))
+	above.Add(above, r.amount) // x - (n-1)*Amount, in (0, Amount]
+	return n.Int64(), relative(above, r.burstF)
+}
+
+// resetAfter returns how long from now until the point (used, last) is
+// full again, and its margin.
+func (r *refill) resetAfter(used *big.Rat, last, now int64) (int64, float64) {
+	if used.Sign() <= 0 {
+		return max(last-now, 0), math.Inf(1)
+	}
+	n, m := r.refillsTo(used)
+	return max(last+n*r.interval-now, 0), m
 }
 
 func (r *refill) Apply(op sluice.Op) Decision {
+	d := Decision{Margin: math.Inf(1)}
+	if op.Verb == sluice.VerbCancel {
+		if op.Now < op.At && r.last == op.At {
+			d.Allowed = true
+			left := sub(r.used, rat(op.Cost))
+			if left.Sign() < 0 {
+				left = new(big.Rat)
+			}
+			r.used, r.last = add(left, r.amount), op.At-r.interval
+		}
+		used, last, m := r.point(r.used, r.last, op.Now)
+		d.Used = r.usedAt(used, last, op.Now)
+		var mr float64
+		d.ResetAfter, mr = r.resetAfter(used, last, op.Now)
+		d.Margin = min(m, mr)
+		return d
+	}
 	c := rat(op.Cost)
-	used, last := r.used, r.last
-	margin := math.Inf(1)
-	if used.Sign() > 0 && op.Now > last {
-		n := (op.Now - last) / r.interval
-		used = sub(used, mul(ratInt(n), r.amount))
-		last += n * r.interval
-		// Whether the refills due leave the bucket full is a threshold.
-		margin = relative(used, r.burstF)
+	used, last, margin := r.point(r.used, r.last, op.Now)
+	n, m := r.refillsTo(sub(add(used, c), r.burst))
+	d.Margin = min(margin, m)
+	fitAt := last + n*r.interval
+	at := op.Now // when the cost is recorded
+	switch {
+	case op.Now >= fitAt:
+		d.Allowed = true
+	case op.Verb == sluice.VerbReserve && fitAt-op.Now <= op.MaxDelay:
+		d.Allowed, d.Delay, d.At = true, fitAt-op.Now, fitAt
+		at = fitAt
+	case op.Verb == sluice.VerbReserve:
+		d.RetryAfter = fitAt - op.MaxDelay - op.Now
+	default:
+		d.RetryAfter = fitAt - op.Now
 	}
-	if used.Sign() <= 0 {
-		used, last = new(big.Rat), op.Now
-	}
-	sum := add(used, c)
-	excess := sub(sum, r.burst)
-	d := Decision{Allowed: excess.Sign() <= 0, Used: used}
-	d.Margin = min(margin, relative(excess, r.burstF))
 	if d.Allowed {
-		d.Used = sum
-	} else {
-		n, m := r.refills(excess)
-		d.Margin = min(d.Margin, m)
-		d.RetryAfter = last + n*r.interval - op.Now
+		if at >= last {
+			used, last, m = r.point(used, last, at)
+			d.Margin = min(d.Margin, m)
+		}
+		used = add(used, c)
+		if op.Verb != sluice.VerbCheck {
+			r.used, r.last = used, last
+		}
 	}
-	if d.Used.Sign() > 0 {
-		n, m := r.refills(d.Used)
-		d.Margin = min(d.Margin, m)
-		d.ResetAfter = max(last+n*r.interval-op.Now, 0)
-	}
-	if op.Verb == sluice.VerbAllow && d.Allowed {
-		r.used, r.last = d.Used, last
-	}
+	d.Used = r.usedAt(used, last, op.Now)
+	d.ResetAfter, m = r.resetAfter(used, last, op.Now)
+	d.Margin = min(d.Margin, m)
 	return d
 }

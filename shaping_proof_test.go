@@ -1,0 +1,167 @@
+package sluice_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/guarantees"
+)
+
+// What the property traces send beside Allow, Check and Fill: reservations
+// with maximum delays drawn around the algorithm's time scale and on the
+// very nanosecond that decides whether a booking comes within them,
+// cancels of the trace's earlier reservations in any order, and partial
+// grants of up to several times the limit.
+
+// drawVerb draws the verb of the next operation among those p runs; a
+// cancel only if something was booked.
+func drawVerb(rng *rand.Rand, p sluice.Params, booked bool) sluice.Verb {
+	switch r := rng.IntN(100); {
+	case r < 12:
+		return sluice.VerbCheck
+	case r < 24 && p.Kind == sluice.KindLeakyBucket:
+		return sluice.VerbFill
+	case r >= 24 && r < 44 && p.Reservable():
+		return sluice.VerbReserve
+	case r >= 44 && r < 56 && p.Reservable() && booked:
+		return sluice.VerbCancel
+	case r >= 56 && r < 68:
+		return sluice.VerbAtMost
+	}
+	return sluice.VerbAllow
+}
+
+// drawOp draws the trace's next operation at now.
+func (c *checker) drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op {
+	op := sluice.Op{Verb: drawVerb(rng, c.p, len(c.booked) > 0), Now: now}
+	switch op.Verb {
+	case sluice.VerbCancel:
+		op = c.drawCancel(rng)
+		op.Now = now
+	case sluice.VerbReserve:
+		op.Cost = drawCost(rng, c.p, costs, op.Verb)
+		op.MaxDelay = c.drawDelay(rng, now)
+		c.lastReserve = op
+	case sluice.VerbAtMost:
+		op.Cost = drawAtMostCost(rng, c.p, costs)
+	default:
+		op.Cost = drawCost(rng, c.p, costs, op.Verb)
+	}
+	return op
+}
+
+// drawCancel draws a cancel of one of the trace's booked reservations:
+// the latest one or any earlier one, perhaps given back already; now and
+// then one of an instant nothing was booked for, or with another cost
+// than was booked.
+func (c *checker) drawCancel(rng *rand.Rand) sluice.Op {
+	op := c.booked[len(c.booked)-1]
+	if rng.IntN(2) == 0 {
+		op = c.booked[rng.IntN(len(c.booked))]
+	}
+	switch rng.IntN(20) {
+	case 0:
+		op.At++
+	case 1:
+		op.At--
+	case 2:
+		op.Cost = min(op.Cost*2, c.p.Limit)
+	}
+	return op
+}
+
+// drawDelay draws a reservation's maximum delay: none; around the
+// algorithm's time scale; longer than any booking; and, after a
+// reservation was refused, exactly what the refusal said it would take
+// to book now, or one nanosecond less.
+func (c *checker) drawDelay(rng *rand.Rand, now int64) int64 {
+	scale := guarantees.Period(c.p)
+	switch r := rng.IntN(20); {
+	case r < 3:
+		return 0
+	case r < 11:
+		return rng.Int64N(scale)
+	case r < 15:
+		return scale + rng.Int64N(4*scale)
+	case r < 16:
+		return 1 << 60
+	}
+	last := c.lastReserve
+	if last.Verb != sluice.VerbReserve || c.lastRefused == 0 {
+		return rng.Int64N(2 * scale)
+	}
+	// The refused booking's instant, if nothing was recorded since.
+	at := last.Now + last.MaxDelay + c.lastRefused
+	return min(max(at-now-rng.Int64N(2), 0), 1<<60)
+}
+
+// drawAtMostCost draws what a partial grant asks for: a cost as Allow
+// would (at most the limit), or up to three times the limit, whole or
+// fractional.
+func drawAtMostCost(rng *rand.Rand, p sluice.Params, mode costMode) float64 {
+	if rng.IntN(3) > 0 {
+		return drawCost(rng, p, mode, sluice.VerbAtMost)
+	}
+	c := rng.Float64() * 3 * p.Limit
+	if mode == unitCosts || mode == integerCosts {
+		c = math.Ceil(c)
+	}
+	return c
+}
+
+// nextTime draws the time of the trace's next operation: as nextTime
+// does, and often just before one of the trace's booked instants (where
+// a cancel still gives the cost back and a request sees the booked point
+// ahead of it), one nanosecond before it, or on it.
+func (c *checker) nextTime(rng *rand.Rand, now int64, last sluice.Decision) int64 {
+	n := len(c.booked)
+	if n == 0 || rng.IntN(4) > 0 {
+		return nextTime(rng, c.p, now, last)
+	}
+	at := c.booked[n-1].At
+	if rng.IntN(2) == 0 {
+		at = c.booked[rng.IntN(n)].At
+	}
+	var next int64
+	switch rng.IntN(4) {
+	case 0:
+		next = at - 1
+	case 1:
+		next = at
+	default:
+		next = at - 1 - rng.Int64N(guarantees.Period(c.p))
+	}
+	return min(max(next, 0), maxTime)
+}
+
+// TestPartialGrantOfNothingRecordsNothing asks for a partial grant of a
+// cost of zero on a key whose state is older than its reset: the whole
+// cost, zero, fits, so the grant is Allowed with Granted 0. The Store
+// contract records a partial grant only when Granted > 0 (Verb.Records),
+// and stores write nothing back then, so Step must return the state
+// unchanged, as it does for a check; a Step that moves or forgets it
+// instead leaves a key kept by Step and the same key in a store in
+// different states, which a clock stepping back then tells apart.
+func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range testAlgorithms(t) {
+		p := alg.params
+		t.Run(alg.name, func(t *testing.T) {
+			s, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit / 2, Now: start})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			later := start + int64(d.ResetAfter) + 10*guarantees.Period(p)
+			next, d, err := p.Step(cloneState(s), sluice.Op{Verb: sluice.VerbAtMost, Cost: 0, Now: later})
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "a cost of zero fits")
+			require.Zero(t, d.Granted)
+			require.False(t, sluice.VerbAtMost.Records(d), "the contract records nothing")
+			require.Equal(t, s, next, "Step changed the state of a decision that records nothing")
+		})
+	}
+}
