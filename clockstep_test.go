@@ -13,13 +13,16 @@ import (
 )
 
 // TestClockSteppingBackNeverLoosensALimit pins what the package doc says
-// of a clock that steps backwards, on every algorithm: from any state, a
-// request δ earlier than another is never admitted where the later one is
-// denied, and when both are denied they are told to come back at the same
-// instant, so the earlier one's RetryAfter is δ longer. For the buckets
-// this is time standing still before their last update; for GCRA, the
-// sliding log and the sliding counter, whose states are weighed against
-// now, the earlier request sees more backlog and is stricter.
+// of a clock that steps backwards, on every algorithm: from any state
+// (built of admissions and, for the algorithms that reserve, reservations
+// with delays and cancels of them), a request δ earlier than another is
+// never admitted where the later one is denied, and when both are denied
+// they are told to come back at the same instant, so the earlier one's
+// RetryAfter is δ longer. GCRA, the buckets, the sliding log and the
+// sliding counter see more backlog at the earlier instant (for a bucket,
+// what leaks or refills between it and the state's point, which a
+// reservation may have placed after both), and are stricter; the windows
+// never go back, and the fixed window decides the same within one.
 func TestClockSteppingBackNeverLoosensALimit(t *testing.T) {
 	base := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixNano()
 	for ai, p := range storetest.Algorithms() {
@@ -29,9 +32,28 @@ func TestClockSteppingBackNeverLoosensALimit(t *testing.T) {
 			for trace := range 200 {
 				var s sluice.State
 				now := base
+				var booked []sluice.Op // cancels of the reservations booked
 				for range rng.IntN(12) {
 					now += rng.Int64N(p.Interval)
-					s, _, _ = p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: float64(1 + rng.IntN(3)), Now: now})
+					op := sluice.Op{Verb: sluice.VerbAllow, Cost: min(float64(1+rng.IntN(3)), p.Limit), Now: now}
+					if p.Reservable() {
+						switch r := rng.IntN(3); {
+						case r == 0:
+							op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(4*p.Interval)
+						case r == 1 && len(booked) > 0:
+							op = booked[rng.IntN(len(booked))]
+							op.Now = now
+						}
+					}
+					var (
+						d   sluice.Decision
+						err error
+					)
+					s, d, err = p.Step(s, op)
+					require.NoError(t, err)
+					if d.At != 0 {
+						booked = append(booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: d.At})
+					}
 				}
 				later := now + rng.Int64N(2*p.Interval)
 				delta := rng.Int64N(2 * p.Interval)

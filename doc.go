@@ -51,14 +51,19 @@
 // configuration is validated when a limiter is built ([ErrInvalidConfig]),
 // costs on every call ([ErrInvalidCost], [ErrCostExceedsLimit]).
 //
-// A clock that steps backwards never loosens a limit. No stored time ever
-// moves back, and a request at an earlier instant than the key's last is
-// decided at that instant against the state as it stands: a request δ
-// earlier is never admitted where the later one would be denied, and when
-// both are denied they are told to retry at the same instant (RetryAfter δ
-// longer). For the buckets, time before their last update stands still:
-// nothing leaks or refills. The fixed window and the sliding counter never
-// return to an earlier window. GCRA, the sliding log and the sliding
-// counter weigh their state against now, so an earlier request sees more
-// backlog and is stricter by the step.
+// A clock that steps backwards never loosens a limit. A request at an
+// earlier instant than the key's state is decided at that instant, against
+// what the key held then: a request δ earlier is never admitted where the
+// later one would be denied, and when both are denied they are told to
+// retry at the same instant (RetryAfter δ longer). GCRA, the buckets, the
+// sliding log and the sliding counter are stricter by the step: GCRA's
+// theoretical arrival time, the log's entries and the counter's previous
+// window weigh more against an earlier now, and a bucket's state is a point
+// on its level over time (a reservation may place it in the future) before
+// which the level was higher by what leaks, or the tokens in use more by
+// the refills still to come, between then and the point. The fixed window
+// and the sliding counter never return to an earlier window. No step moves
+// a key's state back in time, except a cancel, which gives a reservation's
+// cost back by moving the state back along the line the key would have
+// followed without it.
 package sluice
