@@ -3,9 +3,11 @@ package guarantees_test
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
@@ -61,4 +63,48 @@ func TestREADMEShowsTheMeasuredGuarantees(t *testing.T) {
 	require.NoError(t, err, "README.md needs the lines %s and %s around the table of guarantees: %s to add them",
 		guarantees.BeginMarker, guarantees.EndMarker, fix)
 	require.Equal(t, guarantees.Markdown(rows), section, "README.md's table of guarantees is out of date: %s", fix)
+}
+
+// TestKeyCountsEachAdmissionWhenItsCallerActs follows a GCRA of 10/s with
+// bursts of 5 (T = 100ms, tau = 500ms) by hand: admissions count at now,
+// reservations at their booked instant, partial grants for what they
+// granted, and a cancel that gives a reservation back removes it.
+func TestKeyCountsEachAdmissionWhenItsCallerActs(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixNano()
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: 100 * ms}
+	k := guarantees.NewKey(p)
+	for range 5 {
+		d, err := k.Apply(sluice.VerbAllow, t0, 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	_, first, err := k.Reserve(t0, 1, int64(time.Second))
+	require.NoError(t, err)
+	_, second, err := k.Reserve(t0, 1, int64(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []int64{t0 + 100*ms, t0 + 200*ms}, []int64{k.Bookings()[first].Acts, k.Bookings()[second].Acts})
+	_, none, err := k.Reserve(t0, 1, 250*ms) // would act at 300ms
+	require.NoError(t, err)
+	require.Equal(t, -1, none)
+	d, err := k.Cancel(t0, second)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the latest booking is given back")
+	_, third, err := k.Reserve(t0, 1, int64(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, t0+200*ms, k.Bookings()[third].Acts, "the instant given back is booked again")
+	d, err = k.AllowAtMost(t0+300*ms, 3) // a backlog of 4 units: one more fits
+	require.NoError(t, err)
+	require.Equal(t, 1.0, d.Granted)
+	_, err = k.Cancel(t0, 0)
+	require.Error(t, err, "an admission that did not wait has no instant to cancel")
+
+	a := func(at int64, cost float64) guarantees.Admission { return guarantees.Admission{Time: at, Cost: cost} }
+	require.Equal(t, []guarantees.Admission{
+		a(t0, 1), a(t0, 1), a(t0, 1), a(t0, 1), a(t0, 1),
+		a(t0+100*ms, 1), a(t0+200*ms, 1), a(t0+300*ms, 1),
+	}, k.Admitted())
+	require.True(t, k.Bookings()[second].GivenBack)
+	require.Zero(t, k.Regiven())
+	require.Equal(t, 6.0, guarantees.MaxInWindow(k.Admitted(), 100*ms+1), "5 at once and one 100ms later")
 }
