@@ -103,13 +103,6 @@ local function tadd(s, n, d)
   return s, n
 end
 
--- tplus returns the pair a + b, exactly.
-local function tplus(as, an, bs, bn)
-  local s, n = as + bs, an + bn
-  if n >= 1e9 then n, s = n - 1e9, s + 1 end
-  return s, n
-end
-
 -- tsub returns the pair a - b, exactly.
 local function tsub(as, an, bs, bn)
   local s, n = as - bs, an - bn
@@ -384,6 +377,13 @@ end
 local step = gcra
 
 -- @section intervalRefill
+
+-- tplus returns the pair a + b, exactly.
+local function tplus(as, an, bs, bn)
+  local s, n = as + bs, an + bn
+  if n >= 1e9 then n, s = n - 1e9, s + 1 end
+  return s, n
+end
 
 -- tmul returns k * d nanoseconds as a pair, for whole numbers k >= 0 and
 -- d > 0, exactly, by doubling: the product may exceed 2^53.

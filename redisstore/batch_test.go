@@ -20,8 +20,10 @@ import (
 // TestBatchDecidesAsStepDoes sends batches of requests on a few keys of
 // every algorithm, several requests per key in one batch, and requires
 // each result to be Params.Step's decision on that key's state, bit for
-// bit, in the order the batch gives: on one server, and through a Cluster
-// client, which splits the pipeline by node.
+// bit, in the order the batch gives: admissions, checks, partial grants,
+// and reservations and the cancels of reservations booked earlier in the
+// same batch. On one server, and through a Cluster client, which splits
+// the pipeline by node.
 func TestBatchDecidesAsStepDoes(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		batchesDecideAsStepDoes(t, newClient(t, testserver.StartRedis(t).Addr))
@@ -39,29 +41,66 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 	algorithms := storetest.Algorithms()
 	rng := rand.New(rand.NewPCG(7, 11))
 	states := map[string]sluice.State{}
+	booked := map[string][]sluice.Op{} // each key's reservations, as the cancels that give them back
 	now := base
+	waited, givenBack := 0, 0
 	for batch := range 30 {
+		// The specification decides each request as it is drawn, so that
+		// a cancel can name a reservation booked earlier in the batch.
 		reqs := make([]redisstore.Request, 1+rng.IntN(60))
+		wants := make([]sluice.Decision, len(reqs))
 		for i := range reqs {
 			a := rng.IntN(len(algorithms))
 			p := &algorithms[a]
 			now += rng.Int64N(p.Interval / 4)
-			op := sluice.Op{Verb: sluice.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
-			if rng.IntN(5) == 0 {
-				op.Verb = sluice.VerbCheck
+			key := fmt.Sprintf("%d.%d", a, rng.IntN(3))
+			op := batchOp(rng, p, now, booked[key])
+			next, want, err := p.Step(cloneState(states[key]), op)
+			require.NoError(t, err)
+			if op.Verb.Records(want) {
+				states[key] = next
 			}
-			reqs[i] = redisstore.Request{Key: fmt.Sprintf("%d.%d", a, rng.IntN(3)), Params: p, Op: op}
+			if op.Verb == sluice.VerbReserve && want.At != 0 {
+				booked[key] = append(booked[key], sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+				waited++
+			}
+			if op.Verb == sluice.VerbCancel && want.Allowed {
+				givenBack++
+			}
+			reqs[i], wants[i] = redisstore.Request{Key: key, Params: p, Op: op}, want
 		}
 		results := st.ApplyBatch(t.Context(), reqs)
 		require.Len(t, results, len(reqs))
 		for i, r := range reqs {
-			next, want, err := r.Params.Step(states[r.Key], r.Op)
-			require.NoError(t, err)
-			require.NoError(t, results[i].Err, "batch %d request %d", batch, i)
-			require.Equal(t, want, results[i].Decision, "batch %d request %d: %+v", batch, i, r)
-			states[r.Key] = next
+			where := fmt.Sprintf("batch %d request %d: %+v", batch, i, r)
+			require.NoError(t, results[i].Err, where)
+			storetest.RequireIdenticalDecision(t, wants[i], results[i].Decision, where)
 		}
 	}
+	require.Positive(t, waited, "some reservations wait for their turn")
+	require.Positive(t, givenBack, "some cancels give a turn back")
+}
+
+// batchOp draws a request of a batch: mostly admissions, with checks,
+// partial grants, and for the algorithms that book ahead, reservations
+// and cancels of the latest booking or of any.
+func batchOp(rng *rand.Rand, p *sluice.Params, now int64, booked []sluice.Op) sluice.Op {
+	op := sluice.Op{Verb: sluice.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
+	switch r := rng.IntN(10); {
+	case r < 2:
+		op.Verb = sluice.VerbCheck
+	case r < 3:
+		op.Verb, op.Cost = sluice.VerbAtMost, op.Cost*2
+	case r < 5 && p.Reservable():
+		op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
+	case r < 6 && len(booked) > 0:
+		op = booked[len(booked)-1]
+		if rng.IntN(3) == 0 {
+			op = booked[rng.IntN(len(booked))]
+		}
+		op.Now = now
+	}
+	return op
 }
 
 // TestBatchSurvivesScriptFlush empties the server's script cache between

@@ -23,43 +23,86 @@ func reply(status byte, x ...float64) string {
 
 func TestDecodeReadsDecision(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	d, err := decode(reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807), "k", p, sluice.VerbAllow)
-	require.NoError(t, err)
-	require.Equal(t, sluice.Decision{Limit: 5, Used: 4.5, Remaining: 0.5, RetryAfter: 123, ResetAfter: 1<<63 - 1}, d)
+	tests := []struct {
+		name  string
+		verb  sluice.Verb
+		reply string
+		want  sluice.Decision
+	}{
+		{"Denial", sluice.VerbAllow, reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807),
+			sluice.Decision{Limit: 5, Used: 4.5, Remaining: 0.5, RetryAfter: 123, ResetAfter: 1<<63 - 1}},
+		{"ReservationThatFitsNow", sluice.VerbReserve, reply(1, 1, 4, 0, 0, 0, 200),
+			sluice.Decision{Allowed: true, Limit: 5, Used: 1, Remaining: 4, ResetAfter: 200}},
+		{"ReservationThatWaits", sluice.VerbReserve, reply(1, 5, 0, 0, 0, 3, 5, 2, 999999999, 5764607523, 34234880),
+			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2999999999, At: 1<<62 + 1<<60}},
+		{"PartialGrant", sluice.VerbAtMost, reply(1, 5, 0, 0, 0, 1, 0, 2),
+			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 1e9, Granted: 2}},
+		{"NothingGranted", sluice.VerbAtMost, reply(0, 5, 0, 0, 7, 1, 0, 0),
+			sluice.Decision{Limit: 5, Used: 5, RetryAfter: 7, ResetAfter: 1e9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := decode(tt.reply, "k", p, tt.verb)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, d)
+		})
+	}
 }
 
 func TestDecodeReportsConflict(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	_, err := decode("\x02\x05", "k", p, sluice.VerbAllow)
+	_, err := decode("\x02\x05", "k", p, sluice.VerbReserve)
 	require.ErrorIs(t, err, sluice.ErrKeyConflict)
 	require.ErrorContains(t, err, "sliding log")
 }
 
 // TestDecodeRejectsUnexpectedReplies requires an error, never a panic or
-// a made-up decision, for replies of any other shape.
+// a made-up decision, for replies of any other shape, or of a shape that
+// the verb never gets.
 func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	valid := reply(1, 0, 5, 0, 0, 0, 0)
-	for name, r := range map[string]any{
-		"Nil":                 nil,
-		"Integer":             int64(1),
-		"Array":               []any{valid},
-		"Empty":               "",
-		"Short":               valid[:len(valid)-1],
-		"Long":                valid + "\x00",
-		"UnknownStatus":       reply(3, 0, 5, 0, 0, 0, 0),
-		"ConflictNoKind":      "\x02",
-		"ConflictLong":        "\x02\x05\x05",
-		"FractionalNanos":     reply(0, 5, 0, 0, 1.5, 0, 0),
-		"FractionalSeconds":   reply(0, 5, 0, 0.5, 0, 0, 0),
-		"NegativeSeconds":     reply(0, 5, 0, -1, 0, 0, 0),
-		"NanosOverASecond":    reply(0, 5, 0, 0, 1e9, 0, 0),
-		"NaNNanos":            reply(0, 5, 0, 0, math.NaN(), 0, 0),
-		"OverflowingDuration": reply(1, 0, 5, 0, 0, 9223372036, 854775808),
-		"HugeSeconds":         reply(1, 0, 5, 0, 0, 1e19, 0),
+	waits := func(delayS, delayN, atS, atN float64) string {
+		return reply(1, 5, 0, 0, 0, 1, 0, delayS, delayN, atS, atN)
+	}
+	grants := func(g float64) string { return reply(1, 5, 0, 0, 0, 1, 0, g) }
+	allow, reserve, atMost := sluice.VerbAllow, sluice.VerbReserve, sluice.VerbAtMost
+	for name, tt := range map[string]struct {
+		verb  sluice.Verb
+		reply any
+	}{
+		"Nil":                 {allow, nil},
+		"Integer":             {allow, int64(1)},
+		"Array":               {allow, []any{valid}},
+		"Empty":               {allow, ""},
+		"Short":               {allow, valid[:len(valid)-1]},
+		"Long":                {allow, valid + "\x00"},
+		"UnknownStatus":       {allow, reply(3, 0, 5, 0, 0, 0, 0)},
+		"ConflictNoKind":      {allow, "\x02"},
+		"ConflictLong":        {allow, "\x02\x05\x05"},
+		"FractionalNanos":     {allow, reply(0, 5, 0, 0, 1.5, 0, 0)},
+		"FractionalSeconds":   {allow, reply(0, 5, 0, 0.5, 0, 0, 0)},
+		"NegativeSeconds":     {allow, reply(0, 5, 0, -1, 0, 0, 0)},
+		"NanosOverASecond":    {allow, reply(0, 5, 0, 0, 1e9, 0, 0)},
+		"NaNNanos":            {allow, reply(0, 5, 0, 0, math.NaN(), 0, 0)},
+		"OverflowingDuration": {allow, reply(1, 0, 5, 0, 0, 9223372036, 854775808)},
+		"HugeSeconds":         {allow, reply(1, 0, 5, 0, 0, 1e19, 0)},
+		"GrantOfAnAllow":      {allow, grants(1)},
+		"WaitOfAnAllow":       {allow, waits(1, 0, 2, 0)},
+		"GrantOfAReservation": {reserve, grants(1)},
+		"WaitOfAGrant":        {atMost, waits(1, 0, 2, 0)},
+		"GrantMissing":        {atMost, valid},
+		"DeniedWait":          {reserve, reply(0, 5, 0, 0, 0, 1, 0, 1, 0, 2, 0)},
+		"ZeroDelay":           {reserve, waits(0, 0, 2, 0)},
+		"NegativeDelay":       {reserve, waits(-1, 0, 2, 0)},
+		"FractionalAt":        {reserve, waits(1, 0, 2, 0.5)},
+		"OverflowingAt":       {reserve, waits(1, 0, 9223372036, 854775808)},
+		"NegativeGrant":       {atMost, grants(-1)},
+		"NaNGrant":            {atMost, grants(math.NaN())},
+		"InfiniteGrant":       {atMost, grants(math.Inf(1))},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d, err := decode(r, "k", p, sluice.VerbAllow)
+			d, err := decode(tt.reply, "k", p, tt.verb)
 			require.Error(t, err)
 			require.NotErrorIs(t, err, sluice.ErrKeyConflict)
 			require.Equal(t, sluice.Decision{Limit: 5}, d)

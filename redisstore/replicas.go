@@ -28,8 +28,9 @@ type acks struct {
 	waitArgs []any         // WAIT n timeout, built once: commands only read their arguments
 }
 
-// WithReplicaAcks makes every decision that records (Allow and Fill; a
-// Check records nothing) wait until at least n replicas of its master have
+// WithReplicaAcks makes every decision that may record (every verb but
+// Check: an admission, a fill-up, a reservation, the cancel that gives one
+// back, a partial grant) wait until at least n replicas of its master have
 // acknowledged it, for at most timeout, rounded up to whole milliseconds.
 //
 // Redis replicates asynchronously: a master that dies takes with it the
@@ -83,8 +84,9 @@ func (a acks) check(client redis.UniversalClient) error {
 	return nil
 }
 
-// records reports whether a decision of verb records, and so waits for
-// acknowledgements when the store asks for them.
+// records reports whether a decision of verb may record, and so waits for
+// acknowledgements when the store asks for them: whether it does is known
+// only from its reply, in the same round trip as the WAIT.
 func (a acks) records(verb sluice.Verb) bool {
 	return a.n > 0 && verb != sluice.VerbCheck
 }

@@ -129,6 +129,67 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 	require.ErrorContains(t, err, "1 of 2 replicas acknowledged within 1ms")
 }
 
+// TestReplicaAcksCoverReservationsCancelsAndGrants waits for the replica
+// after a reservation, the cancel that gives it back and a partial grant,
+// which record as an admission does, alone and in a batch: acknowledged,
+// the replica holds the master's state; unacknowledged, the decision comes
+// with ErrNotReplicated.
+func TestReplicaAcksCoverReservationsCancelsAndGrants(t *testing.T) {
+	nodes := testserver.StartRedisWithReplicas(t, 1)
+	c := newClient(t, nodes[0].Addr)
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, 100*time.Millisecond))
+	ctx := t.Context()
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)}
+	cancel := func(d sluice.Decision) sluice.Op { return sluice.Op{Verb: sluice.VerbCancel, Cost: 1, At: d.At} }
+	grant := sluice.Op{Verb: sluice.VerbAtMost, Cost: 3}
+	requireReplicated := func(key string) {
+		t.Helper()
+		want, err := c.Get(ctx, st.Key(key)).Result()
+		require.NoError(t, err)
+		got, err := testserver.Do(nodes[1].Addr, "GET", st.Key(key))
+		require.NoError(t, err)
+		require.Equal(t, want, got, "the replica holds the master's state of %s", key)
+	}
+
+	_, err := st.Apply(ctx, "r", &p, reserve)
+	require.NoError(t, err)
+	booked, err := st.Apply(ctx, "r", &p, reserve)
+	require.NoError(t, err)
+	require.Positive(t, booked.Delay)
+	requireReplicated("r")
+
+	nodes[1].Pause(t)
+	later, err := st.Apply(ctx, "r", &p, reserve)
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "a booking")
+	require.True(t, later.Allowed, "booked on the master all the same")
+	d, err := st.Apply(ctx, "r", &p, cancel(later))
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "a cancel")
+	require.True(t, d.Allowed, "given back on the master all the same")
+	d, err = st.Apply(ctx, "g", &p, grant)
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "a partial grant")
+	require.Equal(t, 1.0, d.Granted)
+	nodes[1].Resume(t)
+
+	d, err = st.Apply(ctx, "r", &p, cancel(booked))
+	require.NoError(t, err, "the replica is back")
+	require.True(t, d.Allowed, "the booking is the key's last again")
+	requireReplicated("r")
+
+	results := st.ApplyBatch(ctx, []redisstore.Request{
+		{Key: "b", Params: &p, Op: reserve},
+		{Key: "b", Params: &p, Op: reserve},
+		{Key: "h", Params: &p, Op: grant},
+	})
+	for i, r := range results {
+		require.NoError(t, r.Err, "request %d", i)
+		require.True(t, r.Decision.Allowed, "request %d", i)
+	}
+	require.Positive(t, results[1].Decision.Delay)
+	requireReplicated("b")
+	requireReplicated("h")
+}
+
 // replicaGet returns "1" if the replica holds name, "0" otherwise.
 func replicaGet(t *testing.T, replica *testserver.Redis, name string) string {
 	t.Helper()

@@ -470,3 +470,118 @@ func TestInvalidReservationsFailBeforeRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestPlantedStatesAreBitIdenticalToStep writes states straight into
+// Redis, as the script packs them, and decides on them: points far ahead
+// of now and far behind it (2^53 ns and more either way), a few
+// nanoseconds or whole intervals off, holding more than the burst (as a
+// cancel can leave an interval-refill bucket), with every verb, and
+// cancels of the booking the state ends at. Each decision and the state
+// stored after it must be Step's bit for bit.
+func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	ctx := t.Context()
+	params := append(reservable(),
+		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
+		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 1e6, Interval: 7, Amount: 0.3, IntervalRefill: true},
+		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 1e6, Interval: 3, Amount: 0.37},
+	)
+	for pi, p := range params {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(pi), 42))
+			key := fmt.Sprint("planted", pi)
+			for i := range 150 {
+				now := []int64{base, rng.Int64N(1 << 62), rng.Int64N(int64(time.Hour))}[rng.IntN(3)]
+				s := sluice.State{Time: max(now+plantedOffset(rng, p), 0), A: plantedAmount(rng, p)}
+				if p.Kind == sluice.KindGCRA {
+					s.A = 0
+				}
+				op := sluice.Op{Verb: sluice.Verb(1 + rng.IntN(6)), Cost: []float64{0, 1, 0.5, p.Limit, 2.5 * p.Limit}[rng.IntN(5)], Now: now}
+				switch op.Verb {
+				case sluice.VerbFill:
+					if p.Kind != sluice.KindLeakyBucket {
+						op.Verb = sluice.VerbAllow
+					}
+				case sluice.VerbReserve:
+					op.MaxDelay = []int64{0, rng.Int64N(4 * p.Interval), 1 << 60}[rng.IntN(3)]
+				case sluice.VerbCancel:
+					op.At = s.Time
+					if p.Kind == sluice.KindGCRA {
+						op.At -= arithNanos(p.Limit, p.Interval)
+					}
+					op.At = max(op.At+[]int64{0, 0, 0, 1, -1}[rng.IntN(5)], 0)
+				}
+				if op.Verb != sluice.VerbFill && op.Verb != sluice.VerbAtMost {
+					op.Cost = min(op.Cost, p.Limit)
+				}
+				plant(t, c, st.Key(key), p.Kind, s)
+				next, want, wantErr := p.Step(s, op)
+				got, err := st.Apply(ctx, key, &p, op)
+				where := fmt.Sprintf("case %d: state %+v, op %+v", i, s, op)
+				if wantErr != nil {
+					require.ErrorIs(t, err, sentinelOf(wantErr), where)
+					continue
+				}
+				require.NoError(t, err, where)
+				storetest.RequireIdenticalDecision(t, want, got, where)
+				if !op.Verb.Records(want) {
+					next = s
+				}
+				requireSameState(t, next, storedState(t, c, st, key), where)
+			}
+		})
+	}
+}
+
+// plantedOffset draws where a planted state's point lies from now.
+func plantedOffset(rng *rand.Rand, p sluice.Params) int64 {
+	k := 1 + rng.Int64N(5)
+	switch rng.IntN(8) {
+	case 0:
+		return 0
+	case 1:
+		return rng.Int64N(2001) - 1000
+	case 2:
+		return k*p.Interval + rng.Int64N(3) - 1
+	case 3:
+		return -k*p.Interval + rng.Int64N(3) - 1
+	case 4:
+		return 1<<53 + rng.Int64N(1<<56)
+	case 5:
+		return -(1<<53 + rng.Int64N(1<<56))
+	case 6:
+		return rng.Int64N(4*p.Interval) - 2*p.Interval
+	}
+	return rng.Int64N(1<<54) - 1<<53
+}
+
+// plantedAmount draws a planted state's amount: none, within the limit,
+// the limit, or above it by a few refills.
+func plantedAmount(rng *rand.Rand, p sluice.Params) float64 {
+	switch rng.IntN(5) {
+	case 0:
+		return 0
+	case 1:
+		return p.Limit
+	case 2:
+		return p.Limit + float64(1+rng.IntN(10))*p.Amount - []float64{0, 0.25, 0.5}[rng.IntN(3)]
+	}
+	return math.Round(rng.Float64()*p.Limit*100) / 100
+}
+
+// arithNanos is GCRA's conversion of an amount to nanoseconds.
+func arithNanos(amount float64, interval int64) int64 {
+	return int64(math.Round(amount * float64(interval)))
+}
+
+// plant writes s, whose time is not negative, as the state of the Redis
+// key name, packed as the script packs it, with an expiry an hour ahead.
+func plant(t *testing.T, c redis.UniversalClient, name string, kind sluice.Kind, s sluice.State) {
+	t.Helper()
+	b := []byte{byte(kind)}
+	for _, x := range []float64{math.MaxInt32, 0, float64(s.Time / 1e9), float64(s.Time % 1e9), s.A, s.B} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	require.NoError(t, c.Set(t.Context(), name, b, time.Hour).Err())
+}

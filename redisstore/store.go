@@ -310,9 +310,10 @@ func split(ns int64) (sec, nsec float64) {
 
 // The script's replies: a status byte (0 denied, 1 allowed), then little-
 // endian doubles: used, remaining, and the seconds and nanoseconds of
-// retry after and reset after; for a partial grant, the cost granted; for
-// a reservation that waits, the seconds and nanoseconds of its delay and
-// of its instant. A conflict is the status 2 and the stored kind's byte.
+// retry after and reset after; for a partial grant (always), the cost
+// granted; for a reservation that waits (only then), the seconds and
+// nanoseconds of its delay and of its instant. A conflict is the status 2
+// and the stored kind's byte.
 const (
 	replySize        = 1 + 6*8
 	grantReplySize   = replySize + 8
@@ -330,13 +331,17 @@ func decode(reply any, key string, p *sluice.Params, verb sluice.Verb) (sluice.D
 	unexpected := func(why string) (sluice.Decision, error) {
 		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %q%s", key, reply, why)
 	}
+	var shaped bool
 	switch {
 	case len(b) == 0 || b[0] > 1:
-		return unexpected("")
-	case len(b) == replySize:
-	case len(b) == grantReplySize && verb == sluice.VerbAtMost:
-	case len(b) == waitingReplySize && verb == sluice.VerbReserve && b[0] == 1:
+	case verb == sluice.VerbAtMost:
+		shaped = len(b) == grantReplySize
+	case verb == sluice.VerbReserve:
+		shaped = len(b) == replySize || len(b) == waitingReplySize && b[0] == 1
 	default:
+		shaped = len(b) == replySize
+	}
+	if !shaped {
 		return unexpected("")
 	}
 	var x [10]float64
