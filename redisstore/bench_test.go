@@ -109,3 +109,52 @@ func BenchmarkApplyReplicaAcks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyShaping measures the verbs that book ahead or grant in
+// part, one decision at a time on the server's clock, on 1024 keys of a
+// GCRA admitting one unit an hour: Reserve, each turn booked behind the
+// previous ones on its key; Reserve then the Cancel that gives it back
+// (two decisions per op); and AllowAtMost of 5 units on keys with one
+// left, then none, which decides several costs in its one script call.
+func BenchmarkApplyShaping(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	apply := func(b *testing.B, key string, op sluice.Op) sluice.Decision {
+		d, err := st.Apply(b.Context(), key, &p, op)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 1 << 60}
+	b.Run("Reserve", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			apply(b, "r"+keys[i%len(keys)], reserve)
+		}
+	})
+	b.Run("ReserveAndCancel", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			key := "c" + keys[i%len(keys)]
+			d := apply(b, key, reserve)
+			apply(b, key, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, At: d.At})
+		}
+	})
+	b.Run("AllowAtMost", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			apply(b, "g"+keys[i%len(keys)], sluice.Op{Verb: sluice.VerbAtMost, Cost: 5})
+		}
+	})
+}

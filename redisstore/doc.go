@@ -14,6 +14,12 @@
 // limited, never failed. The script is an exact translation of
 // [sluice.Params.Step], and gives its decisions bit for bit.
 //
+// Reservations (Reserve, and Wait, which books its turn with one), the
+// cancels that give them back and partial grants (AllowAtMost) are one
+// script call each too: a reservation books its instant and records its
+// cost in the key at once, so waiters on one key, in any process, are
+// served in the order Redis booked them.
+//
 // # Clocks
 //
 // By default a decision's time is the Redis server's clock (TIME, to the
@@ -21,7 +27,9 @@
 // still share one timeline; the limiter's own clock is ignored.
 // [WithCallerClock] uses the time the limiter passes instead (its Clock):
 // for tests with simulated time, and for processes whose clocks are known
-// to agree within a given skew.
+// to agree within a given skew. A booked reservation's Decision.At is an
+// instant on the clock the script decided by: pass it back unchanged, as
+// [sluice.Reservation] does, and its cancel is compared on the same clock.
 //
 // # Keys and expiry
 //
@@ -31,7 +39,8 @@
 // touches lives in one slot. The key expires when its state is fresh again
 // (Decision.ResetAfter after the decision, rounded up to milliseconds), so
 // Redis holds only keys in use, and a decision that leaves a key fresh
-// deletes it. In caller-clock mode the expiry is later by the tolerated
+// deletes it. A key holding a reservation booked ahead is fresh only after
+// that instant, and lives until then. In caller-clock mode the expiry is later by the tolerated
 // clock skew, so that a caller whose clock runs behind still finds the
 // state.
 //

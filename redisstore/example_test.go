@@ -109,6 +109,43 @@ func ExampleWithReplicaAcks() {
 	}
 }
 
+// Turns booked in Redis: every process that waits on a key joins one
+// queue there, each Wait booking its turn with one script call and
+// sleeping until it, and a caller that gives up hands its turn back. A
+// turn's instant (Decision.At) is on the Redis server's clock.
+func Example_reserve() {
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	defer client.Close()
+	st, err := redisstore.New(client, redisstore.WithPrefix("export:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := lim.Wait(ctx, "acme", 1); err != nil { // book the next turn, sleep until it
+		log.Fatal(err)
+	}
+	r, err := lim.Reserve(ctx, "acme", 1, time.Second) // a turn at most a second away
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !r.Allowed {
+		fmt.Println("busy: a turn within a second comes in", r.RetryAfter)
+		return
+	}
+	if err := r.Wait(ctx); err != nil { // or r.Cancel(ctx) to hand the turn back
+		log.Fatal(err)
+	}
+	d, err := lim.AllowAtMost(ctx, "acme", 50) // as many of 50 rows as fit now
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("export", d.Granted, "rows now")
+}
+
 // Three tenants' limits checked in one round trip, as a job dispatcher
 // would before handing out work.
 func ExampleStore_ApplyBatch() {
