@@ -548,6 +548,7 @@ func TestLimitersMatchReference(t *testing.T) {
 	for ai, alg := range testAlgorithms(t) {
 		t.Run(alg.name, func(t *testing.T) {
 			t.Parallel()
+			cancels := 0
 			for trace := range traceCount(150) {
 				seed := uint64(ai)<<32 | uint64(trace)
 				rng := rand.New(rand.NewPCG(seed, 0x11e7))
@@ -572,8 +573,9 @@ func TestLimitersMatchReference(t *testing.T) {
 					}
 					op := c.drawOp(rng, costs, now)
 					if op.Verb == sluice.VerbCancel {
-						r := reserved[rng.IntN(len(reserved))]
+						r := drawReservation(rng, reserved, now)
 						if r.Allowed && r.Delay > 0 && !r.given && now < r.At {
+							cancels++
 							_, err := c.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: r.cost, Now: now, At: r.At})
 							require.NoError(t, err)
 						}
@@ -592,6 +594,10 @@ func TestLimitersMatchReference(t *testing.T) {
 					last = got
 				}
 				require.NoError(t, lim.Close())
+			}
+			if alg.params.Reservable() {
+				t.Logf("%d cancels called the store", cancels)
+				require.Positive(t, cancels, "cancels that called the store")
 			}
 		})
 	}
@@ -692,6 +698,24 @@ func (l *testLimiter) do(ctx context.Context, op sluice.Op) (sluice.Decision, *s
 		d, err = l.Allow(ctx, "k", op.Cost)
 	}
 	return d, nil, err
+}
+
+// drawReservation draws which of a trace's reservations to cancel: mostly
+// one still waiting at now (the latest, or any), else any of them.
+func drawReservation(rng *rand.Rand, reserved []*reservation, now int64) *reservation {
+	var waiting []*reservation
+	for _, r := range reserved {
+		if r.Allowed && r.Delay > 0 && !r.given && now < r.At {
+			waiting = append(waiting, r)
+		}
+	}
+	switch {
+	case len(waiting) == 0 || rng.IntN(4) == 0:
+		return reserved[rng.IntN(len(reserved))]
+	case rng.IntN(2) == 0:
+		return waiting[len(waiting)-1]
+	}
+	return waiting[rng.IntN(len(waiting))]
 }
 
 // reservation is a Reservation of a trace, with what the trace knows of
