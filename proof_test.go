@@ -294,6 +294,9 @@ func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
 	if err != nil {
 		return got, c.fail("Step: %v", err)
 	}
+	if err := c.sameAsAllow(op, next, got); err != nil {
+		return got, c.fail("%v", err)
+	}
 	want := c.model.Apply(op)
 	lenient, err := reference.Compare(c.p, op, got, want)
 	if err != nil {

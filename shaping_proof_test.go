@@ -1,8 +1,10 @@
 package sluice_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -164,4 +166,56 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 			require.Equal(t, s, next, "Step changed the state of a decision that records nothing")
 		})
 	}
+}
+
+// sameAsAllow checks the decision got and state next that Step gave for a
+// reservation or partial grant op against what the definitions say in
+// terms of Allow and Check from the same state, bit for bit:
+//
+//   - a reservation of cost that Allow admits now is that Allow: the same
+//     decision and state, whatever its MaxDelay;
+//   - otherwise Allow's RetryAfter is the wait until the earliest instant
+//     it would admit the cost: the reservation is booked iff that is at
+//     most MaxDelay, with that Delay (and At now plus it), and refused
+//     otherwise with Allow's RetryAfter less MaxDelay and the state
+//     unchanged;
+//   - a partial grant of g > 0 is Allow of g: the same decision and state,
+//     with Granted g; one of nothing is a check of one unit (or of the
+//     cost, if less), with the state unchanged.
+func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decision) error {
+	switch op.Verb {
+	case sluice.VerbReserve:
+		allowed, allow, err := c.p.Step(cloneState(c.state), sluice.Op{Verb: sluice.VerbAllow, Cost: op.Cost, Now: op.Now})
+		if err != nil {
+			return err
+		}
+		switch ra := int64(allow.RetryAfter); {
+		case allow.Allowed:
+			if got != allow || !reflect.DeepEqual(next, allowed) {
+				return fmt.Errorf("a reservation Allow admits now decided %+v with state %+v; Allow decided %+v with state %+v", got, next, allow, allowed)
+			}
+		case ra <= op.MaxDelay:
+			if !got.Allowed || int64(got.Delay) != ra || got.At != op.Now+ra {
+				return fmt.Errorf("a reservation within its MaxDelay of Allow's RetryAfter %v decided %+v", allow.RetryAfter, got)
+			}
+		default:
+			if got.Allowed || int64(got.RetryAfter) != ra-op.MaxDelay || !reflect.DeepEqual(next, c.state) {
+				return fmt.Errorf("a reservation beyond its MaxDelay of Allow's RetryAfter %v decided %+v with state %+v", allow.RetryAfter, got, next)
+			}
+		}
+	case sluice.VerbAtMost:
+		verb, cost := sluice.VerbAllow, got.Granted
+		if got.Granted == 0 {
+			verb, cost = sluice.VerbCheck, min(op.Cost, 1)
+		}
+		then, want, err := c.p.Step(cloneState(c.state), sluice.Op{Verb: verb, Cost: cost, Now: op.Now})
+		if err != nil {
+			return err
+		}
+		want.Granted = got.Granted
+		if got != want || !reflect.DeepEqual(next, then) {
+			return fmt.Errorf("a partial grant of %v decided %+v with state %+v; %v of %v decides %+v with state %+v", got.Granted, got, next, verb, cost, want, then)
+		}
+	}
+	return nil
 }
