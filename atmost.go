@@ -23,6 +23,11 @@ func (l *limiter) AllowAtMost(ctx context.Context, key string, cost float64) (d 
 // either side of a whole number); one unit. Only the admission is recorded.
 func (p *Params) stepAtMost(s *State, op Op, d *Decision) {
 	whole := math.Ceil(op.Cost) - 1 // the most whole units less than cost
+	if op.Cost == 0 {
+		// Nothing to grant, and nothing recorded: what a check says.
+		p.decide(s, Op{Verb: VerbCheck, Now: op.Now}, d)
+		return
+	}
 	if op.Cost <= p.Limit && p.fits(s, op.Now, op.Cost) {
 		p.grant(s, op.Now, op.Cost, d)
 		return

@@ -70,12 +70,13 @@ func (b *LeakyBucket) Fillup(ctx context.Context, key string, cost float64) (d D
 func (p *Params) stepMeter(s *State, op Op, d *Decision) {
 	if op.Verb == VerbCancel {
 		// The reservation is the key's last booking iff the point is still
-		// at its instant. Given back, the point moves one nanosecond
-		// earlier on the same line, so that the same cancel, made again,
-		// no longer finds it there.
+		// at its instant. Its cost is given back a nanosecond late: the
+		// point moves to the next nanosecond, so that the turn it frees
+		// comes after its own, and a booking of that turn leaves another
+		// point, which this cancel, made again, cannot mistake for its own.
 		if op.Now < op.At && s.Time == op.At {
 			d.Allowed = true
-			*s = State{Time: op.At - 1, A: p.levelAt(State{Time: op.At, A: max(s.A-op.Cost, 0)}, op.At-1)}
+			*s = State{Time: op.At + 1, A: max(s.A-op.Cost, 0)}
 		}
 		p.describe(d, p.levelAt(*s, op.Now))
 		d.ResetAfter = p.emptyAfter(*s, op.Now)

@@ -52,10 +52,14 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 	tat := max(s.Time, op.Now)
 	if op.Verb == VerbCancel {
 		// The reservation is the key's last booking iff the TAT is still
-		// the one it left: its instant plus the tolerance.
+		// the one it left: its instant plus the tolerance. It gives back
+		// its cost less one nanosecond, so that the turn it frees comes a
+		// nanosecond after its own: a booking of the freed turn then
+		// leaves another TAT, which this cancel, made again (retried on a
+		// lost reply), cannot mistake for its own.
 		if op.Now < op.At && s.Time == op.At+tau {
 			d.Allowed = true
-			s.Time -= p.gcraNanos(op.Cost)
+			s.Time -= p.gcraNanos(op.Cost) - 1
 			tat = max(s.Time, op.Now)
 		}
 	} else {

@@ -85,13 +85,18 @@ const cancelTimeout = time.Second
 
 // Cancel gives the reservation back, so that its cost is available to
 // others, if its instant has not come yet and nothing was booked on the key
-// after it: the key is then as if it had never been reserved. When a later
-// booking exists, nothing is given back: the later turn was placed after
-// this one and its caller may already be sleeping until it, so freeing this
-// cost ahead of it could let a new request act beside it, beyond the
+// after it: the key is then as if it had never been reserved, a nanosecond
+// later (the turn it frees comes one nanosecond after its own, so that a
+// cancel made twice, say retried by a store client after a lost reply,
+// cannot give back whoever booked the freed turn). When a later booking
+// exists, nothing is given back: the later turn was placed after this one
+// and its caller may already be sleeping until it, so freeing this cost
+// ahead of it could let a new request act beside it, beyond the
 // algorithm's bound. A reservation that was not booked, whose instant has
 // passed, or that was already given back, costs nothing to cancel: Cancel
-// returns nil without calling the store. A failed call may be retried.
+// returns nil without calling the store. A call that failed is not made
+// again: its cost may or may not have been given back, and at worst the
+// turn is lost, never given twice.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r.l == nil || !r.Allowed || r.Delay <= 0 || !r.given.CompareAndSwap(false, true) {
 		return nil
@@ -107,11 +112,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		defer cancel()
 	}
 	var d Decision
-	err := l.decide(ctx, r.key, Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
-	if err != nil {
-		r.given.Store(false)
-	}
-	return err
+	return l.decide(ctx, r.key, Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
 }
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on

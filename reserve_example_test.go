@@ -90,7 +90,8 @@ func ExampleReservation_Cancel() {
 	fmt.Println("after cancelling a, the next turn is in", reserve().Delay)
 
 	// The last booking is given back whole: the next request books its
-	// instant.
+	// instant, a nanosecond late (a cancel made twice cannot then give back
+	// the one who booked the freed turn).
 	c := reserve()
 	fmt.Println("c books", c.Delay)
 	if err := c.Cancel(ctx); err != nil {
@@ -100,7 +101,7 @@ func ExampleReservation_Cancel() {
 	// Output:
 	// after cancelling a, the next turn is in 3s
 	// c books 4s
-	// after cancelling c, the next turn is in 4s
+	// after cancelling c, the next turn is in 4.000000001s
 }
 
 // Waiters on a key book their turns in the order they arrive, with one
@@ -181,7 +182,7 @@ func ExampleGCRA_Wait_deadline() {
 	// true true
 	// sleeps 1s
 	// context canceled
-	// the next turn is in 1s
+	// the next turn is in 1.000000001s
 }
 
 // A batch job takes as much of its queue as the limit allows now, and

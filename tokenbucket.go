@@ -52,12 +52,15 @@ func NewTokenBucket(rate Rate, opts ...Option) (*TokenBucket, error) {
 // books a point at a future refill instant.
 func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	if op.Verb == VerbCancel {
-		// Given back, the point moves one refill earlier on the same line
-		// (with the tokens that refill brings still in use), so that the
-		// same cancel, made again, no longer finds it there.
+		// Given back a nanosecond late: the point moves to a nanosecond
+		// after the refill before it (with the tokens its instant's refill
+		// brings still in use), so that the refills, and the turn it
+		// frees, come a nanosecond after its own, and a booking of that
+		// turn leaves another point, which this cancel, made again, cannot
+		// mistake for its own.
 		if op.Now < op.At && s.Time == op.At {
 			d.Allowed = true
-			*s = State{Time: op.At - p.Interval, A: max(s.A-op.Cost, 0) + p.Amount}
+			*s = State{Time: op.At - p.Interval + 1, A: max(s.A-op.Cost, 0) + p.Amount}
 		}
 		used, last := p.refillPoint(*s, op.Now)
 		p.describe(d, p.usedAt(used, last, op.Now))
