@@ -45,7 +45,8 @@ type Decision struct {
 	// Used is the allowance in use after the request, unclamped.
 	Used *big.Rat
 	// RetryAfter is the smallest delay in nanoseconds after which the same
-	// cost would be admitted; zero when admitted.
+	// cost would be admitted (for a refused reservation: booked with the
+	// same MaxDelay); zero when admitted.
 	RetryAfter int64
 	// ResetAfter is the smallest delay in nanoseconds after which the key
 	// is fresh.
