@@ -51,6 +51,7 @@ type Key struct {
 	params   sluice.Params
 	state    sluice.State
 	bookings []Booking
+	waits    []int // the indexes of the reservations that waited
 	regiven  float64
 }
 

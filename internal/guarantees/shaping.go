@@ -39,7 +39,11 @@ func (k *Key) Reserve(now int64, cost float64, maxDelay int64) (sluice.Decision,
 	if err != nil || !d.Allowed {
 		return d, -1, err
 	}
-	return d, len(k.bookings) - 1, nil
+	i := len(k.bookings) - 1
+	if d.At != 0 {
+		k.waits = append(k.waits, i)
+	}
+	return d, i, nil
 }
 
 // Cancel gives back booking i at now, as its caller would: a cancel of its
@@ -69,8 +73,13 @@ func (k *Key) AllowAtMost(now int64, cost float64) (sluice.Decision, error) {
 // waiting returns the index of the nth latest reservation that waited
 // and was not given back (n from 1), or -1.
 func (k *Key) waiting(n int) int {
-	for i := len(k.bookings) - 1; i >= 0; i-- {
-		if b := k.bookings[i]; b.Verb == sluice.VerbReserve && b.At != 0 && !b.GivenBack {
+	// A cancel gives back only the key's latest booking, so bookings given
+	// back gather at the end of waits, where they are dropped.
+	for len(k.waits) > 0 && k.bookings[k.waits[len(k.waits)-1]].GivenBack {
+		k.waits = k.waits[:len(k.waits)-1]
+	}
+	for j := len(k.waits) - 1; j >= 0; j-- {
+		if i := k.waits[j]; !k.bookings[i].GivenBack {
 			if n--; n == 0 {
 				return i
 			}
