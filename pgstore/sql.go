@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,15 +136,15 @@ func refillsTo(x string) string {
 // refillPoint is Params.refillPoint: the steps that compute the point
 // (t, a) as seen at u, as the columns <name>_used and <name>_last.
 func refillPoint(name, t, a, u string) []string {
+	due := fmt.Sprintf("%[2]s > 0 AND %[3]s > %[1]s", t, a, u)
 	return []string{
-		fmt.Sprintf("%[4]s < %[2]s AS %[1]s_ahead, %[3]s > 0 AND %[4]s > %[2]s AS %[1]s_due, (%[4]s - %[2]s) / iv AS %[1]s_k",
-			name, t, a, u),
-		fmt.Sprintf(`CASE WHEN %[1]s_due THEN greatest(%[3]s - %[1]s_k::float8 * am, 0) ELSE %[3]s END AS %[1]s_refilled,
-			CASE WHEN %[1]s_due THEN %[2]s + %[1]s_k * iv ELSE %[2]s END AS %[1]s_refilled_at`, name, t, a),
+		fmt.Sprintf(`(%[4]s - %[2]s) / iv AS %[1]s_k,
+			CASE WHEN %[5]s THEN greatest(%[3]s - ((%[4]s - %[2]s) / iv)::float8 * am, 0) ELSE %[3]s END AS %[1]s_refilled`,
+			name, t, a, u, due),
 		// A full bucket's refill clock starts again at u.
-		fmt.Sprintf(`CASE WHEN %[1]s_ahead THEN %[3]s WHEN %[1]s_refilled <= slack THEN 0::float8 ELSE %[1]s_refilled END AS %[1]s_used,
-			CASE WHEN %[1]s_ahead THEN %[2]s WHEN %[1]s_refilled <= slack THEN %[4]s ELSE %[1]s_refilled_at END AS %[1]s_last`,
-			name, t, a, u),
+		fmt.Sprintf(`CASE WHEN %[4]s < %[2]s THEN %[3]s WHEN %[1]s_refilled <= slack THEN 0::float8 ELSE %[1]s_refilled END AS %[1]s_used,
+			CASE WHEN %[4]s < %[2]s THEN %[2]s WHEN %[1]s_refilled <= slack THEN %[4]s WHEN %[5]s THEN %[2]s + %[1]s_k * iv ELSE %[2]s END AS %[1]s_last`,
+			name, t, a, u, due),
 	}
 }
 
@@ -162,13 +164,14 @@ func floorDiv(a, b string) string {
 // givesBack is the cancel's test that the reservation booked for
 // booked_at is still the key's last booking, whose point is at point.
 func givesBack(point string) string {
-	return "verb = " + verbCancel + " AND now < booked_at AND t0 = " + point + " AS gives_back"
+	return "verb = " + verbCancel + " AND now < booked_at AND t0 = " + point
 }
 
-// books is the step that books a reservation that does not fit now for
-// fit_at, if that comes within max_delay.
-func books() string {
-	return "verb = " + verbReserve + " AND NOT fits AND fit_at - now <= max_delay AS books"
+// fitsOrBooks is the step that decides whether the request fits now, by
+// the condition fits, and otherwise books a reservation for fit_at, if
+// that comes within max_delay.
+func fitsOrBooks(fits string) string {
+	return fits + " AS fits, verb = " + verbReserve + " AND NOT (" + fits + ") AND fit_at - now <= max_delay AS books"
 }
 
 // retryAfter is RetryAfter for a request that fits at fit_at: none when
@@ -205,24 +208,21 @@ func algorithmFor(v variant) algorithm {
 func meter() algorithm {
 	return algorithm{
 		steps: []string{
-			givesBack("booked_at") + ", a0 + cost - lim AS excess, " + drain("a0") + " AS drained",
+			givesBack("booked_at") + " AS gives_back, a0 + cost - lim AS excess, " + drain("a0") + " AS drained",
 			"t0 + " + span("excess") + " AS fit_at",
 			// A fill-up may cost more than the capacity: that never fits.
-			"verb <> " + verbCancel + " AND cost <= lim AND now >= fit_at AS fits",
-			books(),
+			fitsOrBooks("verb <> " + verbCancel + " AND cost <= lim AND now >= fit_at"),
 			`CASE WHEN verb = ` + verbCancel + ` THEN gives_back ELSE fits OR books END AS ok,
 			verb = ` + verbFill + ` OR fits OR books AS moves,
 			greatest(t0, CASE WHEN books THEN fit_at ELSE now END) AS moved_to`,
 			// The point moves to the later of the old one and the instant
 			// recorded; before the old one, the cost adds to its level.
-			// Given back, the point moves one nanosecond earlier on the
-			// same line, where the level is higher by what leaks in it.
+			// Given back a nanosecond late, the point moves to the next
+			// nanosecond.
 			"CASE WHEN moves THEN " + levelAt("t0", "a0", "moved_to", "drained") + " END AS level_then",
-			`CASE WHEN moves THEN moved_to WHEN gives_back THEN booked_at - 1 ELSE t0 END AS t1,
-			CASE WHEN moves THEN ` + fill("level_then") + `
-				WHEN gives_back THEN greatest(a0 - cost, 0) + 1::float8 * am / ivf ELSE a0 END AS a1`,
-			drain("a1") + " AS drained1",
-			levelAt("t1", "a1", "now", "drained1") + " AS level",
+			`CASE WHEN moves THEN moved_to WHEN gives_back THEN booked_at + 1 ELSE t0 END AS t1,
+			CASE WHEN moves THEN ` + fill("level_then") + ` WHEN gives_back THEN greatest(a0 - cost, 0) ELSE a0 END AS a1`,
+			drain("a1") + " AS drained1, " + levelAt("t1", "a1", "now", drain("a1")) + " AS level",
 		},
 		allowed: "ok",
 		used:    "level",
@@ -240,14 +240,13 @@ func meter() algorithm {
 func gcra() algorithm {
 	return algorithm{
 		steps: []string{
-			"greatest(t0, now) AS tat0, " + givesBack("booked_at + tau"),
-			"tat0 + cn AS next, tat0 + cn - tau AS fit_at",
-			"verb <> " + verbCancel + " AND now >= fit_at AS fits",
+			`greatest(t0, now) AS tat0, ` + givesBack("booked_at + tau") + ` AS gives_back,
+			greatest(t0, now) + cn AS next, greatest(t0, now) + cn - tau AS fit_at`,
 			// Booked for fit_at, which it then owns: the next booking's
 			// instant comes c*T after it.
-			books(),
+			fitsOrBooks("verb <> " + verbCancel + " AND now >= fit_at"),
 			`fits OR books OR gives_back AS ok,
-			CASE WHEN gives_back THEN greatest(t0 - cn, now) WHEN fits OR books THEN next ELSE tat0 END AS tat`,
+			CASE WHEN gives_back THEN greatest(t0 - (cn - 1), now) WHEN fits OR books THEN next ELSE tat0 END AS tat`,
 		},
 		allowed: "ok",
 		used:    "(tat - now)::float8 / ivf",
@@ -259,8 +258,9 @@ func gcra() algorithm {
 		reset: after("tat"),
 		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
 		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
-		// A cancel's TAT, t0 - cn, is tat unless it is in the past, when
-		// the key is fresh again.
+		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
+		// - 1), is tat unless it is in the past, when the key is fresh
+		// again.
 		time: "tat", a: "a0", b: "b0", logTimes: noLog, logCosts: noCosts,
 	}
 }
@@ -273,18 +273,17 @@ func intervalRefill() algorithm {
 	return algorithm{
 		steps: slices.Concat(
 			[]string{
-				givesBack("booked_at"),
-				// Given back, the point moves one refill earlier on the
-				// same line, the tokens that refill brings still in use.
-				`CASE WHEN gives_back THEN booked_at - iv ELSE t0 END AS t_in,
-				CASE WHEN gives_back THEN greatest(a0 - cost, 0) + am ELSE a0 END AS a_in`,
+				// Given back a nanosecond late, the point moves to a
+				// nanosecond after the refill before it, the tokens its own
+				// refill brings still in use.
+				givesBack("booked_at") + ` AS gives_back,
+				CASE WHEN ` + givesBack("booked_at") + ` THEN booked_at - iv + 1 ELSE t0 END AS t_in,
+				CASE WHEN ` + givesBack("booked_at") + ` THEN greatest(a0 - cost, 0) + am ELSE a0 END AS a_in`,
 			},
 			refillPoint("pt", "t_in", "a_in", "now"),
 			[]string{
-				"pt_used + cost - lim AS excess",
-				"pt_last + " + refillsTo("excess") + " * iv AS fit_at",
-				"verb <> " + verbCancel + " AND now >= fit_at AS fits",
-				books(),
+				"pt_last + " + refillsTo("(pt_used + cost - lim)") + " * iv AS fit_at",
+				fitsOrBooks("verb <> " + verbCancel + " AND now >= fit_at"),
 				`CASE WHEN verb = ` + verbCancel + ` THEN gives_back ELSE fits OR books END AS ok,
 				fits OR books AS takes,
 				CASE WHEN books THEN fit_at ELSE now END AS taken_at`,
@@ -426,7 +425,14 @@ const params = `WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::floa
 	$11::int8 AS max_delay, $12::int8 AS booked_at%s)
 `
 
-const paramColumns = "key, op_verb, op_cost, lim, full_at, iv, ivf, slack, am, tau, op_cn, maxe, max_delay, booked_at"
+var paramColumns = []string{"key", "op_verb", "op_cost", "lim", "full_at", "iv", "ivf", "slack", "am", "tau", "op_cn", "maxe", "max_delay", "booked_at"}
+
+// requestColumns are the columns of the request a chain decides, and
+// stateColumns those of the state it decides from.
+var (
+	requestColumns = []string{"verb", "cost", "cn"}
+	stateColumns   = []string{"now", "t0", "a0", "b0", "lt", "lc"}
+)
 
 // statements are the SQL texts of one algorithm variant.
 type statements struct {
@@ -442,7 +448,7 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 	kind := strconv.Itoa(int(v.kind))
 	now, cte, pcols := serverNow, fmt.Sprintf(params, ""), paramColumns
 	if callerClock {
-		now, cte, pcols = "caller_now", fmt.Sprintf(params, ", $13::int8 AS caller_now"), paramColumns+", caller_now"
+		now, cte, pcols = "caller_now", fmt.Sprintf(params, ", $13::int8 AS caller_now"), append(slices.Clip(paramColumns), "caller_now")
 	}
 
 	// The old state is the row's, unless the row holds another
@@ -456,44 +462,41 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 	freshState := now + " AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc"
 
 	steps := slices.Concat(alg.steps, alg.decision())
-	// chain nests the steps on the derived table innermost, a SELECT.
-	chain := func(innermost string) string {
-		sql := innermost
-		for _, step := range steps {
-			sql = "SELECT *,\n\t" + step + "\nFROM (" + sql + " OFFSET 0) AS x"
-		}
-		return "(" + sql + ") AS x"
-	}
+	innerColumns := slices.Concat(pcols, requestColumns, stateColumns)
 	// requested is the decision on the request itself, from the state
-	// (columns) of from.
-	requested := func(state, from string) string {
-		return chain("SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, " + state + " FROM " + from)
+	// (stateColumns, then extra) of from, for SQL that reads the columns
+	// that reads names.
+	requested := func(state, from string, extra []string, reads string) string {
+		return chain(steps, "SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, "+state+" FROM "+from,
+			slices.Concat(innerColumns, extra), reads)
 	}
 	// atMost is stepAtMost: the allowance left (a zero-cost check), then
 	// the candidates in the order Go tries them, each decided as a
 	// VerbAtMost (VerbAllow, recorded iff it grants more than zero); the
 	// first that fits, or else a check of the least cost worth granting.
 	// GCRA's c*T of a candidate, a whole number, is exact in float8.
-	atMost := func(state, from string) string {
-		left := chain("SELECT p.*, " + verbCheck + "::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, " + state + " FROM " + from)
+	atMost := func(state, from, reads string) string {
 		nanos := func(c string) string { return "0::int8" }
 		if v.kind == sluice.KindGCRA {
 			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
 		}
+		left := fmt.Sprintf(`SELECT %[1]s, %[2]s,
+		least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g`, strings.Join(pcols, ", "), strings.Join(stateColumns, ", "))
+		left += "\n\tFROM " + chain(steps, "SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, "+state+" FROM "+from,
+			innerColumns, left)
 		candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (
-	SELECT %[1]s, now, t0, a0, b0, lt, lc,
-		least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g
-	FROM %[2]s) AS z
+	%[1]s) AS z
 CROSS JOIN LATERAL (VALUES
-	(1, %[3]s::int2, op_cost, op_cn),
-	(2, %[3]s::int2, g, %[5]s),
-	(3, %[3]s::int2, g - 1, %[6]s),
-	(4, %[3]s::int2, 1::float8, %[7]s),
-	(5, %[4]s::int2, least(op_cost, 1), CASE WHEN op_cost < 1 THEN op_cn ELSE %[7]s END)
+	(1, %[2]s::int2, op_cost, op_cn),
+	(2, %[2]s::int2, g, %[4]s),
+	(3, %[2]s::int2, g - 1, %[5]s),
+	(4, %[2]s::int2, 1::float8, %[6]s),
+	(5, %[3]s::int2, least(op_cost, 1), CASE WHEN op_cost < 1 THEN op_cn ELSE %[6]s END)
 ) AS c(prio, verb, cost, cn)
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1`,
-			pcols, left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
-		return "(SELECT * FROM " + chain(candidates) + " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1) AS x"
+			left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
+		pick := " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1"
+		return "(SELECT * FROM " + chain(steps, candidates, slices.Concat(pcols, stateColumns, []string{"g", "prio"}, requestColumns), pick+reads) + pick + ") AS x"
 	}
 
 	// The row a decision writes: the state Step returns, or the zero
@@ -531,7 +534,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// would return no row: the state is unchanged, the row gets a new
 	// version. A key holding another algorithm's live state is left
 	// alone: DO UPDATE's WHERE is false, and the statement returns no row.
-	upsert := func(decide func(state, from string) string) string {
+	upsert := func(decide func(state, from, reads string) string) string {
 		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
@@ -541,19 +544,82 @@ ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
 FROM %[6]s)
 WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
-			table, columns, written(absent), decide(freshState, "p"), written(asWas), decide(rowState, "p"),
+			table, columns, written(absent), decide(freshState, "p", "key "+written(absent)),
+			written(asWas), decide(rowState, "p", written(asWas)),
 			kind, nowForWhere(callerClock), decisionColumns)
 	}
+	requestedFrom := func(state, from, reads string) string { return requested(state, from, nil, reads) }
+	checkReads := "held_kind held_expiry now " + decisionValues
 	return statements{
-		apply:  upsert(requested),
+		apply:  upsert(requestedFrom),
 		atMost: upsert(atMost),
 		check: cte + fmt.Sprintf(`SELECT %[1]s
 FROM %[2]s
 WHERE held_kind IS NULL OR held_kind = %[3]s OR held_expiry <= now`,
 			decisionValues,
-			requested("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
+			requested("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key",
+				[]string{"held_kind", "held_expiry"}, checkReads),
 			kind),
 	}
+}
+
+// chain nests steps on the derived table innermost, a SELECT of the
+// columns given, and returns the chain as a derived table for SQL that
+// reads the columns it names in reads. Each step selects, of the columns
+// of the step inside it, only those that a later step or reads names:
+// PostgreSQL plans every column of every level, and a statement planned
+// for each execution (with pgx's execution modes other than the statement
+// cache, and a prepared statement's first five) costs three times as
+// much to plan when each level carries them all.
+func chain(steps []string, innermost string, columns []string, reads string) string {
+	// read[i] holds the names that steps[i:] and reads use.
+	read := make([]map[string]bool, len(steps)+1)
+	read[len(steps)] = names(reads)
+	for i := len(steps) - 1; i >= 0; i-- {
+		read[i] = names(steps[i])
+		maps.Copy(read[i], read[i+1])
+	}
+	sql := innermost
+	for i, step := range steps {
+		kept := slices.DeleteFunc(slices.Clone(columns), func(c string) bool { return !read[i+1][c] })
+		sql = "SELECT " + strings.Join(append(kept, step), ",\n\t") + "\nFROM (" + sql + " OFFSET 0) AS x"
+		columns = append(kept, defined(step)...)
+	}
+	return "(" + sql + ") AS x"
+}
+
+// sqlName matches the names in SQL text, which are lower case, unlike its
+// keywords.
+var sqlName = regexp.MustCompile(`[a-z_][a-z0-9_]*`)
+
+// names returns the set of names in sql: all the columns it reads, and
+// perhaps functions and types, which no column is named after.
+func names(sql string) map[string]bool {
+	set := make(map[string]bool)
+	for _, name := range sqlName.FindAllString(sql, -1) {
+		set[name] = true
+	}
+	return set
+}
+
+// defined returns the columns a step defines: the name after each AS
+// outside parentheses (inside are subqueries and their aliases).
+func defined(step string) []string {
+	var cols []string
+	depth := 0
+	for i := range len(step) {
+		switch step[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ' ', '\t', '\n':
+			if depth == 0 && strings.HasPrefix(step[i+1:], "AS ") {
+				cols = append(cols, sqlName.FindString(step[i+4:]))
+			}
+		}
+	}
+	return cols
 }
 
 // decision returns the steps that end every chain: the decision, as
