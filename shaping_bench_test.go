@@ -16,9 +16,15 @@ import (
 // The shaping verbs on existing keys of a limiter's default in-memory
 // store, as BenchmarkAllow measures Allow: one hot key and 10,000 keys,
 // from one goroutine (seq) and from GOMAXPROCS goroutines (parallel). Each
-// scenario builds its limiters afresh, so that no run inherits the queue a
-// previous one booked, and checks on every call that the call took the
-// path the scenario names.
+// scenario builds a limiter of its own, which its sequential and parallel
+// runs share, so that no scenario inherits the queue another booked, and
+// checks on every call that the call took the path the scenario names.
+//
+// The limiters are called through the Limiter interface, as code written
+// against it calls them: there Reserve's *Reservation escapes to the heap.
+// Called on a concrete limiter (*sluice.GCRA, ...) whose reservation does
+// not outlive the caller, Reserve is inlined and the reservation may stay
+// on the stack: no allocation.
 
 // reservable lists the algorithms that book reservations; the window
 // algorithms return ErrUnsupported.
@@ -146,10 +152,9 @@ func eachKey(b *testing.B, ks []string, unit string, call func(ctx context.Conte
 //   - refused: a burst of one coming back every hour, spent before timing,
 //     with a maxDelay of one minute, so that nothing is booked.
 //
-// Reserve returns a *Reservation, which outlives the call (its Cancel and
-// Wait need it): one allocation per call on every path, where Allow makes
-// none. Limiter.Wait books into a Reservation in its own frame and does
-// not pay it.
+// Reserve returns a *Reservation: through the Limiter interface, one
+// allocation per call on every path, where Allow makes none. Wait books
+// into a Reservation in its own frame and does not pay it.
 func BenchmarkReserve(b *testing.B) {
 	for _, path := range []struct {
 		name            string
