@@ -64,6 +64,6 @@
 // the refills still to come, between then and the point. The fixed window
 // and the sliding counter never return to an earlier window. No step moves
 // a key's state back in time, except a cancel, which gives a reservation's
-// cost back by moving the state back along the line the key would have
-// followed without it.
+// cost back by moving the state to the line the key would have followed
+// without it, a nanosecond later.
 package sluice

@@ -17,8 +17,11 @@ import (
 //     allowAt-now, At allowAt when it must wait), and then TAT = base + cT
 //     too: the next booking comes cT after it. Otherwise it says to come
 //     back MaxDelay before allowAt.
-//   - Cancel gives a reservation's cost back, TAT -= cT, iff now < At and
-//     the TAT is still the one the reservation left, At + bT.
+//   - Cancel gives a reservation's cost back iff now < At and the TAT is
+//     still the one the reservation left, At + bT, a nanosecond late:
+//     TAT -= cT - 1, so that the instant it frees comes a nanosecond after
+//     the reservation's own, and a booking of that instant leaves another
+//     TAT, which the same cancel, made again, cannot mistake for its own.
 type gcra struct {
 	interval *big.Rat
 	limit    *big.Rat
@@ -70,7 +73,7 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 	if op.Verb == sluice.VerbCancel {
 		if !g.fresh && op.Now < op.At && g.tat == op.At+g.burst {
 			d.Allowed = true
-			g.tat -= ct
+			g.tat -= ct - 1
 			base = max(g.tat, op.Now)
 		}
 		return g.describe(d, base, op.Now)

@@ -27,9 +27,11 @@ import (
 // fitAt. A recorded cost at the instant at (now, or the booked fitAt) moves
 // the point to last' = max(last, at) with level(last')+c there (a fill-up
 // clamping at the limit, and always recorded). A reservation's cost is
-// given back (Cancel) iff now < At and the point is still at At: the point
-// then moves one nanosecond earlier on the line through (At, max(A-c, 0)),
-// so that the same cancel, made again, finds nothing.
+// given back (Cancel) iff now < At and the point is still at At, a
+// nanosecond late: the point moves to (At+1, max(A-c, 0)), so that the
+// instant it frees comes a nanosecond after the reservation's own, and a
+// booking of that instant leaves another point, which the same cancel,
+// made again, cannot mistake for its own.
 type meter struct {
 	limit    *big.Rat
 	limitF   float64
@@ -145,7 +147,7 @@ func (m *meter) cancel(op sluice.Op) Decision {
 		if left.Sign() < 0 {
 			left = new(big.Rat)
 		}
-		m.last, m.level = op.At-1, add(left, m.perNanos)
+		m.last, m.level = op.At+1, left
 	}
 	d.Used = m.levelAt(m.last, m.level, op.Now)
 	d.ResetAfter = m.emptyAfter(m.last, m.level, op.Now)

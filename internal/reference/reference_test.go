@@ -119,12 +119,15 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			{verb: reserve, cost: 1, maxDelay: 2 * s / 10, allowed: true, resetAfter: 7 * s / 10, delay: 2 * s / 10},
 			// The first is no longer the last booking: nothing given back.
 			{verb: cancel, cost: 1, booked: s / 10, resetAfter: 7 * s / 10},
-			{verb: cancel, cost: 1, at: s / 20, booked: 2 * s / 10, allowed: true, resetAfter: 6*s/10 - s/20},
-			{verb: cancel, cost: 1, at: s / 20, booked: 2 * s / 10, resetAfter: 6*s/10 - s/20}, // again: nothing
-			// A backlog of 5 at 100ms: nothing fits, one unit at 200ms.
-			{verb: atMost, cost: 3, at: s / 10, retry: s / 10, resetAfter: s / 2},
-			{verb: atMost, cost: 3, at: 3 * s / 10, allowed: true, resetAfter: s / 2, granted: 2},
-			{verb: atMost, cost: 0.5, at: 4 * s / 10, allowed: true, resetAfter: 45 * s / 100, granted: 0.5},
+			// Given back a nanosecond late: the TAT is 600ms + 1ns.
+			{verb: cancel, cost: 1, at: s / 20, booked: 2 * s / 10, allowed: true, resetAfter: 6*s/10 + 1 - s/20},
+			{verb: cancel, cost: 1, at: s / 20, booked: 2 * s / 10, resetAfter: 6*s/10 + 1 - s/20}, // again: nothing
+			// A backlog of 5 and 1ns at 100ms: nothing fits, one unit at
+			// 200ms and 1ns.
+			{verb: atMost, cost: 3, at: s / 10, retry: s/10 + 1, resetAfter: s/2 + 1},
+			{verb: atMost, cost: 3, at: 3*s/10 + 1, allowed: true, resetAfter: s / 2, granted: 2},
+			{verb: atMost, cost: 0.5, at: 4*s/10 + 1, allowed: true, resetAfter: 45 * s / 100, granted: 0.5},
+			{verb: atMost, cost: 0, at: 4*s/10 + 1, allowed: true, resetAfter: 45 * s / 100}, // a check
 		}},
 		{"leaky bucket 3 leaking 1.5/s", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}, []step{
 			{verb: allow, cost: 3, allowed: true, resetAfter: 2 * s},
@@ -133,13 +136,15 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			// At 500ms, before the point, the level is 3 + 0.75.
 			{verb: allow, cost: 0, at: s / 2, retry: s / 2, resetAfter: 5 * s / 2},
 			{verb: reserve, cost: 1.5, at: s / 2, maxDelay: s / 2, retry: s, resetAfter: 5 * s / 2},
-			// Given back: the line of the bucket never reserved, empty at 2s.
-			{verb: cancel, cost: 1.5, at: s / 2, booked: s, allowed: true, resetAfter: 3 * s / 2},
-			{verb: cancel, cost: 1.5, at: s / 2, booked: s, resetAfter: 3 * s / 2},
-			// 2.25 at 500ms: not even one unit fits, until 666666666.67ns.
-			{verb: atMost, cost: 2.5, at: s / 2, retry: 166666667, resetAfter: 3 * s / 2},
-			// 1.5 at 1s: one unit fits, and 2.5 leaks in 1666666666.67ns.
-			{verb: atMost, cost: 2.5, at: s, allowed: true, resetAfter: 1666666667, granted: 1},
+			// Given back a nanosecond late: the line of the bucket never
+			// reserved, 1ns later, empty at 2s + 1ns.
+			{verb: cancel, cost: 1.5, at: s / 2, booked: s, allowed: true, resetAfter: 3*s/2 + 1},
+			{verb: cancel, cost: 1.5, at: s / 2, booked: s, resetAfter: 3*s/2 + 1},
+			// 2.25 at 500ms: not even one unit fits, until 666666667.67ns.
+			{verb: atMost, cost: 2.5, at: s / 2, retry: 166666668, resetAfter: 3*s/2 + 1},
+			// 1.5 at 1s + 1ns: one unit fits, and 2.5 leaks in
+			// 1666666666.67ns from then.
+			{verb: atMost, cost: 2.5, at: s, allowed: true, resetAfter: 1666666668, granted: 1},
 		}},
 		{"token bucket 4/s burst 10, interval refill", sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true}, []step{
 			{verb: allow, cost: 10, allowed: true, resetAfter: 3 * s},
@@ -148,11 +153,14 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			// At 500ms, 14 in use counting the refill still to come.
 			{verb: allow, cost: 1, at: s / 2, retry: 3 * s / 2, resetAfter: 7 * s / 2},
 			{verb: reserve, cost: 4, at: s / 2, maxDelay: s, retry: s / 2, resetAfter: 7 * s / 2},
-			{verb: cancel, cost: 4, at: s / 2, booked: s, allowed: true, resetAfter: 5 * s / 2},
-			{verb: cancel, cost: 4, at: s / 2, booked: s, resetAfter: 5 * s / 2},
-			{verb: allow, cost: 4, at: s, allowed: true, resetAfter: 3 * s},
-			// 10 in use until 2s brings 4: 4 of 4.5 then.
-			{verb: atMost, cost: 4.5, at: 2 * s, allowed: true, resetAfter: 3 * s, granted: 4},
+			// Given back a nanosecond late: 10 in use from 1ns, the
+			// refills a nanosecond after the bucket's never reserved.
+			{verb: cancel, cost: 4, at: s / 2, booked: s, allowed: true, resetAfter: 5*s/2 + 1},
+			{verb: cancel, cost: 4, at: s / 2, booked: s, resetAfter: 5*s/2 + 1},
+			{verb: allow, cost: 4, at: s, retry: 1, resetAfter: 2*s + 1},
+			{verb: allow, cost: 4, at: s + 1, allowed: true, resetAfter: 3 * s},
+			// 10 in use until 2s + 1ns brings 4: 4 of 4.5 then.
+			{verb: atMost, cost: 4.5, at: 2*s + 1, allowed: true, resetAfter: 3 * s, granted: 4},
 		}},
 		{"fixed window 5/s", sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s}, []step{
 			{verb: atMost, cost: 7, allowed: true, resetAfter: s, granted: 5},

@@ -26,10 +26,12 @@ import (
 // after now, and otherwise says to come back MaxDelay before it. A cost
 // recorded at an instant at or after the point advances the point there
 // and adds c; recorded before it, it adds c at the point. A reservation's
-// cost is given back (Cancel) iff now < At and the point is still at At:
-// the point then moves one refill earlier on the line through
-// (At, max(used-c, 0)), so that the same cancel, made again, finds
-// nothing.
+// cost is given back (Cancel) iff now < At and the point is still at At, a
+// nanosecond late: the point moves to a nanosecond after the refill before
+// At, with max(used-c, 0) + Amount in use (At's refill still to come), so
+// that the refills, and the instant it frees, come a nanosecond after the
+// reservation's own, and a booking of that instant leaves another point,
+// which the same cancel, made again, cannot mistake for its own.
 type refill struct {
 	burst    *big.Rat
 	burstF   float64
@@ -116,7 +118,7 @@ func (r *refill) Apply(op sluice.Op) Decision {
 			if left.Sign() < 0 {
 				left = new(big.Rat)
 			}
-			r.used, r.last = add(left, r.amount), op.At-r.interval
+			r.used, r.last = add(left, r.amount), op.At-r.interval+1
 		}
 		used, last, m := r.point(r.used, r.last, op.Now)
 		d.Used = r.usedAt(used, last, op.Now)
