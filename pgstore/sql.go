@@ -16,15 +16,15 @@ import (
 // specification) into SQL.
 //
 // An algorithm is a chain of steps, one per group of Go variables. Each
-// step is a derived table that selects everything of the step inside it
-// and adds its own columns, computed from those: the innermost holds the
-// parameters (see params), the request (verb, cost, cn) and the old state
-// (now, t0, a0, b0, lt, lc). OFFSET 0 keeps the planner from merging the
-// steps, which would copy each expression into every expression that uses
-// it (the statements would take milliseconds to plan and run), and from
-// folding a fresh state's constants into branches that are never taken,
-// whose divisions by zero it would evaluate. Column names are unique along
-// a chain.
+// step is a derived table that adds its own columns, computed from those
+// of the step inside it, and passes on those that the steps above it read
+// (see chain): the innermost holds the parameters (see params), the
+// request (verb, cost, cn) and the old state (now, t0, a0, b0, lt, lc).
+// OFFSET 0 keeps the planner from merging the steps, which would copy each
+// expression into every expression that uses it (the statements would
+// take milliseconds to plan and run), and from folding a fresh state's
+// constants into branches that are never taken, whose divisions by zero
+// it would evaluate. Column names are unique along a chain.
 //
 // Every float operation is the Go code's, on the same operands in the same
 // order, so that PostgreSQL's float8 arithmetic (IEEE doubles, like
@@ -48,9 +48,9 @@ type algorithm struct {
 	used    string   // the allowance in use, before describe's clamp
 	retry   string   // RetryAfter in nanoseconds
 	reset   string   // ResetAfter in nanoseconds
-	// delay and at are a booked reservation's Delay and At in
-	// nanoseconds; empty for an algorithm that does not book.
-	delay, at string
+	// books reports whether the steps book reservations, for fit_at when
+	// the column books is true.
+	books bool
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
 	// The state the step returns for a recorded request.
@@ -217,9 +217,9 @@ func meter() algorithm {
 			greatest(t0, CASE WHEN books THEN fit_at ELSE now END) AS moved_to`,
 			// The point moves to the later of the old one and the instant
 			// recorded; before the old one, the cost adds to its level.
+			"CASE WHEN moves THEN " + levelAt("t0", "a0", "moved_to", "drained") + " END AS level_then",
 			// Given back a nanosecond late, the point moves to the next
 			// nanosecond.
-			"CASE WHEN moves THEN " + levelAt("t0", "a0", "moved_to", "drained") + " END AS level_then",
 			`CASE WHEN moves THEN moved_to WHEN gives_back THEN booked_at + 1 ELSE t0 END AS t1,
 			CASE WHEN moves THEN ` + fill("level_then") + ` WHEN gives_back THEN greatest(a0 - cost, 0) ELSE a0 END AS a1`,
 			drain("a1") + " AS drained1, " + levelAt("t1", "a1", "now", drain("a1")) + " AS level",
@@ -229,8 +229,7 @@ func meter() algorithm {
 		retry:   retryAfter(verbFill, verbCancel),
 		// emptyAfter
 		reset: "CASE WHEN t1 > now THEN " + after("t1 + drained1") + " ELSE " + after("now + "+drain("level")) + " END",
-		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
-		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
+		books: true,
 		time:  "t1", a: "a1", b: "0", logTimes: noLog, logCosts: noCosts,
 	}
 }
@@ -256,8 +255,7 @@ func gcra() algorithm {
 		},
 		retry: retryAfter(verbCancel),
 		reset: after("tat"),
-		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
-		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
+		books: true,
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
 		// again.
@@ -301,10 +299,9 @@ func intervalRefill() algorithm {
 		used:  "CASE WHEN last <= now THEN used ELSE used + ((last - now + iv - 1) / iv)::float8 * am END",
 		retry: retryAfter(verbCancel),
 		reset: after("last + " + refills("used") + " * iv"),
-		delay: "CASE WHEN books THEN fit_at - now ELSE 0 END",
-		at:    "CASE WHEN books THEN fit_at ELSE 0 END",
+		books: true,
 		// Admitting nothing into a full bucket leaves the state as it was;
-		// a cancel changes only the tokens in use.
+		// a cancel leaves the point it moved to.
 		time:     "CASE WHEN takes AND used > 0 THEN last ELSE t_in END",
 		a:        "CASE WHEN takes AND used > 0 THEN used ELSE a_in END",
 		b:        "CASE WHEN takes AND used > 0 THEN 0 ELSE b0 END",
@@ -463,29 +460,29 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 
 	steps := slices.Concat(alg.steps, alg.decision())
 	innerColumns := slices.Concat(pcols, requestColumns, stateColumns)
-	// requested is the decision on the request itself, from the state
-	// (stateColumns, then extra) of from, for SQL that reads the columns
-	// that reads names.
-	requested := func(state, from string, extra []string, reads string) string {
-		return chain(steps, "SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, "+state+" FROM "+from,
-			slices.Concat(innerColumns, extra), reads)
+	// request is the innermost step of a chain that decides the request
+	// itself, from the state (columns) of from.
+	request := func(state, from string) string {
+		return "SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, " + state + " FROM " + from
 	}
+	// requested is the chain of the request, from the state, for SQL
+	// that reads the columns it names in reads.
+	requested := func(state, reads string) string { return chain(steps, request(state, "p"), innerColumns, reads) }
 	// atMost is stepAtMost: the allowance left (a zero-cost check), then
 	// the candidates in the order Go tries them, each decided as a
 	// VerbAtMost (VerbAllow, recorded iff it grants more than zero); the
 	// first that fits, or else a check of the least cost worth granting.
 	// GCRA's c*T of a candidate, a whole number, is exact in float8.
-	atMost := func(state, from, reads string) string {
+	atMost := func(state, reads string) string {
 		nanos := func(c string) string { return "0::int8" }
 		if v.kind == sluice.KindGCRA {
 			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
 		}
-		left := fmt.Sprintf(`SELECT %[1]s, %[2]s,
-		least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g`, strings.Join(pcols, ", "), strings.Join(stateColumns, ", "))
-		left += "\n\tFROM " + chain(steps, "SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, "+state+" FROM "+from,
+		left := fmt.Sprintf("SELECT %s, %s, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g",
+			strings.Join(pcols, ", "), strings.Join(stateColumns, ", "))
+		left += "\nFROM " + chain(steps, "SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, "+state+" FROM p",
 			innerColumns, left)
-		candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (
-	%[1]s) AS z
+		candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (%[1]s) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, %[2]s::int2, op_cost, op_cn),
 	(2, %[2]s::int2, g, %[4]s),
@@ -496,7 +493,8 @@ CROSS JOIN LATERAL (VALUES
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1`,
 			left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
 		pick := " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1"
-		return "(SELECT * FROM " + chain(steps, candidates, slices.Concat(pcols, stateColumns, []string{"g", "prio"}, requestColumns), pick+reads) + pick + ") AS x"
+		columns := slices.Concat(pcols, stateColumns, []string{"g", "prio"}, requestColumns)
+		return "(SELECT * FROM " + chain(steps, candidates, columns, pick+reads) + pick + ") AS x"
 	}
 
 	// The row a decision writes: the state Step returns, or the zero
@@ -534,7 +532,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// would return no row: the state is unchanged, the row gets a new
 	// version. A key holding another algorithm's live state is left
 	// alone: DO UPDATE's WHERE is false, and the statement returns no row.
-	upsert := func(decide func(state, from, reads string) string) string {
+	upsert := func(decide func(state, reads string) string) string {
 		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
@@ -544,22 +542,17 @@ ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
 FROM %[6]s)
 WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
-			table, columns, written(absent), decide(freshState, "p", "key "+written(absent)),
-			written(asWas), decide(rowState, "p", written(asWas)),
+			table, columns, written(absent), decide(freshState, "key "+written(absent)),
+			written(asWas), decide(rowState, written(asWas)),
 			kind, nowForWhere(callerClock), decisionColumns)
 	}
-	requestedFrom := func(state, from, reads string) string { return requested(state, from, nil, reads) }
-	checkReads := "held_kind held_expiry now " + decisionValues
+	checked := fmt.Sprintf("WHERE held_kind IS NULL OR held_kind = %s OR held_expiry <= now", kind)
 	return statements{
-		apply:  upsert(requestedFrom),
+		apply:  upsert(requested),
 		atMost: upsert(atMost),
-		check: cte + fmt.Sprintf(`SELECT %[1]s
-FROM %[2]s
-WHERE held_kind IS NULL OR held_kind = %[3]s OR held_expiry <= now`,
-			decisionValues,
-			requested("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key",
-				[]string{"held_kind", "held_expiry"}, checkReads),
-			kind),
+		check: cte + "SELECT " + decisionValues + "\nFROM " + chain(steps,
+			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
+			slices.Concat(innerColumns, []string{"held_kind", "held_expiry"}), decisionValues+checked) + "\n" + checked,
 	}
 }
 
@@ -629,9 +622,9 @@ func (alg algorithm) decision() []string {
 	if alg.remaining != nil {
 		remaining = alg.remaining("d_used")
 	}
-	delay, at := alg.delay, alg.at
-	if delay == "" {
-		delay, at = "0", "0"
+	delay, at := "0", "0"
+	if alg.books {
+		delay, at = "CASE WHEN books THEN fit_at - now ELSE 0 END", "CASE WHEN books THEN fit_at ELSE 0 END"
 	}
 	return []string{
 		fmt.Sprintf("%s AS d_allowed, least(greatest(%s, 0), lim) AS d_used, %s AS d_retry, %s AS d_reset, %s AS d_delay, %s AS d_at",
