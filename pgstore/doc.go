@@ -18,6 +18,8 @@
 //	}
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
 //
-// The README in this directory describes the schema, the clock, pruning,
-// performance, and when to choose PostgreSQL over Redis.
+// Reservations, their cancels and partial grants are one statement each
+// too. The guide, docs/postgresql.md in the repository, describes the
+// schema, the clock, pruning, performance, and when to choose PostgreSQL
+// over Redis.
 package pgstore
