@@ -83,6 +83,9 @@ func (p *Params) stepMeter(s *State, op Op, d *Decision) {
 		return
 	}
 	fitAt := s.Time + p.span(s.A+op.Cost-p.Limit)
+	if op.Verb == VerbReserve && op.At > max(fitAt, op.Now) {
+		fitAt = op.At // booked no earlier than op.At
+	}
 	// A fill-up may cost more than the capacity: that never fits.
 	fits := op.Cost <= p.Limit && op.Now >= fitAt
 	at := op.Now // when the cost is recorded

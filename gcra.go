@@ -64,7 +64,12 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 		}
 	} else {
 		next := tat + p.gcraNanos(op.Cost)
-		switch allowAt := next - tau; {
+		allowAt := next - tau
+		if op.Verb == VerbReserve && op.At > max(allowAt, op.Now) {
+			// Booked no earlier than op.At, as an arrival then.
+			allowAt, next = op.At, max(s.Time, op.At)+p.gcraNanos(op.Cost)
+		}
+		switch {
 		case op.Now >= allowAt:
 			d.Allowed = true
 			tat = next
@@ -76,7 +81,10 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 		case allowAt-op.Now <= op.MaxDelay:
 			// Booked for allowAt, which it now owns: the next booking's
 			// instant comes c*T after it.
-			d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), allowAt
+			// At marks the booking for a cancel: the TAT it leaves, less
+			// the tolerance, which is its instant unless op.At booked it
+			// later than the GCRA needed.
+			d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), next-tau
 			tat = next
 			s.Time = tat
 		default:

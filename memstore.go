@@ -84,11 +84,12 @@ type shard struct {
 // A key is in at most one of a shard's tables: tats holds the GCRA keys,
 // slots the others.
 type shardData struct {
-	mu    sync.Mutex
-	tats  table[tatSlot]
-	slots table[slot]
-	logs  map[keyID][]Entry // sliding log entries, beside their key's slot
-	now   int64             // latest time seen, for sweeps
+	mu     sync.Mutex
+	tats   table[tatSlot]
+	slots  table[slot]
+	logs   map[keyID][]Entry // sliding log entries, beside their key's slot
+	blocks map[keyID]block   // the penalty blocks of keys blocked
+	now    int64             // latest time seen, for sweeps
 }
 
 // maxShards bounds MemStoreConfig.Shards: more cannot spread the lock
@@ -184,8 +185,11 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 			s.Log = sh.logs[id]
 		}
 	}
+	if found && sh.blocks != nil {
+		sh.blocked(id, &s, gcra)
+	}
 	p.step(&s, op, d)
-	if records(op.Verb, d) {
+	if p.records(op.Verb, d) {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
 			if found {
@@ -199,6 +203,7 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 			// The TAT, s.Time, is when the key is fresh again: its
 			// expiry is its whole state.
 			sh.tats.slots[i].expires = op.Now + int64(d.ResetAfter)
+			sh.block(id, &s)
 		default:
 			if !found {
 				sh.makeRoom(id, m.perShard, op.Now)
@@ -212,10 +217,42 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 				}
 				sh.logs[id] = s.Log
 			}
+			sh.block(id, &s)
 		}
 	}
 	sh.mu.Unlock()
 	return nil
+}
+
+// A block is a penalized key's block: when it ends, and for a GCRA key
+// its TAT, since the slot's expiry, its only field, then holds the later
+// of the two.
+type block struct {
+	until, tat int64
+}
+
+// block keeps the block of s for id, or forgets id's once s has none.
+// Only penalized keys have an entry: other keys pay a nil map check.
+func (sh *shard) block(id keyID, s *State) {
+	switch {
+	case s.Until != 0:
+		if sh.blocks == nil {
+			sh.blocks = make(map[keyID]block)
+		}
+		sh.blocks[id] = block{until: s.Until, tat: s.Time}
+	case sh.blocks != nil:
+		delete(sh.blocks, id)
+	}
+}
+
+// blocked reads id's block, if any, into s, as loaded from its slot.
+func (sh *shard) blocked(id keyID, s *State, gcra bool) {
+	if b, ok := sh.blocks[id]; ok {
+		s.Until = b.until
+		if gcra {
+			s.Time = b.tat // the slot keeps the expiry
+		}
+	}
 }
 
 // claim frees id of the state another algorithm left in t, if it has
@@ -258,8 +295,12 @@ func forget[S slotType](sh *shard, t *table[S], id keyID) bool {
 
 // dropIn forgets the key in slot i of t, and its sliding log entries.
 func dropIn[S slotType](sh *shard, t *table[S], i int) {
-	if e := t.at(i); e.kind() == KindSlidingLog {
+	e := t.at(i)
+	if e.kind() == KindSlidingLog {
 		delete(sh.logs, e.id())
+	}
+	if sh.blocks != nil {
+		delete(sh.blocks, e.id())
 	}
 	t.remove(i)
 }

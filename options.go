@@ -144,3 +144,36 @@ func WithTimeout(d time.Duration) Option {
 		return nil
 	})
 }
+
+// WithPenalty blocks a key for d once a request overflows it (an Allow
+// denied, a reservation beyond its maximum delay, a fill-up past
+// capacity): until the block ends, every request on the key is denied,
+// with RetryAfter at the block's end at the earliest and Decision.Blocked
+// set, and a reservation is booked no earlier than the end. Requests
+// during the block do not extend it. Reset lifts it. Every algorithm
+// supports it; d is at most 2^60 ns (about 36 years).
+func WithPenalty(d time.Duration) Option {
+	return optionFunc(func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: penalty %v is not positive", ErrInvalidConfig, d)
+		}
+		s.params.Penalty = int64(d)
+		return nil
+	})
+}
+
+// WithCountDenied makes denied requests count too ("no relaxation"): a
+// denied Allow or reservation fills the key up to its limit with as much
+// of its cost as fits. Nothing more is ever admitted, so every algorithm's
+// guarantee holds as stated; but a client that keeps overflowing stays
+// limited: under the GCRA and the buckets, a client whose requests come
+// faster than the rate refills one of them is admitted nothing until it
+// slows down, where without the option it gets one through at each
+// instant the limit allows. The windows, whose counts only restart, admit
+// as before: a full window stays full either way.
+func WithCountDenied() Option {
+	return optionFunc(func(s *settings) error {
+		s.params.CountDenied = true
+		return nil
+	})
+}

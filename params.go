@@ -63,6 +63,17 @@ type Params struct {
 	Anchored bool
 	// MaxEntries bounds the sliding log's entries per key.
 	MaxEntries int
+	// Penalty, when positive, blocks a key for that many nanoseconds once
+	// a request overflows it (an Allow denied, a reservation beyond its
+	// maximum delay, a fill-up past capacity): until the block ends every
+	// request is denied, with RetryAfter at its end at the earliest, and
+	// the Decision says Blocked. Up to 2^60 ns.
+	Penalty int64
+	// CountDenied makes a denied request count too ("no relaxation"): it
+	// fills the key up to its limit, as much of its cost as fits, so that
+	// a client that keeps overflowing stays limited instead of getting
+	// through at each instant the limit allows.
+	CountDenied bool
 }
 
 const (
@@ -79,7 +90,14 @@ const (
 
 // String formats p for logs.
 func (p Params) String() string {
-	return fmt.Sprintf("%v{limit=%g interval=%v amount=%g}", p.Kind, p.Limit, time.Duration(p.Interval), p.Amount)
+	s := fmt.Sprintf("%v{limit=%g interval=%v amount=%g", p.Kind, p.Limit, time.Duration(p.Interval), p.Amount)
+	if p.Penalty > 0 {
+		s += " penalty=" + time.Duration(p.Penalty).String()
+	}
+	if p.CountDenied {
+		s += " count-denied"
+	}
+	return s + "}"
 }
 
 // Validate reports whether p describes a usable algorithm. The error wraps
@@ -108,6 +126,8 @@ func (p *Params) Validate() error {
 		return p.invalid(fmt.Sprintf("max entries must be between 1 and %d", maxLogEntries))
 	case p.Kind != KindSlidingLog && p.MaxEntries != 0:
 		return p.invalid("max entries apply only to the sliding log")
+	case p.Penalty < 0 || p.Penalty > maxSpan:
+		return p.invalid("penalty must be between 0 and " + time.Duration(maxSpan).String())
 	}
 	// The longest span an algorithm computes must fit: the GCRA burst, and
 	// the time a full bucket takes to drain or refill.
@@ -196,7 +216,7 @@ func (p *Params) CheckOp(op Op) error {
 	switch {
 	case op.Verb == VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
 		return fmt.Errorf("%w: %v is not between 0 and %v", ErrInvalidDelay, time.Duration(op.MaxDelay), time.Duration(maxSpan))
-	case op.Verb == VerbCancel && (op.At < 0 || op.At > maxTime+maxSpan):
+	case (op.Verb == VerbCancel || op.Verb == VerbReserve) && (op.At < 0 || op.At > maxTime+maxSpan):
 		return fmt.Errorf("%w: reservation instant %d ns", ErrTimeOutOfRange, op.At)
 	}
 	return nil
@@ -257,6 +277,15 @@ func (p *Params) step(s *State, op Op, d *Decision) {
 // decide runs the algorithm for every verb but VerbAtMost, which is made
 // of decisions of the others.
 func (p *Params) decide(s *State, op Op, d *Decision) {
+	if p.Penalty > 0 || p.CountDenied {
+		p.decideStrict(s, op, d)
+		return
+	}
+	p.decideKind(s, op, d)
+}
+
+// decideKind runs the algorithm itself.
+func (p *Params) decideKind(s *State, op Op, d *Decision) {
 	switch p.Kind {
 	case KindLeakyBucket:
 		p.stepMeter(s, op, d)
@@ -275,26 +304,25 @@ func (p *Params) decide(s *State, op Op, d *Decision) {
 	default:
 		p.stepSlidingCounter(s, op, d)
 	}
-	if d.ResetAfter == 0 && records(op.Verb, d) {
+	if d.ResetAfter == 0 && p.records(op.Verb, d) {
 		*s = State{}
 	}
 }
 
-// Records reports whether a decision d on verb changed the key's state: a
-// fill-up always does; an admission, a booked reservation, a cancel that
-// gave its cost back and a partial grant of something do; a check and a
-// denial never do. A store writes the state back exactly then.
-func (v Verb) Records(d Decision) bool { return records(v, &d) }
+// Records reports whether a decision d on op changed the key's state, so
+// that a store writes the state back: a fill-up always does; an
+// admission, a booked reservation, a cancel that gave its cost back and a
+// partial grant of something do; so does a denied Allow or reservation
+// under a penalty or with denials counted; a check never does.
+func (p *Params) Records(verb Verb, d Decision) bool { return p.records(verb, &d) }
 
-// records reports whether a decision on verb changed the key's state: a
-// fill-up always does; an admission, a booked reservation, a cancel that
-// gave its cost back and a partial grant of something do; a check and a
-// denial never do.
-func records(verb Verb, d *Decision) bool {
+func (p *Params) records(verb Verb, d *Decision) bool {
 	switch verb {
 	case VerbFill:
 		return true
-	case VerbAllow, VerbReserve, VerbCancel:
+	case VerbAllow, VerbReserve:
+		return d.Allowed || d.Blocked || p.CountDenied
+	case VerbCancel:
 		return d.Allowed
 	case VerbAtMost:
 		return d.Granted > 0

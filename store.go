@@ -136,6 +136,8 @@ type Op struct {
 	MaxDelay int64
 	// At is, for VerbCancel, the instant the reservation was booked for, as
 	// its Decision.At gave it: on the clock of the store that booked it.
+	// For VerbReserve it is the earliest instant to book, zero for none:
+	// a group of limits books each of them at one common instant.
 	At int64
 }
 
@@ -151,6 +153,9 @@ type State struct {
 	A float64
 	// B is the sliding counter's previous window count.
 	B float64
+	// Until is when a penalty's block ends (see Params.Penalty), in
+	// nanoseconds since the Unix epoch; zero when the key is not blocked.
+	Until int64
 	// Log holds the sliding log's admitted requests, oldest first. Step may
 	// reuse its storage.
 	Log []Entry
@@ -201,12 +206,20 @@ type Decision struct {
 	// At is, for a booked reservation that must wait (Delay > 0), the
 	// instant it may act, in nanoseconds since the Unix epoch on the clock
 	// the store decided by (the caller's or the store's own). Cancel hands
-	// it back to the store. It is zero otherwise.
+	// it back to the store. It is zero otherwise. A reservation that
+	// VerbReserve's Op.At booked later than its algorithm needed (in a
+	// group) has instead a mark of the booking, at or before its instant:
+	// the GCRA's TAT less the tolerance, the interval-refill bucket's last
+	// refill.
 	At int64
 	// Granted is, for VerbAtMost, the cost admitted and recorded: the whole
 	// cost, a whole number of units less than it, or zero. It is zero for
 	// the other verbs.
 	Granted float64
+	// Blocked reports that the key is blocked by a penalty (see
+	// Params.Penalty): it admits nothing before the block ends, which
+	// RetryAfter (or a reservation's Delay) reaches at least.
+	Blocked bool
 }
 
 // Full reports whether no allowance is left after the request: for Fillup,

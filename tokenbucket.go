@@ -69,6 +69,9 @@ func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	}
 	used, last := p.refillPoint(*s, op.Now)
 	fitAt := last + p.refillsTo(used+op.Cost-p.Limit)*p.Interval
+	if op.Verb == VerbReserve && op.At > max(fitAt, op.Now) {
+		fitAt = op.At // booked no earlier than op.At, between refills
+	}
 	at := op.Now // when the cost is recorded
 	switch {
 	case op.Now >= fitAt:
@@ -84,6 +87,11 @@ func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	if d.Allowed {
 		if at >= last {
 			used, last = p.refillPoint(State{Time: last, A: used}, at)
+			if d.At != 0 {
+				// At marks the booking for a cancel: the point it leaves,
+				// its instant unless op.At booked it between refills.
+				d.At = last
+			}
 		}
 		used = p.fill(used, op.Cost)
 		if op.Verb != VerbCheck && used > 0 {

@@ -220,7 +220,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 			// denial decided before the cancel and arriving after it.
 			sh.epoch++
 			delete(sh.entries, key)
-		case e.params == *p && op.Verb.Records(d):
+		case e.params == *p && p.Records(op.Verb, d):
 			// A fill-up, a booked reservation or a partial grant, which the
 			// cache never answers, only makes the key stricter: a denial
 			// held still holds, and later answers carry the allowance left.

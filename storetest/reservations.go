@@ -52,7 +52,7 @@ func RunReservations(t *testing.T, st sluice.Store) {
 				}
 				require.NoError(t, err, what)
 				RequireIdenticalDecision(t, want, got, what)
-				if op.Verb.Records(want) {
+				if p.Records(op.Verb, want) {
 					spec = next
 				}
 				return got

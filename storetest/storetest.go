@@ -115,6 +115,10 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
 	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
+	if _, ok := newStore(t).(sluice.GroupStore); ok {
+		t.Run("GroupsMatchSpecification", func(t *testing.T) { RunGroups(t, newStore(t)) })
+		t.Run("ConcurrentGroupsRecordAllOrNothing", func(t *testing.T) { RunGroupsConcurrent(t, newStore(t), 64) })
+	}
 }
 
 // base is the simulated time traces start from: a realistic time since the
@@ -142,7 +146,7 @@ var origins = []struct {
 func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
 	c := configure(opts)
 	prefix := uniquePrefix()
-	for ai, p := range append(Algorithms(), c.extra...) {
+	for ai, p := range append(append(Algorithms(), Strict()...), c.extra...) {
 		for oi, origin := range origins {
 			traces := c.traces
 			if oi > 0 {
@@ -299,7 +303,7 @@ func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.O
 	} else {
 		RequireSameDecision(t, p, want, got, where)
 	}
-	if op.Verb.Records(want) {
+	if p.Records(op.Verb, want) {
 		s.states[key] = kept
 		s.expires[key] = op.Now + int64(want.ResetAfter)
 	}

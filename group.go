@@ -1,0 +1,195 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A GroupOp is one limit of a group decision: a key, the algorithm it is
+// decided under, and the op on it. The ops of one group decision share
+// their Verb, Now and MaxDelay; their costs (and, for a cancel, their
+// instants) are each limit's own.
+type GroupOp struct {
+	Key    string
+	Params *Params
+	Op     Op
+}
+
+// A GroupStore decides several limits as one, atomically: a [Store] that
+// implements it runs [DecideGroup] on the states of every key of the group
+// while no other decision can change them, and writes back the states
+// the decision changed. The in-memory store locks the shards involved in a
+// fixed order; the Redis store runs one script over every key (in one
+// slot of a Cluster); the PostgreSQL store runs one transaction that locks
+// the rows in key order. A store that cannot decide a group atomically
+// does not implement it, and groups over it are refused with
+// [ErrUnsupported]: never decided one key at a time.
+type GroupStore interface {
+	Store
+	// ApplyGroup decides ops as one and fills each[i] with the decision
+	// on ops[i]; it returns the group's decision. len(each) == len(ops).
+	ApplyGroup(ctx context.Context, ops []GroupOp, each []Decision) (Decision, error)
+}
+
+// MaxGroup bounds the limits of one group decision.
+const MaxGroup = 16
+
+// CheckGroup reports whether ops can be decided as one group, as
+// [DecideGroup] requires: between 1 and [MaxGroup] ops, each valid under
+// its Params (as Step checks it; op.Now only if callerClock), on distinct
+// keys, sharing their verb, time and maximum delay, with a verb a group
+// runs (VerbAllow, VerbCheck, VerbReserve, VerbCancel).
+func CheckGroup(ops []GroupOp, callerClock bool) error {
+	if len(ops) == 0 || len(ops) > MaxGroup {
+		return fmt.Errorf("%w: a group has %d limits, not 1 to %d", ErrInvalidConfig, len(ops), MaxGroup)
+	}
+	first := ops[0].Op
+	switch first.Verb {
+	case VerbAllow, VerbCheck, VerbReserve, VerbCancel:
+	default:
+		return fmt.Errorf("%w: a group does not %v", ErrUnsupported, first.Verb)
+	}
+	for i, g := range ops {
+		if g.Params == nil {
+			return fmt.Errorf("%w: group limit %d has no Params", ErrInvalidConfig, i)
+		}
+		if err := g.Params.Validate(); err != nil {
+			return err
+		}
+		if g.Op.Verb != first.Verb || g.Op.Now != first.Now || g.Op.MaxDelay != first.MaxDelay {
+			return fmt.Errorf("%w: group limit %d decides %+v, not as limit 0 (%+v)", ErrInvalidConfig, i, g.Op, first)
+		}
+		if callerClock {
+			if err := CheckTime(g.Op.Now); err != nil {
+				return err
+			}
+		}
+		if err := g.Params.CheckOp(g.Op); err != nil {
+			return err
+		}
+		for _, h := range ops[:i] {
+			if h.Key == g.Key {
+				return fmt.Errorf("%w: key %q appears twice in one group", ErrInvalidKey, g.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// DecideGroup is a group decision, the specification every GroupStore
+// follows, over decide, which runs one limit's op on its key's state (the
+// state as the previous call on that key left it) and records it as Step
+// does. ops must have passed [CheckGroup]. It fills each and returns the
+// group's decision:
+//
+//   - VerbCheck checks every limit.
+//   - VerbAllow checks every limit; if every one admits, it admits the
+//     cost in each. Otherwise nothing is admitted anywhere: only the
+//     limits that denied decide the request as Allow, so that a penalty
+//     or counted denial of theirs applies (and nothing else is recorded).
+//   - VerbReserve checks every limit, and books every one at the latest
+//     of their earliest instants, if it comes within the maximum delay;
+//     otherwise it books nothing, and the limits that could not book
+//     within the delay on their own decide it as a reservation that did
+//     not fit.
+//   - VerbCancel gives each limit's reservation back, each by its own
+//     rule.
+//
+// The group's decision is the most restrictive limit's: when every limit
+// admits, the one with the least of its limit left; otherwise the denial
+// that lasts longest, with RetryAfter the latest at which every limit
+// would admit (for a reservation, would book). Blocked reports whether any
+// limit is blocked by a penalty.
+func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), each []Decision) (Decision, error) {
+	first := ops[0].Op
+	run := func(i int, op Op) error {
+		d, err := decide(i, op)
+		each[i] = d
+		return err
+	}
+	if first.Verb == VerbCancel {
+		for i, g := range ops {
+			if err := run(i, g.Op); err != nil {
+				return Decision{}, err
+			}
+		}
+		return combine(each, first), nil
+	}
+	var latest time.Duration // until every limit would admit
+	all := true
+	for i, g := range ops {
+		check := g.Op
+		check.Verb, check.MaxDelay, check.At = VerbCheck, 0, 0
+		if err := run(i, check); err != nil {
+			return Decision{}, err
+		}
+		all = all && each[i].Allowed
+		latest = max(latest, each[i].RetryAfter)
+	}
+	switch first.Verb {
+	case VerbAllow:
+		for i, g := range ops {
+			if all || !each[i].Allowed {
+				if err := run(i, g.Op); err != nil {
+					return Decision{}, err
+				}
+			}
+		}
+	case VerbReserve:
+		fits := int64(latest) <= first.MaxDelay
+		retry := latest - time.Duration(first.MaxDelay) // until the group would book
+		for i, g := range ops {
+			op := g.Op
+			switch {
+			case fits:
+				op.At, op.MaxDelay = first.Now+int64(latest), int64(latest)
+			case int64(each[i].RetryAfter) <= first.MaxDelay:
+				continue // would have booked on its own: records nothing
+			}
+			if err := run(i, op); err != nil {
+				return Decision{}, err
+			}
+			retry = max(retry, each[i].RetryAfter)
+		}
+		d := combine(each, first)
+		if !fits {
+			d.RetryAfter = retry
+		}
+		return d, nil
+	}
+	return combine(each, first), nil
+}
+
+// combine returns the group's decision from each limit's.
+func combine(each []Decision, op Op) Decision {
+	best := -1
+	allowed, blocked := true, false
+	var retry, delay time.Duration
+	for i, d := range each {
+		allowed = allowed && d.Allowed
+		blocked = blocked || d.Blocked
+		retry, delay = max(retry, d.RetryAfter), max(delay, d.Delay)
+		if best < 0 || tighter(d, each[best]) {
+			best = i
+		}
+	}
+	d := each[best]
+	if !allowed {
+		for i, e := range each { // the longest denial
+			if !e.Allowed && (d.Allowed || e.RetryAfter > d.RetryAfter) {
+				d, best = e, i
+			}
+		}
+		d.Allowed, d.Delay, d.At = false, 0, 0
+	} else if op.Verb == VerbReserve && delay > 0 {
+		d.Delay, d.At = delay, op.Now+int64(delay)
+	}
+	d.RetryAfter, d.Blocked = retry, blocked
+	return d
+}
+
+// tighter reports whether d has less of its limit left than e.
+func tighter(d, e Decision) bool {
+	return d.Remaining*e.Limit < e.Remaining*d.Limit
+}

@@ -1,0 +1,202 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Strict returns Params of several algorithms under a penalty, with denials
+// counted, or both: the variants the traces add to [Algorithms].
+func Strict() []sluice.Params {
+	const s = int64(time.Second)
+	return []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 3, Interval: s / 4, Penalty: 2 * s},
+		{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, CountDenied: true},
+		{Kind: sluice.KindTokenBucket, Limit: 5, Interval: s, Amount: 2, IntervalRefill: true, Penalty: 3 * s, CountDenied: true},
+		{Kind: sluice.KindFixedWindow, Limit: 4, Interval: s, Penalty: 1500 * time.Millisecond.Nanoseconds()},
+		{Kind: sluice.KindSlidingLog, Limit: 4, Interval: s, MaxEntries: 4, CountDenied: true},
+		{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: s, Penalty: s / 2, CountDenied: true},
+	}
+}
+
+// RunGroups replays random group decisions over st, which must implement
+// [sluice.GroupStore], against [sluice.DecideGroup] over the
+// specification's steps, bit for bit: groups of two to four limits of
+// mixed algorithms (penalized and strict ones among them), each on a key of
+// its own from a small pool, with checks, admissions, reservations (when
+// every limit books them) and cancels of earlier group reservations.
+func RunGroups(t *testing.T, st sluice.Store) {
+	gs, ok := st.(sluice.GroupStore)
+	require.True(t, ok, "%T does not decide groups", st)
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	pool := append(Algorithms(), Strict()...)
+	for trace := range max(Traces()/5, 4) {
+		seed := uint64(trace)
+		rng := rand.New(rand.NewPCG(seed, 0x6709))
+		// Each key belongs to one limit, as a limiter's keys do.
+		n := 2 + rng.IntN(3)
+		limits := make([]sluice.Params, n)
+		keys := make([]string, n)
+		var reservables []sluice.Params
+		for _, p := range pool {
+			if p.Reservable() {
+				reservables = append(reservables, p)
+			}
+		}
+		for i := range n {
+			limits[i] = pool[rng.IntN(len(pool))]
+			if trace%2 == 0 { // every other trace books reservations
+				limits[i] = reservables[rng.IntN(len(reservables))]
+			}
+			keys[i] = fmt.Sprintf("%sg%d.%d", prefix, trace, i)
+		}
+		reservable := true
+		for _, p := range limits {
+			reservable = reservable && p.Reservable()
+		}
+		spec := map[string]sluice.State{}
+		var booked [][]sluice.GroupOp
+		now := base + int64(trace)*int64(24*time.Hour)
+		for step := range 80 {
+			now += nextGap(rng, limits[0])
+			now = max(now, 0)
+			// A group of some of the limits, in a random order.
+			order := rng.Perm(n)[:1+rng.IntN(n)]
+			op := sluice.Op{Verb: sluice.VerbAllow, Now: now}
+			switch r := rng.IntN(10); {
+			case r < 2:
+				op.Verb = sluice.VerbCheck
+			case r < 5 && reservable:
+				op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(4*int64(time.Second))
+			}
+			ops := make([]sluice.GroupOp, len(order))
+			for j, i := range order {
+				c := op
+				c.Cost = min(randomCost(rng, limits[i]), limits[i].Limit)
+				ops[j] = sluice.GroupOp{Key: keys[i], Params: &limits[i], Op: c}
+			}
+			if r := rng.IntN(10); r < 2 && len(booked) > 0 {
+				ops = booked[rng.IntN(len(booked))]
+				for j := range ops {
+					ops[j].Op.Now = now
+				}
+			}
+			where := fmt.Sprintf("trace %d step %d ops %s", trace, step, describeGroup(ops))
+			want := make([]sluice.Decision, len(ops))
+			next := map[string]sluice.State{}
+			var wantD sluice.Decision
+			wantErr := sluice.CheckGroup(ops, true)
+			if wantErr == nil {
+				wantD, wantErr = sluice.DecideGroup(ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+					key := ops[i].Key
+					s, ok := next[key]
+					if !ok {
+						s = cloneState(spec[key])
+					}
+					s2, d, err := ops[i].Params.Step(s, op)
+					if ops[i].Params.Records(op.Verb, d) {
+						next[key] = s2
+					} else {
+						next[key] = s
+					}
+					return d, err
+				}, want)
+			}
+			got := make([]sluice.Decision, len(ops))
+			gotD, err := gs.ApplyGroup(ctx, ops, got)
+			if wantErr != nil {
+				require.ErrorIs(t, err, unwrapSentinel(wantErr), where)
+				continue
+			}
+			require.NoError(t, err, where)
+			RequireIdenticalDecision(t, wantD, gotD, where+" (the group's)")
+			for i := range ops {
+				RequireIdenticalDecision(t, want[i], got[i], fmt.Sprintf("%s (limit %d)", where, i))
+			}
+			for key, s := range next {
+				spec[key] = s
+			}
+			if op.Verb == sluice.VerbReserve && wantD.At != 0 {
+				cancels := make([]sluice.GroupOp, len(ops))
+				for i, g := range ops {
+					g.Op = sluice.Op{Verb: sluice.VerbCancel, Cost: g.Op.Cost, At: want[i].At}
+					cancels[i] = g
+				}
+				booked = append(booked, cancels)
+			}
+		}
+	}
+}
+
+func describeGroup(ops []sluice.GroupOp) string {
+	s := ""
+	for _, g := range ops {
+		s += fmt.Sprintf("[%s %v %+v]", g.Key, g.Params, g.Op)
+	}
+	return s
+}
+
+// RunGroupsConcurrent has callers goroutines each decide one group of two
+// or three limits, from six keys, in random orders, all at one instant,
+// and requires that the cost recorded on each key equals exactly the cost
+// of the group requests reported admitted that include it: all or nothing,
+// and no deadlock between groups that share keys in other orders.
+func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int) {
+	gs, ok := st.(sluice.GroupStore)
+	require.True(t, ok, "%T does not decide groups", st)
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: float64(callers) / 3, Interval: int64(time.Hour)}
+	keys := make([]string, 6)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%sx%d", prefix, i)
+	}
+	var mu sync.Mutex
+	admitted := map[string]float64{}
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			order := rng.Perm(len(keys))[:2+rng.IntN(2)]
+			ops := make([]sluice.GroupOp, len(order))
+			for j, i := range order {
+				ops[j] = sluice.GroupOp{Key: keys[i], Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base}}
+			}
+			d, err := gs.ApplyGroup(ctx, ops, make([]sluice.Decision, len(ops)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if d.Allowed {
+				mu.Lock()
+				for _, g := range ops {
+					admitted[g.Key]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	total := 0.0
+	for _, key := range keys {
+		d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Now: base})
+		require.NoError(t, err)
+		require.Equal(t, admitted[key], d.Used, "key %s records exactly the groups admitted", key)
+		total += d.Used
+	}
+	require.Positive(t, total)
+}

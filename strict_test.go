@@ -1,0 +1,115 @@
+package sluice_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+)
+
+func TestPenaltyBlocksAKeyThatOverflowsUntilTheBlockEnds(t *testing.T) {
+	ctx := context.Background()
+	mock := newMock()
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 2, sluice.WithClock(mock), sluice.WithPenalty(30*time.Second))
+	require.NoError(t, err)
+	for range 2 {
+		d, err := lim.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	d, err := lim.CanAccept(ctx, "k", 1)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, d.RetryAfter, "a check starts no block")
+	require.False(t, d.Blocked)
+
+	d, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.True(t, d.Blocked, "the overflow starts the block")
+	require.Equal(t, 30*time.Second, d.RetryAfter)
+
+	mock.Add(10 * time.Second) // the bucket has long drained; the block has not ended
+	d, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.True(t, d.Blocked)
+	require.Equal(t, 20*time.Second, d.RetryAfter, "requests in the block do not extend it")
+	r, err := lim.Reserve(ctx, "k", 1, time.Minute)
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.Equal(t, 20*time.Second, r.Delay, "a reservation is booked at the block's end")
+	require.NoError(t, r.Cancel(ctx))
+
+	mock.Add(20 * time.Second)
+	d, err = lim.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "after the block the algorithm decides: a full burst")
+	require.False(t, d.Blocked)
+}
+
+func TestResetLiftsAPenalty(t *testing.T) {
+	ctx := context.Background()
+	lim, err := sluice.NewFixedWindow(1, time.Minute, sluice.WithPenalty(time.Hour))
+	require.NoError(t, err)
+	lim.Allow(ctx, "k", 1)
+	d, _ := lim.Allow(ctx, "k", 1)
+	require.True(t, d.Blocked)
+	require.NoError(t, lim.Reset(ctx, "k"))
+	d, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+}
+
+func TestABlockedKeyIsNotForgottenBeforeItsBlockEnds(t *testing.T) {
+	ctx := context.Background()
+	mock := newMock()
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithClock(mock), sluice.WithStore(st), sluice.WithPenalty(time.Minute))
+	require.NoError(t, err)
+	_, err = lim.Allow(ctx, "k", 10)
+	require.NoError(t, err)
+	d, err := lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, d.ResetAfter, "the key lives as long as its block")
+	mock.Add(59 * time.Second)
+	require.Zero(t, st.Sweep(), "the bucket is full again, but the block holds the key")
+	d, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, d.Blocked)
+	mock.Add(time.Second)
+	d, err = lim.CanAccept(ctx, "k", 0)
+	require.NoError(t, err)
+	require.False(t, d.Blocked)
+	require.Equal(t, 10.0, d.Remaining, "at the block's end the key is as fresh as its bucket")
+}
+
+func TestCountDeniedKeepsAFloodingClientLimited(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		opts     []sluice.Option
+		admitted int
+	}{
+		{"denials not counted: one through each second after the burst", nil, 2 + 9},
+		{"denials counted: nothing through while it floods", []sluice.Option{sluice.WithCountDenied()}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := newMock()
+			lim, err := sluice.NewGCRA(sluice.PerSecond(1), 2, append(tc.opts, sluice.WithClock(mock))...)
+			require.NoError(t, err)
+			admitted := 0
+			for range 100 { // ten seconds at ten a second: ten times the rate
+				d, err := lim.Allow(ctx, "k", 1)
+				require.NoError(t, err)
+				if d.Allowed {
+					admitted++
+				}
+				mock.Add(100 * time.Millisecond)
+			}
+			require.Equal(t, tc.admitted, admitted)
+		})
+	}
+}
