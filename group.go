@@ -85,9 +85,11 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 //
 //   - VerbCheck checks every limit.
 //   - VerbAllow checks every limit; if every one admits, it admits the
-//     cost in each. Otherwise nothing is admitted anywhere: only the
-//     limits that denied decide the request as Allow, so that a penalty
-//     or counted denial of theirs applies (and nothing else is recorded).
+//     cost in each. Otherwise nothing is admitted anywhere: the limits that
+//     denied decide the request as Allow, so that a penalty or counted
+//     denial of theirs applies, and the others check a zero cost, so that
+//     their decisions (Allowed) describe their keys as the request left
+//     them.
 //   - VerbReserve checks every limit, and books every one at the latest
 //     of their earliest instants, if it comes within the maximum delay;
 //     otherwise it books nothing, and the limits that could not book
@@ -130,10 +132,14 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 	switch first.Verb {
 	case VerbAllow:
 		for i, g := range ops {
-			if all || !each[i].Allowed {
-				if err := run(i, g.Op); err != nil {
-					return Decision{}, err
-				}
+			op := g.Op
+			if !all && each[i].Allowed {
+				// Admitted by this limit, not by the group: its decision
+				// describes the key as the request leaves it, untouched.
+				op.Verb, op.Cost = VerbCheck, 0
+			}
+			if err := run(i, op); err != nil {
+				return Decision{}, err
 			}
 		}
 	case VerbReserve:

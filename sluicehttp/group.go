@@ -1,0 +1,169 @@
+package sluicehttp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/ratelimitheader"
+)
+
+// A Policy is one of the limits [NewGroup] decides each request against.
+type Policy struct {
+	// Limiter is the policy's limiter. The limiters of one group share
+	// one store ([sluice.NewGroup]).
+	Limiter sluice.Limiter
+	// Name names the policy in the RateLimit fields; each policy of a
+	// group has its own.
+	Name string
+	// Key keys requests for this policy; nil uses the middleware's key
+	// ([WithKey], by default the client's IP). A global cap keys every
+	// request alike: func(*http.Request) (string, error) { return "all", nil }.
+	// The store sees the key behind the policy's name and a colon
+	// ("day:203.0.113.7"), so that policies keyed alike keep apart.
+	Key KeyFunc
+}
+
+// NewGroup returns middleware that decides each request against every
+// policy as one decision ([sluice.Group]): a request is served only if
+// every policy admits it, and it is then recorded in all of them; a
+// request one policy denies is recorded in none, where two stacked
+// middlewares would have charged the outer policy for it. The response's
+// RateLimit-Policy and RateLimit fields list every policy, each with its
+// own remaining allowance; a denial's Retry-After is when every policy
+// would admit the request.
+//
+// The options apply to the whole middleware, except those that name a
+// policy ([WithPolicyName]: the policies' Names do). [WithMaxDelay] holds a
+// request until its turn on every policy, which then must all reserve.
+// NewGroup returns an error wrapping [sluice.ErrInvalidConfig] for no
+// policies, a nil limiter, names missing or alike, or limiters that do not
+// share a store, and [sluice.ErrUnsupported] for a store that cannot
+// decide several limits atomically.
+func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handler, error) {
+	if len(policies) == 0 {
+		return nil, fmt.Errorf("%w: a group middleware needs at least one policy", sluice.ErrInvalidConfig)
+	}
+	lims := make([]sluice.Limiter, len(policies))
+	for i, p := range policies {
+		lims[i] = p.Limiter
+		if p.Limiter == nil {
+			return nil, fmt.Errorf("%w: policy %q has no limiter", sluice.ErrInvalidConfig, p.Name)
+		}
+	}
+	m, err := newMiddleware(policies[0].Limiter, append(opts, WithPolicyName(policies[0].Name)))
+	if err != nil {
+		return nil, err
+	}
+	g := &groupMiddleware{middleware: m, policies: make([]groupPolicy, len(policies))}
+	for i, p := range policies {
+		if p.Name == "" {
+			return nil, fmt.Errorf("%w: policy %d has no name", sluice.ErrInvalidConfig, i)
+		}
+		for _, q := range policies[:i] {
+			if q.Name == p.Name {
+				return nil, fmt.Errorf("%w: two policies are named %q", sluice.ErrInvalidConfig, p.Name)
+			}
+		}
+		c := m.config
+		c.name = p.Name
+		fields, err := newFields(p.Limiter, &c)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkDelay(p.Limiter, &c); err != nil {
+			return nil, err
+		}
+		key := p.Key
+		if key == nil {
+			key = m.key
+		}
+		g.policies[i] = groupPolicy{name: p.Name, key: key, fields: fields}
+	}
+	if g.group, err = sluice.NewGroup(lims...); err != nil {
+		return nil, err
+	}
+	return g.wrap, nil
+}
+
+// groupMiddleware is a configured group of policies for requests.
+type groupMiddleware struct {
+	*middleware
+	group    *sluice.Group
+	policies []groupPolicy
+}
+
+type groupPolicy struct {
+	name   string
+	key    KeyFunc
+	fields *Fields
+}
+
+func (g *groupMiddleware) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.serve(next, w, r)
+	})
+}
+
+func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	if g.skip != nil && g.skip(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	keys := make([]string, len(g.policies))
+	for i, p := range g.policies {
+		key, err := p.key(r)
+		if err != nil {
+			g.fail(next, w, r, fmt.Errorf("%w: %w", ErrKey, err), false, false)
+			return
+		}
+		keys[i] = p.name + ":" + key
+	}
+	cost, costErr := g.costOf(r)
+	d, turn, err := g.decide(r.Context(), keys, cost, costErr)
+	if err != nil {
+		g.limiterFailed(next, w, r, err)
+		return
+	}
+	if g.decisionHook != nil {
+		g.decisionHook(r, d.Decision)
+	}
+	if turn != nil {
+		if err := turn.Wait(r.Context()); err != nil {
+			g.canceled(r, "held", err)
+			return
+		}
+	}
+	for i, p := range g.policies {
+		each := d.Limits[i]
+		if turn != nil {
+			each = servedAt(each)
+		}
+		p.fields.write(w.Header(), each)
+	}
+	switch {
+	case !d.Allowed && !g.dryRun:
+		setRetryAfter(w.Header(), ratelimitheader.RetryAfter(d.RetryAfter))
+		g.deny(w, r, d.Decision)
+	case costErr != nil:
+		g.fail(next, w, r, costErr, false, true)
+	default:
+		next.ServeHTTP(w, r)
+	}
+}
+
+// decide admits or denies a request of cost for keys as one decision. A
+// request admitted after a delay comes with its turn, to wait for before
+// it is served.
+func (g *groupMiddleware) decide(ctx context.Context, keys []string, cost float64, costErr error) (sluice.GroupDecision, *sluice.GroupReservation, error) {
+	if g.maxDelay == 0 || costErr != nil {
+		d, err := g.group.Allow(ctx, keys, cost)
+		return d, nil, err
+	}
+	turn, err := g.group.Reserve(ctx, keys, cost, g.maxDelay)
+	if err != nil || turn.Delay <= 0 || g.dryRun {
+		return turn.GroupDecision, nil, err
+	}
+	return turn.GroupDecision, turn, nil
+}

@@ -1,0 +1,120 @@
+package sluicehttp_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/sluicehttp"
+)
+
+// limits returns a daily window of 1000 and a token bucket of 5 on one
+// store, as a new user would configure an API's two limits.
+func limits(t *testing.T) (daily, burst sluice.Limiter) {
+	t.Helper()
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	t.Cleanup(func() { st.Close() })
+	d, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st))
+	require.NoError(t, err)
+	b, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st))
+	require.NoError(t, err)
+	return d, b
+}
+
+// get sends n requests and returns the status codes and the last response.
+func get(t *testing.T, url string, n int) ([]int, *http.Response) {
+	t.Helper()
+	var codes []int
+	var last *http.Response
+	for range n {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+		last = resp
+	}
+	return codes, last
+}
+
+func TestStackedMiddlewaresChargeTheOuterLimitForRequestsTheInnerDenies(t *testing.T) {
+	daily, err := sluice.NewFixedWindow(1000, 24*time.Hour)
+	require.NoError(t, err)
+	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5))
+	require.NoError(t, err)
+	h := sluicehttp.Middleware(daily, sluicehttp.WithPolicyName("day"))(
+		sluicehttp.Middleware(burst, sluicehttp.WithPolicyName("burst"))(http.NotFoundHandler()))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	codes, _ := get(t, srv.URL, 8)
+	require.Equal(t, []int{404, 404, 404, 404, 404, 429, 429, 429}, codes)
+	d, err := daily.CanAccept(context.Background(), "127.0.0.1", 0)
+	require.NoError(t, err)
+	require.Equal(t, 992.0, d.Remaining, "the daily limit paid for the three the inner one refused")
+}
+
+func TestAGroupMiddlewareChargesEveryPolicyOnlyForWhatItServes(t *testing.T) {
+	daily, burst := limits(t)
+	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{
+		{Limiter: daily, Name: "day"},
+		{Limiter: burst, Name: "burst"},
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(mw(http.NotFoundHandler()))
+	defer srv.Close()
+	codes, last := get(t, srv.URL, 8)
+	require.Equal(t, []int{404, 404, 404, 404, 404, 429, 429, 429}, codes)
+	d, err := daily.CanAccept(context.Background(), "day:127.0.0.1", 0)
+	require.NoError(t, err)
+	require.Equal(t, 995.0, d.Remaining, "only what was served")
+	require.Equal(t, []string{`"day";q=1000;w=86400`, `"burst";q=5;w=5`}, last.Header.Values("RateLimit-Policy"))
+	fields := last.Header.Values("RateLimit")
+	require.Len(t, fields, 2)
+	require.Regexp(t, `^"day";r=995;t=\d+$`, fields[0], "every policy with its own remaining allowance")
+	require.Equal(t, `"burst";r=0;t=5`, fields[1])
+	require.Equal(t, "1", last.Header.Get("Retry-After"))
+}
+
+func TestAGroupMiddlewareKeysEachPolicyItsOwnWay(t *testing.T) {
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	defer st.Close()
+	perClient, err := sluice.NewGCRA(sluice.PerSecond(10), 10, sluice.WithStore(st))
+	require.NoError(t, err)
+	global, err := sluice.NewGCRA(sluice.PerSecond(1), 3, sluice.WithStore(st))
+	require.NoError(t, err)
+	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{
+		{Limiter: perClient, Name: "client", Key: sluicehttp.HeaderKey("X-Api-Key")},
+		{Limiter: global, Name: "all", Key: func(*http.Request) (string, error) { return "all", nil }},
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(mw(http.NotFoundHandler()))
+	defer srv.Close()
+	for i, want := range []int{404, 404, 404, 429} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("X-Api-Key", []string{"a", "b", "c", "d"}[i])
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "request %d: the global cap of 3 holds across clients", i)
+	}
+}
+
+func TestNewGroupRefusesPoliciesItCannotDecideAsOne(t *testing.T) {
+	daily, burst := limits(t)
+	other, err := sluice.NewGCRA(sluice.PerSecond(1), 1) // its own store
+	require.NoError(t, err)
+	for name, policies := range map[string][]sluicehttp.Policy{
+		"none":          nil,
+		"unnamed":       {{Limiter: daily}},
+		"same names":    {{Limiter: daily, Name: "a"}, {Limiter: burst, Name: "a"}},
+		"no limiter":    {{Name: "a"}},
+		"another store": {{Limiter: daily, Name: "a"}, {Limiter: other, Name: "b"}},
+	} {
+		_, err := sluicehttp.NewGroup(policies)
+		require.ErrorIs(t, err, sluice.ErrInvalidConfig, name)
+	}
+}
