@@ -162,7 +162,7 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, d.Allowed, "a cost of zero fits")
 			require.Zero(t, d.Granted)
-			require.False(t, sluice.VerbAtMost.Records(d), "the contract records nothing")
+			require.False(t, p.Records(sluice.VerbAtMost, d), "the contract records nothing")
 			require.Equal(t, s, next, "Step changed the state of a decision that records nothing")
 		})
 	}

@@ -117,7 +117,7 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 					}
 					require.NoError(t, err, where)
 					storetest.RequireIdenticalDecision(t, want, got, where)
-					if op.Verb.Records(want) {
+					if p.Records(op.Verb, want) {
 						s = next
 					}
 					switch {

@@ -114,7 +114,7 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 						got, err := st.Apply(ctx, key, &p, op)
 						require.NoError(t, err)
 						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
-						if op.Verb.Records(want) {
+						if p.Records(op.Verb, want) {
 							s = next
 						}
 						if want.At != 0 {
