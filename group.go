@@ -83,13 +83,14 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 // does. ops must have passed [CheckGroup]. It fills each and returns the
 // group's decision:
 //
-//   - VerbCheck checks every limit.
 //   - VerbAllow checks every limit; if every one admits, it admits the
 //     cost in each. Otherwise nothing is admitted anywhere: the limits that
 //     denied decide the request as Allow, so that a penalty or counted
 //     denial of theirs applies, and the others check a zero cost, so that
 //     their decisions (Allowed) describe their keys as the request left
 //     them.
+//   - VerbCheck decides as VerbAllow would, recording nothing: it checks
+//     every limit, and if one denies, checks a zero cost on the others.
 //   - VerbReserve checks every limit, and books every one at the latest
 //     of their earliest instants, if it comes within the maximum delay;
 //     otherwise it books nothing, and the limits that could not book
@@ -130,13 +131,16 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 		latest = max(latest, each[i].RetryAfter)
 	}
 	switch first.Verb {
-	case VerbAllow:
+	case VerbAllow, VerbCheck:
 		for i, g := range ops {
 			op := g.Op
-			if !all && each[i].Allowed {
+			switch {
+			case !all && each[i].Allowed:
 				// Admitted by this limit, not by the group: its decision
 				// describes the key as the request leaves it, untouched.
 				op.Verb, op.Cost = VerbCheck, 0
+			case first.Verb == VerbCheck:
+				continue // checked already
 			}
 			if err := run(i, op); err != nil {
 				return Decision{}, err
