@@ -33,7 +33,7 @@ type GroupStore interface {
 }
 
 // MaxGroup bounds the limits of one group decision.
-const MaxGroup = 16
+const MaxGroup = 8
 
 // CheckGroup reports whether ops can be decided as one group, as
 // [DecideGroup] requires: between 1 and [MaxGroup] ops, each valid under
@@ -67,6 +67,25 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 		}
 		if err := g.Params.CheckOp(g.Op); err != nil {
 			return err
+		}
+		for _, h := range ops[:i] {
+			if h.Key == g.Key {
+				return fmt.Errorf("%w: key %q appears twice in one group", ErrInvalidKey, g.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// checkGroupOps is CheckGroup for the ops of a Group, whose Params its
+// limiters validated and whose ops share their verb, time and delay by
+// construction: each op's cost (and delay or instant), and distinct keys.
+func checkGroupOps(ops []GroupOp) error {
+	for i, g := range ops {
+		if !g.Params.usual(g.Op) {
+			if err := g.Params.checkOp(g.Op); err != nil {
+				return err
+			}
 		}
 		for _, h := range ops[:i] {
 			if h.Key == g.Key {

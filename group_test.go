@@ -127,6 +127,9 @@ func TestGroupsNeedOneStoreThatDecidesThem(t *testing.T) {
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "each has its own default store")
 	_, err = sluice.NewGroup()
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+	var missing *sluice.GCRA // a constructor's nil, its error unchecked
+	_, err = sluice.NewGroup(a, missing)
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "a nil limiter is an error, not a panic")
 	g, err := sluice.NewGroup(a)
 	require.NoError(t, err)
 	_, err = g.Allow(context.Background(), []string{"x", "y"}, 1)

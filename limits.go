@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 )
@@ -22,6 +23,7 @@ import (
 type Group struct {
 	limits []*limiter
 	store  GroupStore
+	mem    *MemStore // store, when it is a MemStore: called directly
 	first  *limiter
 }
 
@@ -42,7 +44,7 @@ func NewGroup(limiters ...Limiter) (*Group, error) {
 	g := &Group{}
 	for i, lim := range limiters {
 		b, ok := lim.(grouped)
-		if !ok || b.base() == nil {
+		if v := reflect.ValueOf(lim); !ok || v.Kind() == reflect.Pointer && v.IsNil() {
 			return nil, fmt.Errorf("%w: limiter %d (%T) is not one of sluice's", ErrInvalidConfig, i, lim)
 		}
 		l := b.base()
@@ -59,6 +61,7 @@ func NewGroup(limiters ...Limiter) (*Group, error) {
 		return nil, fmt.Errorf("%w: %T cannot decide several limits atomically", ErrUnsupported, g.first.store)
 	}
 	g.store = st
+	g.mem, _ = st.(*MemStore)
 	return g, nil
 }
 
@@ -105,8 +108,17 @@ func (g *Group) apply(ctx context.Context, ops []GroupOp) (GroupDecision, error)
 	}
 	gd := GroupDecision{Limits: make([]Decision, len(ops))}
 	var err error
-	gd.Decision, err = g.store.ApplyGroup(ctx, ops, gd.Limits)
-	err = timedOut(ctx, err)
+	if g.mem != nil {
+		// No interface, and no Params to validate again: ops stay on the
+		// stack, and only the ops themselves are checked.
+		if err = checkGroupOps(ops); err == nil {
+			gd.Decision, err = g.mem.applyGroup(ops, gd.Limits)
+		}
+	} else {
+		kept := append([]GroupOp(nil), ops...) // a store of any kind may keep them
+		gd.Decision, err = g.store.ApplyGroup(ctx, kept, gd.Limits)
+		err = timedOut(ctx, err)
+	}
 	for i, l := range g.limits {
 		if l.observer != nil {
 			l.observe(ctx, ops[i].Key, ops[i].Op, &gd.Limits[i], err)

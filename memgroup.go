@@ -18,49 +18,119 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []GroupOp, each []Decision)
 	if len(each) != len(ops) {
 		return Decision{}, fmt.Errorf("%w: %d decisions for %d limits", ErrInvalidConfig, len(each), len(ops))
 	}
+	return m.applyGroup(ops, each)
+}
+
+// applyGroup is ApplyGroup for ops that passed CheckGroup, or that a Group
+// built from validated limiters (checkGroupOps).
+func (m *MemStore) applyGroup(ops []GroupOp, each []Decision) (Decision, error) {
 	if m.closed.Load() {
 		return Decision{}, ErrStoreClosed
 	}
-	var (
-		ids    [MaxGroup]keyID
-		shards [MaxGroup]*shard
-		states [MaxGroup]State
-	)
-	for i, g := range ops {
-		ids[i], shards[i] = m.locate(g.Key)
-	}
-	var order [MaxGroup]*shard
-	locked := order[:copy(order[:], shards[:len(ops)])]
-	slices.SortFunc(locked, func(a, b *shard) int {
-		return compareAddr(a, b)
-	})
-	locked = slices.Compact(locked)
-	for _, sh := range locked {
-		sh.mu.Lock()
-	}
-	defer func() {
-		for _, sh := range locked {
-			sh.mu.Unlock()
-		}
-	}()
-	for i, g := range ops {
-		sh := shards[i]
-		sh.now = max(sh.now, g.Op.Now)
-		s, err := sh.load(ids[i], g.Params, g.Op.Now)
+	var g memGroup
+	g.lock(m, ops)
+	defer g.unlock()
+	for i, o := range ops {
+		sh := g.shards[i]
+		sh.now = max(sh.now, o.Op.Now)
+		s, err := sh.load(g.ids[i], o.Params, o.Op.Now)
 		if err != nil {
-			return Decision{}, fmt.Errorf("%w: key %q", err, g.Key)
+			return Decision{}, fmt.Errorf("%w: key %q", err, o.Key)
 		}
-		states[i] = s
+		g.states[i] = s
 	}
+	if ops[0].Op.Verb == VerbAllow {
+		return g.allow(m, ops, each), nil
+	}
+	h := new(memGroup) // the decide function below keeps it
+	*h = g
 	return DecideGroup(ops, func(i int, op Op) (Decision, error) {
-		g := ops[i]
 		var d Decision
-		g.Params.step(&states[i], op, &d)
-		if g.Params.records(op.Verb, &d) {
-			shards[i].save(ids[i], g.Params, op, &states[i], &d, m.perShard)
-		}
+		h.decide(m, ops, i, op, &d)
 		return d, nil
 	}, each)
+}
+
+// memGroup is a group decision's keys in a MemStore, locked.
+type memGroup struct {
+	n      int
+	ids    [MaxGroup]keyID
+	shards [MaxGroup]*shard
+	states [MaxGroup]State
+	locked [MaxGroup]*shard // distinct, in address order
+	nlock  int
+}
+
+// lock locates the keys of ops and locks their shards in address order.
+func (g *memGroup) lock(m *MemStore, ops []GroupOp) {
+	g.n = len(ops)
+	for i, o := range ops {
+		g.ids[i], g.shards[i] = m.locate(o.Key)
+	}
+	// Insertion into address order, skipping repeats: a group is small.
+	for _, sh := range g.shards[:g.n] {
+		j := g.nlock
+		for j > 0 && uintptr(unsafe.Pointer(g.locked[j-1])) > uintptr(unsafe.Pointer(sh)) {
+			j--
+		}
+		if j > 0 && g.locked[j-1] == sh {
+			continue
+		}
+		copy(g.locked[j+1:g.nlock+1], g.locked[j:g.nlock])
+		g.locked[j] = sh
+		g.nlock++
+	}
+	for _, sh := range g.locked[:g.nlock] {
+		sh.mu.Lock()
+	}
+}
+
+func (g *memGroup) unlock() {
+	for _, sh := range g.locked[:g.nlock] {
+		sh.mu.Unlock()
+	}
+}
+
+// decide runs op on key i's state and saves what it records.
+func (g *memGroup) decide(m *MemStore, ops []GroupOp, i int, op Op, d *Decision) {
+	p := ops[i].Params
+	p.step(&g.states[i], op, d)
+	if p.records(op.Verb, d) {
+		g.shards[i].save(g.ids[i], p, op, &g.states[i], d, m.perShard)
+	}
+}
+
+// allow is DecideGroup for VerbAllow in one pass: every limit decides
+// Allow on a copy of its state (a check and then an Allow decide alike);
+// if all admit, the copies are saved; if not, only the denials' states
+// are (a penalty or counted denial), and the limits that admitted check a
+// zero cost instead, as DecideGroup does.
+func (g *memGroup) allow(m *MemStore, ops []GroupOp, each []Decision) Decision {
+	var next [MaxGroup]State
+	all := true
+	for i, o := range ops {
+		next[i] = g.states[i]
+		if o.Params.Kind == KindSlidingLog {
+			// Allow may reuse the log's storage: keep the stored one.
+			next[i].Log = slices.Clone(next[i].Log)
+		}
+		each[i] = Decision{}
+		o.Params.step(&next[i], o.Op, &each[i])
+		all = all && each[i].Allowed
+	}
+	for i, o := range ops {
+		switch {
+		case all || !each[i].Allowed:
+			if o.Params.records(VerbAllow, &each[i]) {
+				g.states[i] = next[i]
+				g.shards[i].save(g.ids[i], o.Params, o.Op, &g.states[i], &each[i], m.perShard)
+			}
+		default:
+			each[i] = Decision{}
+			o.Params.step(&g.states[i], Op{Verb: VerbCheck, Now: o.Op.Now}, &each[i])
+		}
+	}
+	return combine(each, ops[0].Op)
 }
 
 // load returns id's state for p under the shard's lock, or an error
@@ -136,16 +206,4 @@ func (sh *shard) save(id keyID, p *Params, op Op, s *State, d *Decision, bound i
 		}
 	}
 	sh.block(id, s)
-}
-
-// compareAddr orders shards by address.
-func compareAddr(a, b *shard) int {
-	x, y := uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
