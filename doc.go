@@ -32,7 +32,14 @@
 //		// d.RetryAfter says when to come back.
 //	}
 //
-// Wait blocks until a request is admitted, for pacing background work.
+// Wait blocks until a request is admitted, for pacing background work:
+// it books its turn with Reserve, so waiters on a key are served in the
+// order they came, one store call each. Reserve books a turn within a
+// maximum delay (shaping, where Allow only polices), and AllowAtMost
+// grants as much of a batch as fits. [WithPenalty] blocks a key that
+// overflows for a set time, [WithCountDenied] makes denials count, and
+// [NewGroup] decides a request against several limiters as one: recorded
+// in all of them, or in none.
 //
 // State lives in a [Store]. The default, [MemStore], is sharded and
 // in-process; the Redis and PostgreSQL stores (modules
