@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -192,6 +193,61 @@ func TestCancelGivesBackOnlyItsOwnReservation(t *testing.T) {
 			_, third, err := k.Reserve(start, 1, 1<<60)
 			require.NoError(t, err)
 			require.Greater(t, k.Bookings()[third].At, at, "a third reservation acts beside the second")
+		})
+	}
+}
+
+// TestShapingWithAClockSteppingBackStaysWithinTheGuarantee mixes Allow,
+// reservations with any MaxDelay, cancels of any booking and partial
+// grants on a clock that steps back by up to a period a fifth of the
+// time: decisions made before the key's state (behind a booked point, or
+// at an earlier TAT) are stricter, so that the admissions, counted when
+// their callers act, still keep the bound in every interval.
+func TestShapingWithAClockSteppingBackStaysWithinTheGuarantee(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for ai, alg := range testAlgorithms(t) {
+		p := alg.params
+		if !p.Reservable() {
+			continue
+		}
+		t.Run(alg.name, func(t *testing.T) {
+			period := guarantees.Period(p)
+			lengths := []int64{1, p.Interval, period, 3 * period}
+			for trace := range uint64(100) {
+				rng := rand.New(rand.NewPCG(uint64(ai), trace))
+				k := guarantees.NewKey(p)
+				now := start
+				var booked []int
+				for range 400 {
+					var err error
+					switch r := rng.IntN(10); {
+					case r < 3:
+						_, err = k.Apply(sluice.VerbAllow, now, 1)
+					case r < 6:
+						var i int
+						if _, i, err = k.Reserve(now, 1, rng.Int64N(3*period)); i >= 0 && k.Bookings()[i].At != 0 {
+							booked = append(booked, i)
+						}
+					case r < 8 && len(booked) > 0:
+						j := rng.IntN(len(booked))
+						_, err = k.Cancel(now, booked[j])
+						booked = append(booked[:j], booked[j+1:]...)
+					default:
+						_, err = k.AllowAtMost(now, float64(1+rng.IntN(3*int(math.Ceil(p.Limit)))))
+					}
+					require.NoError(t, err)
+					if rng.IntN(5) == 0 {
+						now -= rng.Int64N(period)
+					} else {
+						now += rng.Int64N(max(period/int64(math.Ceil(p.Limit)), 1))
+					}
+				}
+				for _, d := range lengths {
+					got, bound := guarantees.MaxInWindow(k.Admitted(), d), guaranteed(p, d, 1)
+					require.LessOrEqual(t, got, bound+boundSlack*p.Limit,
+						"trace %d: %v admitted in an interval of %v, guaranteed at most %v", trace, got, time.Duration(d), bound)
+				}
+			}
 		})
 	}
 }
