@@ -220,8 +220,9 @@ type checker struct {
 
 // traceStats counts what a trace decided: the decisions compared exactly
 // and those too close to a threshold to compare (lenient), per verb, and
-// the booked instants on which the float code's rounding differed by a
-// nanosecond from the exact one, which the model then followed.
+// the booked instants on which the float code's rounding differed from
+// the exact one (by a nanosecond, or up to 2^-46 of a long delay, within
+// the tolerance), which the model then followed.
 type traceStats struct {
 	exact, lenient [sluice.VerbAtMost + 1]int
 	followed       int
