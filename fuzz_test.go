@@ -46,8 +46,11 @@ const (
 //	byte 0, bits 4-5: 0, or the verb: reserve, cancel, at most
 //	byte 0, bits 6-7: a reservation's unit of MaxDelay (as for the time
 //	                  step); a partial grant's multiple of the cost (1, 2,
-//	                  4, 16); for a cancel, 1 names an instant one
-//	                  nanosecond after the booked one
+//	                  4, 16); for a cancel, bit 6 names an instant one
+//	                  nanosecond after the booked one, and bit 7 makes it
+//	                  a reservation with any MaxDelay booked no earlier
+//	                  than an instant (Op.At): the extra nanoseconds, in
+//	                  units of Interval/64, after now
 //	bytes 1-2:        the time step in that unit, a signed int16: negative
 //	                  steps are a clock stepping back
 //	byte 3:           the cost: k/8 for k < 128 (exact in float), else
@@ -91,6 +94,8 @@ func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
 		switch {
 		case shaping == 1:
 			op.Verb, op.MaxDelay = sluice.VerbReserve, fuzzDelay(extra, units[ops[0]>>6])
+		case shaping == 2 && ops[0]>>7 == 1:
+			op.Verb, op.MaxDelay, op.At = sluice.VerbReserve, 1<<60, fuzzInstant(now, extra, units[1])
 		case shaping == 2 && len(c.booked) > 0:
 			op = c.booked[int(ops[3])%len(c.booked)]
 			op.Now = now
@@ -135,6 +140,16 @@ func fuzzDelay(n, unit int64) int64 {
 	return n * unit
 }
 
+// fuzzInstant returns the instant n units after now, or one past the
+// latest a reservation may name, invalid, when it is later.
+func fuzzInstant(now, n, unit int64) int64 {
+	const latest = maxTime + 1<<60
+	if n > (latest-now)/unit {
+		return latest + 1
+	}
+	return now + n*unit
+}
+
 // invalidOp returns the error Step must return for op, or nil if op is
 // valid for p.
 func invalidOp(p sluice.Params, op sluice.Op) error {
@@ -152,7 +167,7 @@ func invalidOp(p sluice.Params, op sluice.Op) error {
 		return sluice.ErrCostExceedsLimit
 	case op.Verb == sluice.VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > 1<<60):
 		return sluice.ErrInvalidDelay
-	case op.Verb == sluice.VerbCancel && (op.At < 0 || op.At > maxTime+1<<60):
+	case shaping && (op.At < 0 || op.At > maxTime+1<<60):
 		return sluice.ErrTimeOutOfRange
 	}
 	return nil
@@ -172,8 +187,9 @@ func requireRejected(t *testing.T, p sluice.Params, err error) {
 // shapingSeed is a seed input of the shaping verbs: a burst of the whole
 // limit (byte 3 = 228), two reservations of one unit with a MaxDelay of
 // 4 intervals, a request one nanosecond later, cancels of the second and
-// first (the second twice), a partial grant of 4 times the limit, and the
-// same again an interval later.
+// first (the second twice), a partial grant of 4 times the limit, the
+// same again an interval later, and a reservation booked no earlier than
+// 200/64 intervals later, cancelled.
 var shapingSeed = []byte{
 	0, 0, 0, 228, 0, 0,
 	0x10 | 0x80, 0, 0, 8, 4, 0,
@@ -185,6 +201,8 @@ var shapingSeed = []byte{
 	0x30 | 0x80, 0, 0, 228, 0, 0,
 	0x28, 1, 0, 8, 0, 0,
 	0x30, 0, 0, 8, 0, 0,
+	0xa0, 0, 0, 8, 200, 0,
+	0x20, 0, 0, 5, 0, 0,
 }
 
 func FuzzLeakyBucket(f *testing.F) {

@@ -48,6 +48,12 @@ func (c *checker) drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op {
 	case sluice.VerbReserve:
 		op.Cost = drawCost(rng, c.p, costs, op.Verb)
 		op.MaxDelay = c.drawDelay(rng, now)
+		if rng.IntN(5) == 0 {
+			// Booked no earlier than an instant, as a group books: often
+			// before the instant the algorithm needs, or before now.
+			scale := guarantees.Period(c.p)
+			op.At = max(now+rng.Int64N(2*scale)-scale/2, 0)
+		}
 		c.lastReserve = op
 	case sluice.VerbAtMost:
 		op.Cost = drawAtMostCost(rng, c.p, costs)
@@ -94,7 +100,7 @@ func (c *checker) drawDelay(rng *rand.Rand, now int64) int64 {
 		return 1 << 60
 	}
 	last := c.lastReserve
-	if last.Verb != sluice.VerbReserve || c.lastRefused == 0 {
+	if last.Verb != sluice.VerbReserve || last.At != 0 || c.lastRefused == 0 {
 		return rng.Int64N(2 * scale)
 	}
 	// The refused booking's instant, if nothing was recorded since.
@@ -172,12 +178,14 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 // reservation or partial grant op against what the definitions say in
 // terms of Allow and Check from the same state, bit for bit:
 //
-//   - a reservation of cost that Allow admits now is that Allow: the same
-//     decision and state, whatever its MaxDelay;
-//   - otherwise Allow's RetryAfter is the wait until the earliest instant
-//     it would admit the cost: the reservation is booked iff that is at
-//     most MaxDelay, with that Delay (and At now plus it), and refused
-//     otherwise with Allow's RetryAfter less MaxDelay and the state
+//   - Allow's RetryAfter is the wait until the earliest instant it would
+//     admit the cost, and a reservation waits for that instant or for its
+//     Op.At, the earliest instant to book, if that is later;
+//   - a reservation that need not wait is that Allow: the same decision
+//     and state, whatever its MaxDelay;
+//   - one that must wait is booked iff the wait is at most MaxDelay, with
+//     that Delay (and At now plus it, without an Op.At), and refused
+//     otherwise with the wait less MaxDelay as RetryAfter and the state
 //     unchanged;
 //   - a partial grant of g > 0 is Allow of g: the same decision and state,
 //     with Granted g; one of nothing is a check of one unit (or of the
@@ -189,18 +197,19 @@ func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decisi
 		if err != nil {
 			return err
 		}
-		switch ra := int64(allow.RetryAfter); {
-		case allow.Allowed:
+		wait := max(int64(allow.RetryAfter), op.At-op.Now)
+		switch {
+		case wait <= 0:
 			if got != allow || !reflect.DeepEqual(next, allowed) {
 				return fmt.Errorf("a reservation Allow admits now decided %+v with state %+v; Allow decided %+v with state %+v", got, next, allow, allowed)
 			}
-		case ra <= op.MaxDelay:
-			if !got.Allowed || int64(got.Delay) != ra || got.At != op.Now+ra {
-				return fmt.Errorf("a reservation within its MaxDelay of Allow's RetryAfter %v decided %+v", allow.RetryAfter, got)
+		case wait <= op.MaxDelay:
+			if !got.Allowed || int64(got.Delay) != wait || op.At == 0 && got.At != op.Now+wait {
+				return fmt.Errorf("a reservation within its MaxDelay of a wait of %v decided %+v", time.Duration(wait), got)
 			}
 		default:
-			if got.Allowed || int64(got.RetryAfter) != ra-op.MaxDelay || !reflect.DeepEqual(next, c.state) {
-				return fmt.Errorf("a reservation beyond its MaxDelay of Allow's RetryAfter %v decided %+v with state %+v", allow.RetryAfter, got, next)
+			if got.Allowed || int64(got.RetryAfter) != wait-op.MaxDelay || !reflect.DeepEqual(next, c.state) {
+				return fmt.Errorf("a reservation beyond its MaxDelay of a wait of %v decided %+v with state %+v", time.Duration(wait), got, next)
 			}
 		}
 	case sluice.VerbAtMost:
@@ -218,4 +227,40 @@ func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decisi
 		}
 	}
 	return nil
+}
+
+// TestABookingFromALaterInstantIsKeptAndCancellable books a reservation
+// no earlier than an instant later than the algorithm needs (Op.At, as a
+// group of limits books), from rest, and cancels it before that instant,
+// as its caller would with the Decision.At it was given: the booking must
+// be kept in the state the decision describes (a ResetAfter that is not
+// zero on a state that is) and the cancel must find it and give it back.
+// The costs include zero, and the times one just after the epoch, where
+// GCRA's mark of the booking (its TAT less the tolerance) would fall
+// before it.
+func TestABookingFromALaterInstantIsKeptAndCancellable(t *testing.T) {
+	realistic := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range testAlgorithms(t) {
+		p := alg.params
+		if !p.Reservable() {
+			continue
+		}
+		for _, now := range []int64{realistic, 100} {
+			for _, cost := range []float64{0, 1} {
+				t.Run(fmt.Sprintf("%s/cost %v from %d", alg.name, cost, now), func(t *testing.T) {
+					from := now + p.Interval + p.Interval/2
+					s, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: 1 << 60, At: from})
+					require.NoError(t, err)
+					require.True(t, d.Allowed)
+					require.Equal(t, time.Duration(from-now), d.Delay, "booked from the instant asked")
+					require.Positive(t, d.ResetAfter)
+					require.NotEqual(t, sluice.State{}, s, "the booking described by %+v was not kept", d)
+					require.True(t, d.At > 0 && d.At <= from, "At = %d marks no instant in (0, %d]", d.At, from)
+					_, c, err := p.Step(s, sluice.Op{Verb: sluice.VerbCancel, Cost: cost, Now: now, At: d.At})
+					require.NoError(t, err, "the cancel of %+v", d)
+					require.True(t, c.Allowed, "the cancel of %+v gave nothing back", d)
+				})
+			}
+		}
+	}
 }

@@ -101,10 +101,12 @@ func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
 
 // verbInvariants checks the fields that depend on the verb: RetryAfter is
 // zero iff the request was admitted (a fill-up and a cancel have nothing
-// to retry); only a booked reservation has a Delay, at most its MaxDelay,
-// and an At, exactly Delay after now when Delay is positive; only a
-// partial grant has Granted, whole units less than the cost or the whole
-// cost, and more than zero only when admitted.
+// to retry); only a booked reservation has a Delay, at most its MaxDelay
+// and no earlier than its Op.At, and an At when Delay is positive: the
+// instant Delay after now, or for one given an Op.At, a mark of the
+// booking at or before it; only a partial grant has Granted, whole units
+// less than the cost or the whole cost, and more than zero only when
+// admitted.
 func verbInvariants(op sluice.Op, d sluice.Decision) error {
 	switch {
 	case op.Verb == sluice.VerbFill || op.Verb == sluice.VerbCancel:
@@ -122,8 +124,12 @@ func verbInvariants(op sluice.Op, d sluice.Decision) error {
 		switch {
 		case d.Delay < 0 || int64(d.Delay) > op.MaxDelay:
 			return fmt.Errorf("Delay = %v outside [0, MaxDelay %v]", d.Delay, time.Duration(op.MaxDelay))
-		case d.Delay > 0 && d.At != op.Now+int64(d.Delay):
+		case op.At > op.Now+int64(d.Delay):
+			return fmt.Errorf("Delay = %v books before Op.At %d", d.Delay, op.At)
+		case d.Delay > 0 && op.At == 0 && d.At != op.Now+int64(d.Delay):
 			return fmt.Errorf("At = %d, want now %d + Delay %v", d.At, op.Now, d.Delay)
+		case d.Delay > 0 && (d.At <= 0 || d.At > op.Now+int64(d.Delay)):
+			return fmt.Errorf("At = %d, want a mark at or before now %d + Delay %v", d.At, op.Now, d.Delay)
 		case d.Delay == 0 && d.At != 0:
 			return fmt.Errorf("At = %d for a reservation that need not wait", d.At)
 		}

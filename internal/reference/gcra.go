@@ -16,7 +16,10 @@ import (
 //   - Reserve books allowAt if it is at most MaxDelay after now (Delay
 //     allowAt-now, At allowAt when it must wait), and then TAT = base + cT
 //     too: the next booking comes cT after it. Otherwise it says to come
-//     back MaxDelay before allowAt.
+//     back MaxDelay before allowAt. Given Op.At, the earliest instant to
+//     book, later than both allowAt and now, it books Op.At instead, as an
+//     arrival then: TAT = max(TAT, Op.At) + cT, and At is the mark a
+//     cancel finds, TAT - bT, at or before Op.At.
 //   - Cancel gives a reservation's cost back iff now < At and the TAT is
 //     still the one the reservation left, At + bT, a nanosecond late:
 //     TAT -= cT - 1, so that the instant it frees comes a nanosecond after
@@ -78,17 +81,23 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 		}
 		return g.describe(d, base, op.Now)
 	}
-	allowAt := base + ct - g.burst
+	allowAt, next := base+ct-g.burst, base+ct
+	if op.Verb == sluice.VerbReserve && op.At > max(allowAt, op.Now) {
+		allowAt, next = op.At, op.At+ct
+		if !g.fresh {
+			next = max(g.tat, op.At) + ct
+		}
+	}
 	tat := base
 	switch {
 	case op.Now >= allowAt:
 		d.Allowed = true
-		tat = base + ct
+		tat = next
 	case op.Verb != sluice.VerbReserve:
 		d.RetryAfter = allowAt - op.Now
 	case allowAt-op.Now <= op.MaxDelay:
-		d.Allowed, d.Delay, d.At = true, allowAt-op.Now, allowAt
-		tat = base + ct
+		d.Allowed, d.Delay, d.At = true, allowAt-op.Now, next-g.burst
+		tat = next
 	default:
 		d.RetryAfter = allowAt - op.MaxDelay - op.Now
 	}

@@ -22,9 +22,10 @@ import (
 // A cost c conforms at t iff c <= Limit and level(t)+c <= Limit, that is
 // from the instant last + (A+c-Limit)/r on; fitAt is the first whole
 // nanosecond of that. Allow and Check admit c iff now >= fitAt. Reserve
-// books fitAt when it is at most MaxDelay after now (Delay fitAt-now, At
-// fitAt when it must wait), and otherwise says to come back MaxDelay before
-// fitAt. A recorded cost at the instant at (now, or the booked fitAt) moves
+// books fitAt (or Op.At, the earliest instant to book, if that is later
+// than both fitAt and now) when it is at most MaxDelay after now (Delay
+// fitAt-now, At fitAt when it must wait), and otherwise says to come back
+// MaxDelay before fitAt. A recorded cost at the instant at (now, or the booked fitAt) moves
 // the point to last' = max(last, at) with level(last')+c there (a fill-up
 // clamping at the limit, and always recorded). A reservation's cost is
 // given back (Cancel) iff now < At and the point is still at At, a
@@ -96,13 +97,22 @@ func (m *meter) Apply(op sluice.Op) Decision {
 		// How far now is from the threshold, as an amount.
 		d.Margin = relative(mul(sub(ratInt(op.Now), fitReal), m.perNanos), m.limitF)
 	}
+	later := op.Verb == sluice.VerbReserve && op.At > max(fitAt, op.Now)
+	if later {
+		// Booked no earlier than op.At: whether fitAt comes before it is
+		// a threshold too.
+		d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.At), fitReal), m.perNanos), m.limitF))
+		fitAt = op.At
+	}
 	at := op.Now // when the cost is recorded
 	switch {
 	case conforms && op.Now >= fitAt:
 		d.Allowed = true
 	case op.Verb == sluice.VerbReserve:
-		// Whether fitAt comes within MaxDelay is a threshold too.
-		d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.Now+op.MaxDelay), fitReal), m.perNanos), m.limitF))
+		if !later {
+			// Whether fitAt comes within MaxDelay is a threshold too.
+			d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.Now+op.MaxDelay), fitReal), m.perNanos), m.limitF))
+		}
 		if fitAt-op.Now <= op.MaxDelay {
 			d.Allowed, d.Delay, d.At = true, fitAt-op.Now, fitAt
 			at = fitAt

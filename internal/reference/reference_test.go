@@ -98,10 +98,12 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 		at       int64 // nanoseconds after t0
 		maxDelay int64 // a reservation's
 		booked   int64 // a cancel's reservation instant, after t0
+		from     int64 // a reservation's earliest instant, after t0
 		// The decision.
 		allowed           bool
 		retry, resetAfter int64
-		delay             int64 // At is then t0 + at + delay
+		delay             int64 // At is then t0 + at + delay, or else
+		mark              int64 // t0 + mark, for a booking from a later instant
 		granted           float64
 	}
 	allow, reserve, cancel, atMost := sluice.VerbAllow, sluice.VerbReserve, sluice.VerbCancel, sluice.VerbAtMost
@@ -129,6 +131,16 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			{verb: atMost, cost: 0.5, at: 4*s/10 + 1, allowed: true, resetAfter: 45 * s / 100, granted: 0.5},
 			{verb: atMost, cost: 0, at: 4*s/10 + 1, allowed: true, resetAfter: 45 * s / 100}, // a check
 		}},
+		{"GCRA 10/s burst 5, booked from a later instant", sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10}, []step{
+			{verb: allow, cost: 5, allowed: true, resetAfter: s / 2},
+			// Due at 100ms, booked from 300ms as an arrival then: the TAT
+			// becomes max(500ms, 300ms) + 100ms, marked 100ms.
+			{verb: reserve, cost: 1, maxDelay: s, from: 3 * s / 10, allowed: true, resetAfter: 6 * s / 10, delay: 3 * s / 10, mark: s / 10},
+			{verb: reserve, cost: 1, maxDelay: s / 2, from: 6 * s / 10, retry: s / 10, resetAfter: 6 * s / 10},
+			{verb: cancel, cost: 1, booked: s / 10, allowed: true, resetAfter: s/2 + 1},
+			// From rest, a later instant is an arrival then.
+			{verb: reserve, cost: 1, at: 10 * s, maxDelay: s, from: 10*s + s/2, allowed: true, resetAfter: 6 * s / 10, delay: s / 2, mark: 10*s + s/10 + s/2 - s/2},
+		}},
 		{"leaky bucket 3 leaking 1.5/s", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}, []step{
 			{verb: allow, cost: 3, allowed: true, resetAfter: 2 * s},
 			// 1.5 has leaked at 1s: the point moves there, full again.
@@ -146,6 +158,12 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			// 1666666666.67ns from then.
 			{verb: atMost, cost: 2.5, at: s, allowed: true, resetAfter: 1666666668, granted: 1},
 		}},
+		{"leaky bucket 3 leaking 1.5/s, booked from a later instant", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}, []step{
+			{verb: allow, cost: 3, allowed: true, resetAfter: 2 * s},
+			// Due at 1s, booked from 1.5s: 0.75 + 1.5 there.
+			{verb: reserve, cost: 1.5, maxDelay: 2 * s, from: 3 * s / 2, allowed: true, resetAfter: 3 * s, delay: 3 * s / 2},
+			{verb: cancel, cost: 1.5, booked: 3 * s / 2, allowed: true, resetAfter: 2*s + 1},
+		}},
 		{"token bucket 4/s burst 10, interval refill", sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true}, []step{
 			{verb: allow, cost: 10, allowed: true, resetAfter: 3 * s},
 			// The refill at 1s brings 4: booked there, 10 in use again.
@@ -162,6 +180,14 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			// 10 in use until 2s + 1ns brings 4: 4 of 4.5 then.
 			{verb: atMost, cost: 4.5, at: 2*s + 1, allowed: true, resetAfter: 3 * s, granted: 4},
 		}},
+		{"token bucket 4/s burst 10, interval refill, booked from a later instant", sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true}, []step{
+			{verb: allow, cost: 10, allowed: true, resetAfter: 3 * s},
+			// Due at the refill at 1s, booked from 1.5s: the point is that
+			// refill's, which marks the booking.
+			{verb: reserve, cost: 4, maxDelay: 2 * s, from: 3 * s / 2, allowed: true, resetAfter: 4 * s, delay: 3 * s / 2, mark: s},
+			{verb: reserve, cost: 4, maxDelay: 2 * s, allowed: true, resetAfter: 5 * s, delay: 2 * s},
+			{verb: cancel, cost: 4, booked: s, resetAfter: 5 * s}, // a later booking exists
+		}},
 		{"fixed window 5/s", sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s}, []step{
 			{verb: atMost, cost: 7, allowed: true, resetAfter: s, granted: 5},
 			{verb: atMost, cost: 7, at: s / 2, retry: s / 2, resetAfter: s / 2},
@@ -173,17 +199,23 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			require.NoError(t, err)
 			for i, st := range tt.steps {
 				op := sluice.Op{Verb: st.verb, Cost: st.cost, Now: t0 + st.at, MaxDelay: st.maxDelay}
-				if st.verb == cancel {
+				switch {
+				case st.verb == cancel:
 					op.At = t0 + st.booked
+				case st.from != 0:
+					op.At = t0 + st.from
 				}
 				d := m.Apply(op)
 				require.Equal(t, st.allowed, d.Allowed, "step %d", i)
 				require.Equal(t, st.retry, d.RetryAfter, "step %d RetryAfter", i)
 				require.Equal(t, st.resetAfter, d.ResetAfter, "step %d ResetAfter", i)
 				require.Equal(t, st.delay, d.Delay, "step %d Delay", i)
-				if st.delay > 0 {
+				switch {
+				case st.mark != 0:
+					require.Equal(t, t0+st.mark, d.At, "step %d At", i)
+				case st.delay > 0:
 					require.Equal(t, op.Now+st.delay, d.At, "step %d At", i)
-				} else {
+				default:
 					require.Zero(t, d.At, "step %d At", i)
 				}
 				require.Equal(t, st.granted, d.Granted, "step %d Granted", i)

@@ -22,8 +22,11 @@ import (
 //
 // c conforms from the first refill instant fitAt = last + n*Interval of the
 // point seen at now at which used - n*Amount + c <= burst. Allow and Check
-// admit c iff now >= fitAt; Reserve books fitAt if it is at most MaxDelay
-// after now, and otherwise says to come back MaxDelay before it. A cost
+// admit c iff now >= fitAt; Reserve books fitAt (or Op.At, the earliest
+// instant to book, if that is later than both fitAt and now) if it is at
+// most MaxDelay after now, and otherwise says to come back MaxDelay before
+// it. A booking that waits has for At the point it leaves: its instant,
+// or for one booked at Op.At between refills the last refill before it. A cost
 // recorded at an instant at or after the point advances the point there
 // and adds c; recorded before it, it adds c at the point. A reservation's
 // cost is given back (Cancel) iff now < At and the point is still at At, a
@@ -132,6 +135,9 @@ func (r *refill) Apply(op sluice.Op) Decision {
 	n, m := r.refillsTo(sub(add(used, c), r.burst))
 	d.Margin = min(margin, m)
 	fitAt := last + n*r.interval
+	if op.Verb == sluice.VerbReserve && op.At > max(fitAt, op.Now) {
+		fitAt = op.At
+	}
 	at := op.Now // when the cost is recorded
 	switch {
 	case op.Now >= fitAt:
@@ -148,6 +154,9 @@ func (r *refill) Apply(op sluice.Op) Decision {
 		if at >= last {
 			used, last, m = r.point(used, last, at)
 			d.Margin = min(d.Margin, m)
+			if d.At != 0 {
+				d.At = last
+			}
 		}
 		used = add(used, c)
 		if op.Verb != sluice.VerbCheck {
