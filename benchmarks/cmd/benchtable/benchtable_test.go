@@ -72,6 +72,20 @@ func TestRenderGivesEachPeersRatioToTheBase(t *testing.T) {
 	require.NotContains(t, md, "| all | 500 ms", "the Memory benchmark's time per 1,000,000 keys is not shown")
 }
 
+func TestRenderNamesWhatAReserveOpIs(t *testing.T) {
+	const reserve = `,sluice,,xrate-map,,,,xrate-single,,,
+,sec/op,CI,sec/op,CI,vs base,P,sec/op,CI,vs base,P
+Reserve/keys=1/mode=seq-2,1e-07,2%,,,,,8e-08,3%,-20.00%,p=0.002 n=6
+Reserve/keys=10000/mode=seq-2,1.2e-07,2%,1.8e-07,2%,+50.00%,p=0.002 n=6,,,,
+`
+	var out strings.Builder
+	require.NoError(t, run(strings.NewReader(reserve), &out, "sluice", []string{"xrate-single"}))
+	md := out.String()
+	require.Contains(t, md, "### In memory: a turn booked ahead on an existing key, and given back\n")
+	require.Contains(t, md, "Time per turn (sec/op)\n")
+	require.Contains(t, md, "| 10000 / seq | 120 ns | 180 ns (1.50×) |  | 1.50× |\n")
+}
+
 func TestRunRejectsInputWithoutTables(t *testing.T) {
 	require.Error(t, run(strings.NewReader("goos: linux\n"), &strings.Builder{}, "sluice", nil))
 }

@@ -3,7 +3,7 @@
 //
 //	benchstat -col /lib -format csv results.raw | benchtable -base sluice -floor xrate-single
 //
-// For each benchmark (Allow, Memory, Redis) and each unit it reports, it
+// For each benchmark (Allow, Memory, Reserve, Redis) and each unit it reports, it
 // writes one table with a row per scenario and a column per library, each
 // peer's median followed by its ratio to the base library's: above 1 the
 // base uses less (time, bytes, allocations) than the peer. A last column

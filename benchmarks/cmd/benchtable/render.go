@@ -14,12 +14,14 @@ type section struct {
 	bench string   // the benchmark's name without "Benchmark"
 	title string   // the heading of its tables
 	units []string // the units shown, in order; those not measured are left out
+	per   string   // what one op is, in the units' titles: "decision" if empty
 }
 
 func sections() []section {
 	return []section{
 		{bench: "Allow", title: "In memory: one decision on an existing key", units: []string{"sec/op", "B/op", "allocs/op", "errors/op"}},
 		{bench: "Memory", title: "In memory: heap retained per tracked key, 1,000,000 keys", units: []string{"bytes/key", "allocs/new-key", "ns/new-key"}},
+		{bench: "Reserve", title: "In memory: a turn booked ahead on an existing key, and given back", units: []string{"sec/op", "B/op", "allocs/op", "errors/op"}, per: "turn"},
 		{bench: "Redis", title: "Redis: one decision on one of 10,000 existing keys", units: []string{"sec/op", "B/op", "allocs/op", "errors/op"}},
 	}
 }
@@ -44,7 +46,7 @@ func render(w io.Writer, tables []table, base string, floors []string) error {
 				fmt.Fprintf(&b, "### %s\n\n", s.title)
 				first = false
 			}
-			t.write(&b, s.bench, base, floors)
+			t.write(&b, s, base, floors)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -83,13 +85,13 @@ func (t table) only(bench string) table {
 
 // write writes t as a Markdown table: a row per scenario, a column per
 // library with each peer's ratio to base, and the best peer's ratio.
-func (t table) write(b *strings.Builder, bench, base string, floors []string) {
+func (t table) write(b *strings.Builder, s section, base string, floors []string) {
 	bi := slices.Index(t.libs, base)
-	scenario, _ := label(t.rows[0].name, bench)
+	scenario, _ := label(t.rows[0].name, s.bench)
 	if scenario == "" {
 		scenario = "scenario"
 	}
-	fmt.Fprintf(b, "%s (%s)\n\n| %s |", unitTitle(t.unit), t.unit, scenario)
+	fmt.Fprintf(b, "%s (%s)\n\n| %s |", unitTitle(t.unit, s.per), t.unit, scenario)
 	for _, lib := range t.libs {
 		fmt.Fprintf(b, " %s |", lib)
 	}
@@ -105,7 +107,7 @@ func (t table) write(b *strings.Builder, bench, base string, floors []string) {
 	}
 	b.WriteString("\n")
 	for _, r := range t.rows {
-		_, name := label(r.name, bench)
+		_, name := label(r.name, s.bench)
 		fmt.Fprintf(b, "| %s |", name)
 		best := math.NaN()
 		for i, v := range r.values {
@@ -144,17 +146,21 @@ func label(name, bench string) (keys, values string) {
 	return strings.Join(ks, " / "), strings.Join(vs, " / ")
 }
 
-// unitTitle names what a unit measures.
-func unitTitle(unit string) string {
+// unitTitle names what a unit measures, an op being per ("decision" if
+// empty).
+func unitTitle(unit, per string) string {
+	if per == "" {
+		per = "decision"
+	}
 	switch unit {
 	case "sec/op":
-		return "Time per decision"
+		return "Time per " + per
 	case "B/op":
-		return "Bytes allocated per decision"
+		return "Bytes allocated per " + per
 	case "allocs/op":
-		return "Allocations per decision"
+		return "Allocations per " + per
 	case "errors/op":
-		return "Failed decisions per decision"
+		return "Failed " + per + "s per " + per
 	case "bytes/key":
 		return "Live heap per key"
 	case "allocs/new-key":
