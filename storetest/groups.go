@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +34,10 @@ func Strict() []sluice.Params {
 // mixed algorithms (penalized and strict ones among them), each on a key of
 // its own from a small pool, with checks, admissions, reservations (when
 // every limit books them) and cancels of earlier group reservations.
-func RunGroups(t *testing.T, st sluice.Store) {
+//
+// Options: [GroupHashTags].
+func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
+	c := configure(opts)
 	gs, ok := st.(sluice.GroupStore)
 	require.True(t, ok, "%T does not decide groups", st)
 	ctx := context.Background()
@@ -57,7 +61,7 @@ func RunGroups(t *testing.T, st sluice.Store) {
 			if trace%2 == 0 { // every other trace books reservations
 				limits[i] = reservables[rng.IntN(len(reservables))]
 			}
-			keys[i] = fmt.Sprintf("%sg%d.%d", prefix, trace, i)
+			keys[i] = c.groupKey(fmt.Sprintf("%sg%d", prefix, trace), fmt.Sprintf(".%d", i))
 		}
 		reservable := true
 		for _, p := range limits {
@@ -137,6 +141,21 @@ func RunGroups(t *testing.T, st sluice.Store) {
 	}
 }
 
+// GroupHashTags names the keys that RunGroups and RunGroupsConcurrent
+// may decide together with a common Redis Cluster hash tag ("{tag}rest"),
+// for a store that decides a group in one slot of a Cluster and refuses
+// keys in different ones.
+func GroupHashTags() Option { return func(c *config) { c.groupTags = true } }
+
+// groupKey names a key of the group keys named from tag: tag + rest, or
+// with GroupHashTags "{" + tag + "}" + rest.
+func (c config) groupKey(tag, rest string) string {
+	if c.groupTags {
+		return "{" + tag + "}" + rest
+	}
+	return tag + rest
+}
+
 func describeGroup(ops []sluice.GroupOp) string {
 	s := ""
 	for _, g := range ops {
@@ -150,7 +169,10 @@ func describeGroup(ops []sluice.GroupOp) string {
 // and requires that the cost recorded on each key equals exactly the cost
 // of the group requests reported admitted that include it: all or nothing,
 // and no deadlock between groups that share keys in other orders.
-func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int) {
+//
+// Options: [GroupHashTags].
+func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int, opts ...Option) {
+	c := configure(opts)
 	gs, ok := st.(sluice.GroupStore)
 	require.True(t, ok, "%T does not decide groups", st)
 	ctx := context.Background()
@@ -158,7 +180,7 @@ func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int) {
 	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: float64(callers) / 3, Interval: int64(time.Hour)}
 	keys := make([]string, 6)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("%sx%d", prefix, i)
+		keys[i] = c.groupKey(prefix+"x", strconv.Itoa(i))
 	}
 	var mu sync.Mutex
 	admitted := map[string]float64{}

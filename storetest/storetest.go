@@ -76,9 +76,10 @@ func Traces() int {
 type Option func(*config)
 
 type config struct {
-	exact  bool
-	traces int
-	extra  []sluice.Params
+	exact     bool
+	traces    int
+	extra     []sluice.Params
+	groupTags bool
 }
 
 func configure(opts []Option) config {
@@ -116,8 +117,8 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
 	if _, ok := newStore(t).(sluice.GroupStore); ok {
-		t.Run("GroupsMatchSpecification", func(t *testing.T) { RunGroups(t, newStore(t)) })
-		t.Run("ConcurrentGroupsRecordAllOrNothing", func(t *testing.T) { RunGroupsConcurrent(t, newStore(t), 64) })
+		t.Run("GroupsMatchSpecification", func(t *testing.T) { RunGroups(t, newStore(t), opts...) })
+		t.Run("ConcurrentGroupsRecordAllOrNothing", func(t *testing.T) { RunGroupsConcurrent(t, newStore(t), 64, opts...) })
 	}
 }
 
