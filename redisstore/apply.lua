@@ -1,73 +1,95 @@
--- One sluice decision, run atomically by Redis: an exact translation of
--- sluice's Go step functions (params.go, bucket.go, gcra.go, tokenbucket.go,
--- atmost.go, fixedwindow.go, slidingwindow.go), which are the specification.
+-- sluice decisions, run atomically by Redis: an exact translation of
+-- sluice's Go step functions (params.go, strict.go, bucket.go, gcra.go,
+-- tokenbucket.go, atmost.go, fixedwindow.go, slidingwindow.go) and of its
+-- group decision (group.go), which are the specification.
 --
--- KEYS[1]  the key
--- ARGV[1]  the decision's inputs, packed as little-endian bytes and
---          doubles (struct format '<BBBBdddddddddd'): kind, variant, verb,
---          clock (1 for the caller's), limit, interval, amount, max
---          entries, cost, now seconds, now nanoseconds, TTL margin in
---          milliseconds (the callers' clock skew), and the verb's own
---          time in seconds and nanoseconds: a reservation's MaxDelay, or
---          the instant (Op.At) of the reservation a cancel gives back
+-- KEYS     the keys decided: one, or one per limit of a group
+-- ARGV[1]  the inputs, packed as little-endian bytes and doubles: first
+--          the op's (struct format '<BBddddd'): verb, clock (1 for the
+--          caller's), now in seconds and nanoseconds, the TTL margin in
+--          milliseconds (the callers' clock skew), and a reservation's
+--          MaxDelay in seconds and nanoseconds; then, for each key, its
+--          limit's ('<BBBddddddddd'): kind, variant, counted denials (1
+--          for Params.CountDenied), limit, interval, amount, max entries,
+--          cost, the op's instant (Op.At: a cancel's reservation, or the
+--          instant before which a reservation is not booked) in seconds
+--          and nanoseconds, and the penalty in seconds and nanoseconds
 --
 -- Kinds and verbs are sluice.Kind and sluice.Verb as numbers. The variant
 -- is 1 for the token bucket's interval refill and anchored fixed windows.
--- In server-clock mode the now fields are ignored, and a cancel's instant
--- is on the server's clock, as the reservation's reply gave it. The Go side
--- has validated all. Packed doubles read back exactly and without parsing
--- text.
+-- In server-clock mode the now fields are ignored: the script reads TIME
+-- once, for every limit it decides, and a cancel's instant is on the
+-- server's clock, as the reservation's reply gave it. The Go side has
+-- validated all; the script still refuses a verb or kind it does not
+-- know, with an error reply starting "UNSUPPORTED". Packed doubles read
+-- back exactly and without parsing text.
 --
 -- Lua numbers are doubles, like Go's float64: amounts go through the same
 -- operations in the same order as in Go, so they come out bit-identical.
 -- Times are kept as (seconds, nanoseconds) pairs, because nanoseconds since
--- the epoch exceed 2^53. Spans (intervals, drain times) and differences of
--- times are single numbers, exact below 2^53 ns, which is all the
--- algorithms need: the Go side refuses Params with longer spans. Where a
--- difference can be longer (a state booked far ahead, a clock that stepped
--- far back), the functions below say how they stay exact. Numbers leave
--- the script packed as doubles, which read back exactly, and durations and
--- instants as (seconds, nanoseconds) pairs.
+-- the epoch exceed 2^53, and so are the durations of a decision. Spans
+-- (intervals, drain times) and differences of times are single numbers,
+-- exact below 2^53 ns, which is all the algorithms need: the Go side
+-- refuses Params with longer spans. Where a difference can be longer (a
+-- state booked far ahead, a clock that stepped far back), the functions
+-- below say how they stay exact.
 --
--- The key holds one string, read with GET and written with SET ... PX: a
+-- Each key holds one string, read with GET and written with SET ... PX: a
 -- header packed as '<Bdddddd' (kind; exp_sec, exp_nsec, when the state is
 -- fresh again, which tells an expired state of another algorithm from a
--- key conflict; sec, nsec, a, b, the State's Time, A and B), followed by
--- the sliding log's entries, oldest first, packed as below.
+-- key conflict; sec, nsec, a, b, the State's Time, A and B); when the key
+-- is blocked by a penalty, the kind has 128 added and the header is
+-- followed by the block's end (State.Until) as seconds and nanoseconds
+-- ('<dd'); then the sliding log's entries, oldest first, packed as below.
 --
--- Reply: one string packed as '<Bdddddd': 1 if allowed and 0 if not, then
--- used, remaining, retry after and reset after (each a seconds and
--- nanoseconds pair); for a partial grant (the verb at most), one double
--- more, the cost granted; for a reservation that waits, four more, its
--- delay and its instant (Decision.At) as seconds and nanoseconds pairs. On
--- a key conflict, the reply is packed as '<BB': 2, then the stored kind.
+-- A decision's reply is a record: a status byte (1 if allowed, plus 2 if
+-- blocked, plus 4 if a reservation waits), then doubles: used, remaining,
+-- retry after and reset after (each as seconds and nanoseconds); for a
+-- reservation that waits, its delay and its instant (Decision.At) as
+-- seconds and nanoseconds pairs; for a partial grant (the verb at most),
+-- the cost granted. A group's reply is a byte, the index of the limit
+-- whose decision the group's is made from, then the group's record and
+-- each limit's. On a key conflict, the reply is packed as '<BBB': 128,
+-- the stored kind, the index of the key.
 
 -- The file is made of sections, each starting with a line "-- @section
--- name": the Go side builds one script per algorithm from the prelude
--- before the first section, the sections the algorithm needs, and the
--- main section, so that a call defines only the functions it runs (Redis
--- runs a script's body, function definitions included, on every call).
--- Each algorithm's section ends by naming its step function step.
+-- name": the Go side builds each script from the prelude before the first
+-- section, the sections its algorithms need, the decide section and the
+-- single or group section, so that a call defines only the functions it
+-- runs (Redis runs a script's body, function definitions included, on
+-- every call). Each algorithm's section ends by registering its step
+-- function in steps.
 
-local LOG = 5 -- the sliding log: sluice.KindSlidingLog
+local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER = 1, 2, 3, 4, 5, 6 -- sluice.Kind
 local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST = 1, 2, 3, 4, 5, 6 -- sluice.Verb
 local TOLERANCE = 2^-48
 local MAX_SPAN = 2^60
 local EXACT = 2^53 -- doubles hold every integer up to here
+local CONFLICT = 128 -- a conflict reply's first byte
+local BLOCKED = 128 -- added to a stored kind: the block's end follows
 
-local key = KEYS[1]
-local kind, variant, verb, callerClock, limit, interval, amount, maxEntries, cost, nowS, nowN, marginMs, argS, argN =
-  struct.unpack('<BBBBdddddddddd', ARGV[1])
-variant = variant == 1
+local OP, OP_SIZE = '<BBddddd', 42
+local LIMIT, LIMIT_SIZE = '<BBBddddddddd', 75
+if #ARGV[1] ~= OP_SIZE + #KEYS * LIMIT_SIZE then
+  return redis.error_reply('ERR sluice: ' .. #ARGV[1] .. ' bytes of input for ' .. #KEYS .. ' keys')
+end
+local verb, callerClock, nowS, nowN, marginMs, delayS, delayN = struct.unpack(OP, ARGV[1])
 if callerClock == 0 then
   local t = redis.call('TIME')
   nowS, nowN = tonumber(t[1]), tonumber(t[2]) * 1000
 end
-local slack = limit * TOLERANCE
+
+-- The limit being decided: its Params, set by use, its algorithm's step
+-- function, and its key's state (Time as stS, stN; A; B; the sliding
+-- log's entries; Until as stUS, stUN, zero for none).
+local kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN
+local step
+local steps = {}
+local stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
 
 -- Time pairs: s seconds and n nanoseconds, 0 <= n < 1e9. Seconds may be
 -- negative: an instant computed before the epoch compares and subtracts
--- as any other.
+-- as any other. Durations are pairs too, never negative.
 
 local function tless(as, an, bs, bn)
   return as < bs or (as == bs and an < bn)
@@ -110,30 +132,18 @@ local function tsub(as, an, bs, bn)
   return s, n
 end
 
+-- tplus returns the pair a + b, exactly.
+local function tplus(as, an, bs, bn)
+  local s, n = as + bs, an + bn
+  if n >= 1e9 then n, s = n - 1e9, s + 1 end
+  return s, n
+end
+
 -- after returns Go's after(t, now), the time from now until t and never
--- negative, as a seconds and nanoseconds pair. A nil ts is no instant, a
--- zero duration.
+-- negative, as a pair. A nil ts is no instant, a zero duration.
 local function after(ts, tn)
   if ts == nil or not tless(nowS, nowN, ts, tn) then return 0, 0 end
   return tsub(ts, tn, nowS, nowN)
-end
-
--- Read the state: its time stS, stN, its amounts stA, stB, and the
--- sliding log's entries. A state of another algorithm is a conflict until
--- it is fresh again; after that the key counts as absent, as in the memory
--- store.
-local HEADER = '<Bdddddd'
-local HEADER_SIZE = 49
-local v = redis.call('GET', key)
-local stS, stN, stA, stB, stLog = 0, 0, 0, 0, ''
-if v then
-  local stored, expS, expN, ts, tn, a, b = struct.unpack(HEADER, v)
-  if stored == kind then
-    stS, stN, stA, stB = ts, tn, a, b
-    if kind == LOG then stLog = string.sub(v, HEADER_SIZE + 1) end
-  elseif tless(nowS, nowN, expS, expN) then
-    return struct.pack('<BB', 2, stored)
-  end
 end
 
 -- Go's helpers, in the same operations and order.
@@ -154,12 +164,14 @@ local function fill(level, c)
   return level
 end
 
--- The algorithms. Each is a function of the verb and the cost, for the
--- partial grant runs several decisions; each updates the state as the Go
--- step does, and returns the decision: allowed, used (before clamping),
--- the instants retry and reset as pairs (nil for zero), a booked
--- reservation's instant as a pair (nil if it need not wait), and GCRA's
--- remaining.
+-- The algorithms. Each is a function of the verb, the cost, the op's
+-- instant (Op.At) and a reservation's maximum delay (pairs), since a
+-- decision may run several of them (a partial grant, a penalty, a
+-- group); each updates the state as the Go step does (clearing Until
+-- where Go writes a whole new State), and returns: allowed, used (before
+-- clamping), the instants retry and reset as pairs (nil for zero), for a
+-- booked reservation that waits the instant it may act and its mark
+-- (Decision.At) as pairs, and GCRA's remaining.
 
 -- @section ceilNanos
 
@@ -280,14 +292,15 @@ local function emptyAt(ps, pn, a)
 end
 
 -- meter is stepMeter: the leaky bucket and the continuous token bucket.
-local function meter(verb, cost)
+local function meter(verb, cost, atS, atN, mdS, mdN)
   if verb == CANCEL then
-    -- Given back, the point moves one nanosecond earlier on its line.
+    -- Given back a nanosecond late: the point moves to the next
+    -- nanosecond, holding the level less the cost.
     local allowed = false
-    if tless(nowS, nowN, argS, argN) and stS == argS and stN == argN then
+    if tless(nowS, nowN, atS, atN) and stS == atS and stN == atN then
       allowed = true
-      local ps, pn = tadd(argS, argN, -1)
-      stS, stN, stA, stB = ps, pn, levelAt(argS, argN, fmax(stA - cost, 0), ps, pn), 0
+      stS, stN = tadd(atS, atN, 1)
+      stA, stB, stUS, stUN = fmax(stA - cost, 0), 0, 0, 0
     end
     local resetS, resetN = emptyAt(stS, stN, stA)
     return allowed, levelAt(stS, stN, stA, nowS, nowN), nil, nil, resetS, resetN
@@ -297,18 +310,22 @@ local function meter(verb, cost)
   local fitS, fitN, fits = nil, nil, false
   if cost <= limit then
     fitS, fitN = tadd(stS, stN, span(stA + cost - limit))
+    if verb == RESERVE then
+      local ls, ln = tmax(fitS, fitN, nowS, nowN)
+      if tless(ls, ln, atS, atN) then fitS, fitN = atS, atN end -- booked no earlier than At
+    end
     fits = not tless(nowS, nowN, fitS, fitN)
   end
-  local allowed, retryS, retryN, atS, atN = false, nil, nil, nil, nil
+  local allowed, retryS, retryN, waitS, waitN = false, nil, nil, nil, nil
   local recS, recN = nowS, nowN -- when the cost is recorded
   if fits then
     allowed = true
   elseif verb == RESERVE then
     -- Booked iff fitAt - now <= MaxDelay, that is now >= fitAt - MaxDelay,
     -- which is also the instant a retry would be booked.
-    local ms, mn = tsub(fitS, fitN, argS, argN)
+    local ms, mn = tsub(fitS, fitN, mdS, mdN)
     if not tless(nowS, nowN, ms, mn) then
-      allowed, atS, atN, recS, recN = true, fitS, fitN, fitS, fitN
+      allowed, waitS, waitN, recS, recN = true, fitS, fitN, fitS, fitN
     else
       retryS, retryN = ms, mn
     end
@@ -318,15 +335,15 @@ local function meter(verb, cost)
   if verb == FILL or allowed then
     local ls, ln = tmax(stS, stN, recS, recN)
     local filled = fill(levelAt(stS, stN, stA, ls, ln), cost)
-    if verb ~= CHECK then stS, stN, stA, stB = ls, ln, filled, 0 end
+    if verb ~= CHECK then stS, stN, stA, stB, stUS, stUN = ls, ln, filled, 0, 0, 0 end
     local resetS, resetN = tadd(ls, ln, drain(filled))
-    return allowed, levelAt(ls, ln, filled, nowS, nowN), retryS, retryN, resetS, resetN, atS, atN
+    return allowed, levelAt(ls, ln, filled, nowS, nowN), retryS, retryN, resetS, resetN, waitS, waitN, waitS, waitN
   end
   local resetS, resetN = emptyAt(stS, stN, stA)
   return allowed, levelAt(stS, stN, stA, nowS, nowN), retryS, retryN, resetS, resetN
 end
 
-local step = meter
+steps.meter = meter
 
 -- @section gcra
 
@@ -337,32 +354,45 @@ local function round(x)
   return f
 end
 
-local function gcra(verb, cost)
-  local allowed, retryS, retryN, atS, atN = false, nil, nil, nil, nil
+local function gcra(verb, cost, atS, atN, mdS, mdN)
+  local allowed, retryS, retryN, waitS, waitN, markS, markN = false, nil, nil, nil, nil, nil, nil
   local tau = round(limit * interval)
   local tatS, tatN = tmax(stS, stN, nowS, nowN)
   if verb == CANCEL then
     -- The reservation is the key's last booking iff the TAT is still the
-    -- one it left: its instant plus the tolerance.
-    local bs, bn = tadd(argS, argN, tau)
-    if tless(nowS, nowN, argS, argN) and stS == bs and stN == bn then
+    -- one it left: its instant plus the tolerance. It gives back its cost
+    -- less a nanosecond.
+    local bs, bn = tadd(atS, atN, tau)
+    if tless(nowS, nowN, atS, atN) and stS == bs and stN == bn then
       allowed = true
-      stS, stN = tadd(stS, stN, -round(cost * interval))
+      stS, stN = tadd(stS, stN, 1 - round(cost * interval))
       tatS, tatN = tmax(stS, stN, nowS, nowN)
     end
   else
-    local nextS, nextN = tadd(tatS, tatN, round(cost * interval))
-    local fitS, fitN = tadd(nextS, nextN, -tau)
-    if not tless(nowS, nowN, fitS, fitN) then
+    local c = round(cost * interval)
+    local nextS, nextN = tadd(tatS, tatN, c)
+    local allowS, allowN = tadd(nextS, nextN, -tau)
+    if verb == RESERVE then
+      local ls, ln = tmax(allowS, allowN, nowS, nowN)
+      if tless(ls, ln, atS, atN) then
+        -- Booked no earlier than At, as an arrival then.
+        local fs, fn = tmax(stS, stN, atS, atN)
+        allowS, allowN = atS, atN
+        nextS, nextN = tadd(fs, fn, c)
+      end
+    end
+    if not tless(nowS, nowN, allowS, allowN) then
       allowed = true
       tatS, tatN = nextS, nextN
       if verb ~= CHECK then stS, stN = tatS, tatN end
     elseif verb ~= RESERVE then
-      retryS, retryN = fitS, fitN
+      retryS, retryN = allowS, allowN
     else
-      local ms, mn = tsub(fitS, fitN, argS, argN)
+      local ms, mn = tsub(allowS, allowN, mdS, mdN)
       if not tless(nowS, nowN, ms, mn) then
-        allowed, atS, atN = true, fitS, fitN
+        -- Its mark is the TAT it leaves less the tolerance.
+        allowed, waitS, waitN = true, allowS, allowN
+        markS, markN = tadd(nextS, nextN, -tau)
         tatS, tatN = nextS, nextN
         stS, stN = tatS, tatN
       else
@@ -371,19 +401,13 @@ local function gcra(verb, cost)
     end
   end
   local backlog = tdiff(tatS, tatN, nowS, nowN)
-  return allowed, backlog / interval, retryS, retryN, tatS, tatN, atS, atN, fmin((tau - backlog) / interval, limit)
+  return allowed, backlog / interval, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN,
+    fmin((tau - backlog) / interval, limit)
 end
 
-local step = gcra
+steps.gcra = gcra
 
 -- @section intervalRefill
-
--- tplus returns the pair a + b, exactly.
-local function tplus(as, an, bs, bn)
-  local s, n = as + bs, an + bn
-  if n >= 1e9 then n, s = n - 1e9, s + 1 end
-  return s, n
-end
 
 -- tmul returns k * d nanoseconds as a pair, for whole numbers k >= 0 and
 -- d > 0, exactly, by doubling: the product may exceed 2^53.
@@ -463,15 +487,16 @@ local function usedAt(used, ls, ln)
 end
 
 -- intervalRefill is stepIntervalRefill, the token bucket's interval refill.
-local function intervalRefill(verb, cost)
+local function intervalRefill(verb, cost, atS, atN, mdS, mdN)
   if verb == CANCEL then
-    -- Given back, the point moves one refill earlier on its line, with the
-    -- tokens that refill brings still in use.
+    -- Given back a nanosecond late: the point moves to a nanosecond after
+    -- the refill before it, with the tokens its instant's refill brings
+    -- still in use.
     local allowed = false
-    if tless(nowS, nowN, argS, argN) and stS == argS and stN == argN then
+    if tless(nowS, nowN, atS, atN) and stS == atS and stN == atN then
       allowed = true
-      local ps, pn = tadd(argS, argN, -interval)
-      stS, stN, stA, stB = ps, pn, fmax(stA - cost, 0) + amount, 0
+      stS, stN = tadd(atS, atN, 1 - interval)
+      stA, stB, stUS, stUN = fmax(stA - cost, 0) + amount, 0, 0, 0
     end
     local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
     local resetS, resetN = taddTimes(ls, ln, refills(used), interval)
@@ -480,14 +505,18 @@ local function intervalRefill(verb, cost)
   local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
   -- Go's refillsTo: refills after the point until the cost fits.
   local fitS, fitN = taddTimes(ls, ln, math.ceil((used + cost - limit - slack) / amount), interval)
-  local allowed, retryS, retryN, atS, atN = false, nil, nil, nil, nil
+  if verb == RESERVE then
+    local ms, mn = tmax(fitS, fitN, nowS, nowN)
+    if tless(ms, mn, atS, atN) then fitS, fitN = atS, atN end -- booked no earlier than At
+  end
+  local allowed, retryS, retryN, waitS, waitN, markS, markN = false, nil, nil, nil, nil, nil, nil
   local recS, recN = nowS, nowN -- when the cost is recorded
   if not tless(nowS, nowN, fitS, fitN) then
     allowed = true
   elseif verb == RESERVE then
-    local ms, mn = tsub(fitS, fitN, argS, argN)
+    local ms, mn = tsub(fitS, fitN, mdS, mdN)
     if not tless(nowS, nowN, ms, mn) then
-      allowed, atS, atN, recS, recN = true, fitS, fitN, fitS, fitN
+      allowed, waitS, waitN, markS, markN, recS, recN = true, fitS, fitN, fitS, fitN, fitS, fitN
     else
       retryS, retryN = ms, mn
     end
@@ -495,15 +524,20 @@ local function intervalRefill(verb, cost)
     retryS, retryN = fitS, fitN
   end
   if allowed then
-    if not tless(recS, recN, ls, ln) then used, ls, ln = refillPoint(used, ls, ln, recS, recN) end
+    if not tless(recS, recN, ls, ln) then
+      used, ls, ln = refillPoint(used, ls, ln, recS, recN)
+      -- The mark is the point the booking leaves: its instant, unless At
+      -- booked it between refills.
+      if markS then markS, markN = ls, ln end
+    end
     used = fill(used, cost)
-    if verb ~= CHECK and used > 0 then stS, stN, stA, stB = ls, ln, used, 0 end
+    if verb ~= CHECK and used > 0 then stS, stN, stA, stB, stUS, stUN = ls, ln, used, 0, 0, 0 end
   end
   local resetS, resetN = taddTimes(ls, ln, refills(used), interval)
-  return allowed, usedAt(used, ls, ln), retryS, retryN, resetS, resetN, atS, atN
+  return allowed, usedAt(used, ls, ln), retryS, retryN, resetS, resetN, waitS, waitN, markS, markN
 end
 
-local step = intervalRefill
+steps.intervalRefill = intervalRefill
 
 -- @section fixedWindow
 
@@ -522,7 +556,7 @@ local function fixedWindow(verb, cost)
   if count + cost - limit <= slack then
     allowed = true
     count = fill(count, cost)
-    if verb == ALLOW then stS, stN, stA, stB = startS, startN, count, 0 end
+    if verb == ALLOW then stS, stN, stA, stB, stUS, stUN = startS, startN, count, 0, 0, 0 end
   else
     retryS, retryN = tadd(startS, startN, interval)
   end
@@ -530,7 +564,7 @@ local function fixedWindow(verb, cost)
   return allowed, count, retryS, retryN, resetS, resetN
 end
 
-local step = fixedWindow
+steps.fixedWindow = fixedWindow
 
 -- @section slidingLog
 
@@ -573,7 +607,8 @@ local function slidingLog(verb, cost)
       empty = false
       if verb == ALLOW then
         -- record: keep the live entries, and append the request, or merge
-        -- it into the newest entry when the log is full.
+        -- it into the newest entry when the log is full. As in Go, only
+        -- the log changes.
         local live = n - first + 1
         local keep = string.sub(log, (first - 1) * ENTRY + 1)
         if live == 0 then
@@ -603,7 +638,7 @@ local function slidingLog(verb, cost)
   return allowed, sum, retryS, retryN, resetS, resetN
 end
 
-local step = slidingLog
+steps.slidingLog = slidingLog
 
 -- @section slidingCounter
 
@@ -641,7 +676,7 @@ local function slidingCounter(verb, cost)
     allowed = true
     estimate = estimate + cost
     cur = cur + cost
-    if verb == ALLOW then stS, stN, stA, stB = startS, startN, cur, prev end
+    if verb == ALLOW then stS, stN, stA, stB, stUS, stUN = startS, startN, cur, prev, 0, 0 end
   else
     retryS, retryN = atS, atN
   end
@@ -653,14 +688,68 @@ local function slidingCounter(verb, cost)
   return allowed, estimate, retryS, retryN, resetS, resetN
 end
 
-local step = slidingCounter
+steps.slidingCounter = slidingCounter
 
--- @section main
+-- @section decide
 
--- decide runs verb for cost and describes the decision: Go's decide and
--- describe. Forgetting a state that is fresh again is left to the write.
-local function decide(verb, c)
-  local allowed, used, retryS, retryN, resetS, resetN, atS, atN, gcraRemaining = step(verb, c)
+-- use makes limit i (from 1) the one decided: its Params and its step
+-- function, nil if this script lacks its algorithm. It returns the limit's
+-- cost and instant.
+local STEPS = {'meter', 'gcra', 'meter', 'fixedWindow', 'slidingLog', 'slidingCounter'}
+local function use(i)
+  local k, v, cd, cost, atS, atN
+  k, v, cd, limit, interval, amount, maxEntries, cost, atS, atN, penS, penN =
+    struct.unpack(LIMIT, ARGV[1], OP_SIZE + (i - 1) * LIMIT_SIZE + 1)
+  kind, variant, countDenied, slack = k, v == 1, cd == 1, limit * TOLERANCE
+  local name = STEPS[kind]
+  if kind == TOKEN and variant then name = 'intervalRefill' end
+  step = name and steps[name]
+  return cost, atS, atN
+end
+
+-- load reads the state of key i, for the limit in use, and returns
+-- whether the key exists and, if it holds the live state of another
+-- algorithm, that algorithm. A state of another algorithm is a conflict
+-- until it is fresh again; after that the key counts as absent, as in the
+-- memory store.
+local HEADER, HEADER_SIZE, UNTIL_SIZE = '<Bdddddd', 49, 16
+local function load(i)
+  stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
+  local v = redis.call('GET', KEYS[i])
+  if not v then return false end
+  local stored, expS, expN, ts, tn, a, b = struct.unpack(HEADER, v)
+  local blocked = stored >= BLOCKED
+  if blocked then stored = stored - BLOCKED end
+  if stored == kind then
+    stS, stN, stA, stB = ts, tn, a, b
+    local body = HEADER_SIZE + 1
+    if blocked then
+      stUS, stUN = struct.unpack('<dd', v, body)
+      body = body + UNTIL_SIZE
+    end
+    if kind == LOG then stLog = string.sub(v, body) end
+  elseif tless(nowS, nowN, expS, expN) then
+    return true, stored
+  end
+  return true
+end
+
+-- records is Go's Params.Records: whether decision d on verb changed the
+-- key's state, so that it is written back.
+local function records(verb, d)
+  if verb == FILL then return true end
+  if verb == ALLOW or verb == RESERVE then return d.allowed or d.blocked or countDenied end
+  if verb == CANCEL then return d.allowed end
+  if verb == ATMOST then return d.granted > 0 end
+  return false
+end
+
+-- decideKind is Go's decideKind: the algorithm, its decision described
+-- (durations as pairs, At as an instant pair), and a state fresh again
+-- made the zero State, as a recording decision leaves it.
+local function decideKind(verb, cost, atS, atN, mdS, mdN)
+  local allowed, used, retryS, retryN, resetS, resetN, waitS, waitN, markS, markN, gcraRemaining =
+    step(verb, cost, atS, atN, mdS, mdN)
   if used < 0 then
     used = 0
   elseif used > limit then
@@ -668,67 +757,276 @@ local function decide(verb, c)
   end
   local remaining = limit - used
   if gcraRemaining and remaining > 0 then remaining = gcraRemaining end
-  return allowed, used, remaining, retryS, retryN, resetS, resetN, atS, atN
+  local d = {allowed = allowed, limit = limit, used = used, remaining = remaining,
+    blocked = false, granted = 0, aS = markS or 0, aN = markN or 0}
+  d.rS, d.rN = after(retryS, retryN)
+  d.eS, d.eN = after(resetS, resetN)
+  d.wS, d.wN = after(waitS, waitN)
+  if d.eS == 0 and d.eN == 0 and records(verb, d) then
+    stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
+  end
+  return d
 end
 
-local allowed, used, remaining, retryS, retryN, resetS, resetN, atS, atN
-local granted = 0
-if verb == ATMOST then
-  -- stepAtMost: the whole cost if it fits; else the whole units the
-  -- allowance left now holds, one less, or one unit, the first that fits,
-  -- admitted as an allow; else the decision on the least cost worth
-  -- granting. Checks record nothing, so only the grant changes the state.
+-- keepBlock is Go's keepBlock: the block ending at the pair u (nil for
+-- none) kept in the state and in the decision's reset after.
+local function keepBlock(d, uS, uN)
+  if not uS then
+    stUS, stUN = 0, 0
+    return
+  end
+  stUS, stUN = uS, uN
+  d.eS, d.eN = tmax(d.eS, d.eN, tsub(uS, uN, nowS, nowN))
+end
+
+-- decideStrict is Go's decideStrict: the algorithm behind a penalty's
+-- block, with denials counted. (Go restores the state after an Allow
+-- decided as a check; a check changes no state here, so there is nothing
+-- to restore.)
+local function decideStrict(verb, cost, atS, atN, mdS, mdN)
+  local uS, uN = stUS, stUN
+  if not tless(nowS, nowN, uS, uN) then uS, uN = nil, nil end -- ended: not blocked
+  local kverb = verb
+  if uS then
+    if verb == ALLOW then
+      kverb = CHECK
+    elseif verb == RESERVE then
+      atS, atN = tmax(atS, atN, uS, uN)
+    end
+  end
+  local d = decideKind(kverb, cost, atS, atN, mdS, mdN)
+  if uS then
+    d.blocked = true
+    if verb == ALLOW or verb == CHECK or verb == FILL then
+      d.allowed = false
+      d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN))
+    end
+  end
+  if d.allowed or (verb ~= ALLOW and verb ~= RESERVE and verb ~= FILL) then
+    keepBlock(d, uS, uN)
+    return d
+  end
+  -- An overflow: a denied Allow or reservation, or a fill-up that did not
+  -- fit.
+  if countDenied and verb ~= FILL and d.remaining > 0 then
+    -- As much of the cost as fits is recorded: the key is full.
+    local full = decideKind(ALLOW, d.remaining, 0, 0, 0, 0)
+    d.used, d.remaining = full.used, full.remaining
+    d.eS, d.eN = tmax(d.eS, d.eN, full.eS, full.eN)
+  end
+  if (penS > 0 or penN > 0) and not uS then
+    uS, uN = tplus(nowS, nowN, penS, penN)
+    d.blocked = true
+    -- Retry once the block ends; a reservation as long as this one would
+    -- book MaxDelay before that.
+    if verb ~= RESERVE then
+      d.rS, d.rN = tmax(d.rS, d.rN, penS, penN)
+    elseif tless(mdS, mdN, penS, penN) then
+      d.rS, d.rN = tmax(d.rS, d.rN, tsub(penS, penN, mdS, mdN))
+    end
+  end
+  keepBlock(d, uS, uN)
+  return d
+end
+
+-- decide is Go's decide: strict when a penalty or counted denials apply.
+local function decide(verb, cost, atS, atN, mdS, mdN)
+  if penS > 0 or penN > 0 or countDenied then return decideStrict(verb, cost, atS, atN, mdS, mdN) end
+  return decideKind(verb, cost, atS, atN, mdS, mdN)
+end
+
+-- write stores the state of key i, which exists if present, as decision
+-- d left it, until it is fresh again (Decision.ResetAfter, rounded up to
+-- milliseconds, plus the skew margin), or deletes the key once fresh: a
+-- fresh state is no key. It returns whether the key exists after.
+local function write(i, present, d)
+  if d.eS == 0 and d.eN == 0 then
+    if present then redis.call('DEL', KEYS[i]) end
+    return false
+  end
+  local expS, expN = tplus(nowS, nowN, d.eS, d.eN)
+  local head, body = kind, stLog
+  if stUS ~= 0 or stUN ~= 0 then
+    head, body = kind + BLOCKED, struct.pack('<dd', stUS, stUN) .. stLog
+  end
+  local ttl = d.eS * 1000 + math.ceil(d.eN / 1e6) + marginMs
+  redis.call('SET', KEYS[i], struct.pack(HEADER, head, expS, expN, stS, stN, stA, stB) .. body,
+    'PX', string.format('%.0f', ttl))
+  return true
+end
+
+-- reply packs decision d as its reply record, with the cost granted for a
+-- partial grant.
+local function reply(d, grant)
+  local status = 0
+  if d.allowed then status = 1 end
+  if d.blocked then status = status + 2 end
+  local waits = d.wS > 0 or d.wN > 0
+  if waits then status = status + 4 end
+  local r = struct.pack('<Bdddddd', status, d.used, d.remaining, d.rS, d.rN, d.eS, d.eN)
+  if waits then r = r .. struct.pack('<dddd', d.wS, d.wN, d.aS, d.aN) end
+  if grant then r = r .. struct.pack('<d', d.granted) end
+  return r
+end
+
+-- @section single
+
+-- One decision on KEYS[1].
+
+if verb < ALLOW or verb > ATMOST then
+  return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
+end
+local cost, atS, atN = use(1)
+if not step then
+  return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' in this script')
+end
+local present, conflict = load(1)
+if conflict then return struct.pack('<BBB', CONFLICT, conflict, 1) end
+
+-- atMost is Go's stepAtMost: the whole cost if it fits; else the whole
+-- units the allowance left now holds, one less, or one unit, the first
+-- that fits, admitted as an allow; else the decision on the least cost
+-- worth granting. Checks record nothing, so only the grant changes the
+-- state.
+local function atMost()
+  if cost == 0 then return decide(CHECK, 0, 0, 0, 0, 0) end -- nothing to grant
   local whole = math.ceil(cost) - 1
-  local function try(c)
-    if c >= 1 and c <= whole and decide(CHECK, c) then return c end
+  local function fits(c) return decide(CHECK, c, 0, 0, 0, 0).allowed end
+  local function grant(c)
+    local d = decide(ALLOW, c, 0, 0, 0, 0)
+    d.granted = c
+    return d
   end
-  local c = nil
-  if cost <= limit and decide(CHECK, cost) then
-    c = cost
-  else
-    local _, _, left = decide(CHECK, 0)
-    local g = fmin(fmin(math.floor(left + slack), whole), math.floor(limit))
-    c = try(g) or try(g - 1) or try(1)
+  if cost <= limit and fits(cost) then return grant(cost) end
+  local left = decide(CHECK, 0, 0, 0, 0, 0)
+  local g = fmin(fmin(math.floor(left.remaining + slack), whole), math.floor(limit))
+  for _, c in ipairs({g, g - 1, 1}) do
+    if c >= 1 and c <= whole and fits(c) then return grant(c) end
   end
-  if c then
-    granted = c
-    allowed, used, remaining, retryS, retryN, resetS, resetN, atS, atN = decide(ALLOW, c)
-  else
-    allowed, used, remaining, retryS, retryN, resetS, resetN, atS, atN = decide(CHECK, fmin(cost, 1))
-  end
-else
-  allowed, used, remaining, retryS, retryN, resetS, resetN, atS, atN = decide(verb, cost)
-end
-local resetAfterS, resetAfterN = after(resetS, resetN)
-
--- Store the new state when the decision records (Go's records) until it
--- is fresh again: a fresh state is no key. A state booked ahead is fresh
--- only after its point, which ResetAfter counts in.
-local records
-if verb == FILL then
-  records = true
-elseif verb == ATMOST then
-  records = granted > 0
-else
-  records = allowed and verb ~= CHECK
-end
-if records then
-  if resetAfterS == 0 and resetAfterN == 0 then
-    if v then redis.call('DEL', key) end
-  else
-    -- The TTL is the time until fresh, rounded up to milliseconds.
-    local ttl = resetAfterS * 1000 + math.ceil(resetAfterN / 1e6) + marginMs
-    redis.call('SET', key, struct.pack(HEADER, kind, resetS, resetN, stS, stN, stA, stB) .. stLog,
-      'PX', string.format('%.0f', ttl))
-  end
+  return decide(CHECK, fmin(cost, 1), 0, 0, 0, 0)
 end
 
-local retryAfterS, retryAfterN = after(retryS, retryN)
-local reply = struct.pack('<Bdddddd', allowed and 1 or 0, used, remaining, retryAfterS, retryAfterN, resetAfterS, resetAfterN)
+local d
 if verb == ATMOST then
-  return reply .. struct.pack('<d', granted)
-elseif atS then
-  local delayS, delayN = after(atS, atN)
-  return reply .. struct.pack('<dddd', delayS, delayN, atS, atN)
+  d = atMost()
+else
+  d = decide(verb, cost, atS, atN, delayS, delayN)
 end
-return reply
+if records(verb, d) then write(1, present, d) end
+return reply(d, verb == ATMOST)
+
+-- @section group
+
+-- A group decision on every key, Go's DecideGroup: each limit's key in
+-- KEYS, in the group's order.
+
+if verb ~= ALLOW and verb ~= CHECK and verb ~= RESERVE and verb ~= CANCEL then
+  return redis.error_reply('UNSUPPORTED sluice: a group does not decide verb ' .. verb)
+end
+local n = #KEYS
+local states, present, costs, ats = {}, {}, {}, {}
+for i = 1, n do
+  local cost, atS, atN = use(i)
+  if not step then
+    return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' in this script')
+  end
+  local p, conflict = load(i)
+  if conflict then return struct.pack('<BBB', CONFLICT, conflict, i) end
+  states[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
+  present[i], costs[i], ats[i] = p, cost, {atS, atN}
+end
+
+-- run decides limit i on its key's state as the previous decision on it
+-- left it, and writes the state back when the decision records.
+local function run(i, verb, cost, atS, atN, mdS, mdN)
+  use(i)
+  stS, stN, stA, stB, stLog, stUS, stUN = unpack(states[i])
+  local d = decide(verb, cost, atS, atN, mdS, mdN)
+  if records(verb, d) then
+    present[i] = write(i, present[i], d)
+    states[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
+  end
+  return d
+end
+
+-- combine is Go's combine: the group's decision from each limit's, and
+-- the index of the limit it was made from.
+local function combine(each)
+  local best = 0
+  local allowed, blocked = true, false
+  local rS, rN, wS, wN = 0, 0, 0, 0
+  for i, d in ipairs(each) do
+    allowed = allowed and d.allowed
+    blocked = blocked or d.blocked
+    rS, rN = tmax(rS, rN, d.rS, d.rN)
+    wS, wN = tmax(wS, wN, d.wS, d.wN)
+    -- tighter: less of its limit left
+    if best == 0 or d.remaining * each[best].limit < each[best].remaining * d.limit then best = i end
+  end
+  local d = each[best]
+  if not allowed then
+    for i, e in ipairs(each) do -- the longest denial
+      if not e.allowed and (d.allowed or tless(d.rS, d.rN, e.rS, e.rN)) then d, best = e, i end
+    end
+  end
+  local g = {}
+  for k, x in pairs(d) do g[k] = x end
+  if not allowed then
+    g.allowed, g.wS, g.wN, g.aS, g.aN = false, 0, 0, 0, 0
+  elseif verb == RESERVE and (wS > 0 or wN > 0) then
+    g.wS, g.wN = wS, wN
+    g.aS, g.aN = tplus(nowS, nowN, wS, wN)
+  end
+  g.rS, g.rN, g.blocked = rS, rN, blocked
+  return g, best
+end
+
+local each = {}
+local group, best
+if verb == CANCEL then
+  for i = 1, n do each[i] = run(i, CANCEL, costs[i], ats[i][1], ats[i][2], 0, 0) end
+  group, best = combine(each)
+else
+  -- Check every limit; latest is until every one would admit.
+  local all = true
+  local lS, lN = 0, 0
+  for i = 1, n do
+    each[i] = run(i, CHECK, costs[i], 0, 0, 0, 0)
+    all = all and each[i].allowed
+    lS, lN = tmax(lS, lN, each[i].rS, each[i].rN)
+  end
+  if verb == RESERVE then
+    local fits = not tless(delayS, delayN, lS, lN)
+    local retryS, retryN = 0, 0 -- until the group would book: latest - MaxDelay
+    if not fits then retryS, retryN = tsub(lS, lN, delayS, delayN) end
+    local bookS, bookN = tplus(nowS, nowN, lS, lN) -- the instant every limit books
+    for i = 1, n do
+      local atS, atN, mdS, mdN = ats[i][1], ats[i][2], delayS, delayN
+      if fits then
+        atS, atN, mdS, mdN = bookS, bookN, lS, lN
+      end
+      -- Unless it fits, a limit that would have booked on its own records
+      -- nothing.
+      if fits or tless(delayS, delayN, each[i].rS, each[i].rN) then
+        each[i] = run(i, RESERVE, costs[i], atS, atN, mdS, mdN)
+        retryS, retryN = tmax(retryS, retryN, each[i].rS, each[i].rN)
+      end
+    end
+    group, best = combine(each)
+    if not fits then group.rS, group.rN = retryS, retryN end
+  else
+    for i = 1, n do
+      if not all and each[i].allowed then
+        -- Admitted by this limit, not by the group: its decision
+        -- describes the key as the request leaves it, untouched.
+        each[i] = run(i, CHECK, 0, 0, 0, 0, 0)
+      elseif verb == ALLOW then
+        each[i] = run(i, ALLOW, costs[i], ats[i][1], ats[i][2], delayS, delayN)
+      end
+    end
+    group, best = combine(each)
+  end
+end
+local out = {struct.pack('<B', best), reply(group, false)}
+for i = 1, n do out[i + 2] = reply(each[i], false) end
+return table.concat(out)

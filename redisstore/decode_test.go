@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-go/sluice"
 )
 
-// reply packs a decision's reply as the script does: a status byte and
+// reply packs a decision's record as the script does: a status byte and
 // little-endian doubles.
 func reply(status byte, x ...float64) string {
 	b := []byte{status}
@@ -31,10 +31,16 @@ func TestDecodeReadsDecision(t *testing.T) {
 	}{
 		{"Denial", sluice.VerbAllow, reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807),
 			sluice.Decision{Limit: 5, Used: 4.5, Remaining: 0.5, RetryAfter: 123, ResetAfter: 1<<63 - 1}},
+		{"Blocked", sluice.VerbAllow, reply(2, 5, 0, 2, 0, 3, 0),
+			sluice.Decision{Limit: 5, Used: 5, RetryAfter: 2e9, ResetAfter: 3e9, Blocked: true}},
 		{"ReservationThatFitsNow", sluice.VerbReserve, reply(1, 1, 4, 0, 0, 0, 200),
 			sluice.Decision{Allowed: true, Limit: 5, Used: 1, Remaining: 4, ResetAfter: 200}},
-		{"ReservationThatWaits", sluice.VerbReserve, reply(1, 5, 0, 0, 0, 3, 5, 2, 999999999, 5764607523, 34234880),
+		{"ReservationThatWaits", sluice.VerbReserve, reply(5, 5, 0, 0, 0, 3, 5, 2, 999999999, 5764607523, 34234880),
 			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2999999999, At: 1<<62 + 1<<60}},
+		{"ReservationBehindABlock", sluice.VerbReserve, reply(7, 5, 0, 0, 0, 3, 5, 2, 0, 7, 0),
+			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2e9, At: 7e9, Blocked: true}},
+		{"MarkBeforeTheEpoch", sluice.VerbReserve, reply(5, 5, 0, 0, 0, 3, 5, 2, 0, -2, 999999999),
+			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2e9, At: -1e9 - 1}},
 		{"PartialGrant", sluice.VerbAtMost, reply(1, 5, 0, 0, 0, 1, 0, 2),
 			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 1e9, Granted: 2}},
 		{"NothingGranted", sluice.VerbAtMost, reply(0, 5, 0, 0, 7, 1, 0, 0),
@@ -51,7 +57,7 @@ func TestDecodeReadsDecision(t *testing.T) {
 
 func TestDecodeReportsConflict(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	_, err := decode("\x02\x05", "k", p, sluice.VerbReserve)
+	_, err := decode("\x80\x05\x01", "k", p, sluice.VerbReserve)
 	require.ErrorIs(t, err, sluice.ErrKeyConflict)
 	require.ErrorContains(t, err, "sliding log")
 }
@@ -63,7 +69,7 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	valid := reply(1, 0, 5, 0, 0, 0, 0)
 	waits := func(delayS, delayN, atS, atN float64) string {
-		return reply(1, 5, 0, 0, 0, 1, 0, delayS, delayN, atS, atN)
+		return reply(5, 5, 0, 0, 0, 1, 0, delayS, delayN, atS, atN)
 	}
 	grants := func(g float64) string { return reply(1, 5, 0, 0, 0, 1, 0, g) }
 	allow, reserve, atMost := sluice.VerbAllow, sluice.VerbReserve, sluice.VerbAtMost
@@ -77,9 +83,10 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		"Empty":               {allow, ""},
 		"Short":               {allow, valid[:len(valid)-1]},
 		"Long":                {allow, valid + "\x00"},
-		"UnknownStatus":       {allow, reply(3, 0, 5, 0, 0, 0, 0)},
-		"ConflictNoKind":      {allow, "\x02"},
-		"ConflictLong":        {allow, "\x02\x05\x05"},
+		"UnknownStatus":       {allow, reply(8, 0, 5, 0, 0, 0, 0)},
+		"ConflictNoKind":      {allow, "\x80"},
+		"ConflictNoIndex":     {allow, "\x80\x05"},
+		"ConflictLong":        {allow, "\x80\x05\x01\x01"},
 		"FractionalNanos":     {allow, reply(0, 5, 0, 0, 1.5, 0, 0)},
 		"FractionalSeconds":   {allow, reply(0, 5, 0, 0.5, 0, 0, 0)},
 		"NegativeSeconds":     {allow, reply(0, 5, 0, -1, 0, 0, 0)},
@@ -92,7 +99,8 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		"GrantOfAReservation": {reserve, grants(1)},
 		"WaitOfAGrant":        {atMost, waits(1, 0, 2, 0)},
 		"GrantMissing":        {atMost, valid},
-		"DeniedWait":          {reserve, reply(0, 5, 0, 0, 0, 1, 0, 1, 0, 2, 0)},
+		"DeniedWait":          {reserve, reply(4, 5, 0, 0, 0, 1, 0, 1, 0, 2, 0)},
+		"WaitCutShort":        {reserve, waits(1, 0, 2, 0)[:70]},
 		"ZeroDelay":           {reserve, waits(0, 0, 2, 0)},
 		"NegativeDelay":       {reserve, waits(-1, 0, 2, 0)},
 		"FractionalAt":        {reserve, waits(1, 0, 2, 0.5)},
@@ -110,12 +118,65 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	}
 }
 
+// groupOps are the ops of a group of two limits of different limits.
+func groupOps(verb sluice.Verb) []sluice.GroupOp {
+	return []sluice.GroupOp{
+		{Key: "a", Params: &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}, Op: sluice.Op{Verb: verb, Cost: 1}},
+		{Key: "b", Params: &sluice.Params{Kind: sluice.KindFixedWindow, Limit: 100, Interval: int64(time.Hour)}, Op: sluice.Op{Verb: verb, Cost: 1}},
+	}
+}
+
+func TestDecodeGroupReadsEachDecision(t *testing.T) {
+	ops := groupOps(sluice.VerbReserve)
+	each := make([]sluice.Decision, 2)
+	b := "\x02" + reply(5, 50, 50, 0, 0, 3600, 0, 1, 0, 9, 0) +
+		reply(5, 5, 0, 0, 0, 3, 0, 1, 0, 8, 500) + reply(1, 50, 50, 0, 0, 3600, 0)
+	d, err := decodeGroup(b, ops, each)
+	require.NoError(t, err)
+	require.Equal(t, sluice.Decision{Allowed: true, Limit: 100, Used: 50, Remaining: 50, ResetAfter: time.Hour, Delay: time.Second, At: 9e9}, d,
+		"the group's decision is made from the limit it names, with its Limit")
+	require.Equal(t, []sluice.Decision{
+		{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3 * time.Second, Delay: time.Second, At: 8e9 + 500},
+		{Allowed: true, Limit: 100, Used: 50, Remaining: 50, ResetAfter: time.Hour},
+	}, each)
+}
+
+func TestDecodeGroupReportsTheConflictingKey(t *testing.T) {
+	_, err := decodeGroup("\x80\x05\x02", groupOps(sluice.VerbAllow), make([]sluice.Decision, 2))
+	require.ErrorIs(t, err, sluice.ErrKeyConflict)
+	require.ErrorContains(t, err, `key "b" holds sliding log state, not fixed window`)
+}
+
+func TestDecodeGroupRejectsUnexpectedReplies(t *testing.T) {
+	ops := groupOps(sluice.VerbAllow)
+	r := reply(1, 1, 4, 0, 0, 1, 0)
+	for name, b := range map[string]any{
+		"Nil":             nil,
+		"Empty":           "",
+		"NoLimitNamed":    "\x00" + r + r + r,
+		"LimitOutOfRange": "\x03" + r + r + r,
+		"OneRecordShort":  "\x01" + r + r,
+		"CutShort":        "\x01" + r + r + r[:10],
+		"Long":            "\x01" + r + r + r + "\x00",
+		"WaitOfAnAllow":   "\x01" + r + r + reply(5, 5, 0, 0, 0, 3, 0, 1, 0, 8, 500),
+		"ConflictOfNoKey": "\x80\x05\x03",
+	} {
+		t.Run(name, func(t *testing.T) {
+			each := []sluice.Decision{{Used: 7}, {Used: 7}}
+			_, err := decodeGroup(b, ops, each)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, sluice.ErrKeyConflict)
+			require.Equal(t, []sluice.Decision{{Used: 7}, {Used: 7}}, each, "each is left as it was")
+		})
+	}
+}
+
 // TestScriptsHaveTheirSections requires every section a script is built
 // from to exist in apply.lua, since a missing one would only show as a
 // Lua error at run time.
 func TestScriptsHaveTheirSections(t *testing.T) {
 	for _, names := range scriptSections {
-		for _, name := range append([]string{"main"}, names...) {
+		for _, name := range append([]string{"decide", "single", "group"}, names...) {
 			require.Contains(t, applySource, "\n-- @section "+name+"\n")
 		}
 	}

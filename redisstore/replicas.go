@@ -98,53 +98,54 @@ func (a acks) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
 	return cmd
 }
 
-// verdict returns nil if the WAIT that followed a recorded decision on key
-// counted enough replicas, and else an error wrapping ErrNotReplicated.
-func (a acks) verdict(key string, wait *redis.IntCmd) error {
+// verdict returns nil if the WAIT that followed a recorded decision on
+// what (a key, a group's keys) counted enough replicas, and else an error
+// wrapping ErrNotReplicated.
+func (a acks) verdict(what string, wait *redis.IntCmd) error {
 	n, err := wait.Result()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: key %q: waiting for replicas: %w", ErrNotReplicated, key, err)
+		return fmt.Errorf("%w: %s: waiting for replicas: %w", ErrNotReplicated, what, err)
 	case n < int64(a.n):
-		return fmt.Errorf("%w: key %q: %d of %d replicas acknowledged within %v", ErrNotReplicated, key, n, a.n, a.timeout)
+		return fmt.Errorf("%w: %s: %d of %d replicas acknowledged within %v", ErrNotReplicated, what, n, a.n, a.timeout)
 	}
 	return nil
 }
 
-// applyAcked is Apply for a decision that waits for acknowledgements: the
-// script call and WAIT in one pipeline, on one connection to the master
-// that serves key.
+// applyAcked is Apply for a decision that waits for acknowledgements.
 func (s *Store) applyAcked(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
-	name, args, script := s.Key(key), s.args(p, op), scriptOf(p)
-	var (
-		reply any
-		err   error
-		wait  *redis.IntCmd
-	)
+	reply, wait, err := s.runAcked(ctx, []string{s.Key(key)}, scriptOf(p), s.args(p, op))
+	d, err := outcome(key, p, op.Verb, reply, err)
+	if err == nil {
+		err = s.acks.verdict(keyName(key), wait)
+	}
+	return d, err
+}
+
+// runAcked runs script on the Redis keys names, which share a slot, and
+// WAIT after it, in one pipeline on one connection to the master that
+// serves them. It returns the script's reply or error, and the WAIT.
+func (s *Store) runAcked(ctx context.Context, names []string, script *redis.Script, args string) (reply any, wait *redis.IntCmd, err error) {
 	// A script call refused without running (NOSCRIPT after a restart or
 	// SCRIPT FLUSH, MOVED after the slot moved) is sent again, at most
 	// twice.
 	for attempt := 0; attempt < 3; attempt++ {
 		var node redis.UniversalClient
-		if node, err = s.master(ctx, name); err != nil {
+		if node, err = s.master(ctx, names[0]); err != nil {
 			break
 		}
 		pipe := node.Pipeline()
-		run := script.EvalSha(ctx, pipe, []string{name}, args)
+		run := script.EvalSha(ctx, pipe, names, args)
 		wait = s.acks.wait(ctx, pipe)
 		_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command
 		reply, err = run.Result()
-		if err != nil && attempt < 2 && s.refused(ctx, node, script, name, err) {
+		if err != nil && attempt < 2 && s.refused(ctx, node, script, names[0], err) {
 			continue
 		}
 		break
 	}
 	s.reload.failed(err)
-	d, err := outcome(key, p, op.Verb, reply, err)
-	if err == nil {
-		err = s.acks.verdict(key, wait)
-	}
-	return d, err
+	return reply, wait, err
 }
 
 // master returns the client whose pipelines run on one connection to the

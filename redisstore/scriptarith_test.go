@@ -90,3 +90,20 @@ return table.concat(out)
 		require.Equal(t, want[i], result{x(0), x(1), x(2)}, cases[i])
 	}
 }
+
+// TestEveryScriptCompiles loads every script the store can build into a
+// real Redis, which compiles it: the single decision of each algorithm,
+// and the group decision of every set of algorithms, the largest of which
+// defines every function of apply.lua in one chunk (Lua bounds a chunk's
+// locals at 200).
+func TestEveryScriptCompiles(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	for i, sc := range scripts {
+		require.NoError(t, sc.Load(t.Context(), c).Err(), "the single decision of algorithm %d", i)
+	}
+	var groups groupScripts
+	for mask := 1; mask < 1<<numScripts; mask++ {
+		require.NoError(t, groups.of(mask).Load(t.Context(), c).Err(), "the group decision of algorithms %06b", mask)
+	}
+}

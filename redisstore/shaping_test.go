@@ -49,7 +49,7 @@ func (k *twin) apply(op sluice.Op, what string) sluice.Decision {
 		return got
 	}
 	require.NoError(k.t, err, where)
-	storetest.RequireIdenticalDecision(k.t, want, got, where)
+	requireIdenticalDecision(k.t, want, got, where)
 	if k.p.Records(op.Verb, want) {
 		k.s = next
 	}
@@ -79,7 +79,7 @@ func (k *twin) applyOnServerClock(op sluice.Op, what string) sluice.Decision {
 		if !k.p.Records(op.Verb, want) {
 			next = k.s
 		}
-		if storetest.IdenticalDecision(want, got) && sameState(next, stored) {
+		if identicalDecision(want, got) && sameState(next, stored) {
 			k.s = next
 			return got
 		}
@@ -107,9 +107,10 @@ func sentinelOf(err error) error {
 
 // storedState reads key's state from Redis as the script packs it: a
 // header of a kind byte and six doubles (expiry seconds and nanoseconds,
-// the State's time as seconds and nanoseconds, A and B), then the sliding
-// log's entries (seconds, nanoseconds, cost). An absent key is the zero
-// State.
+// the State's time as seconds and nanoseconds, A and B), then, if the kind
+// has 128 added, the block's end (Until) as seconds and nanoseconds, then
+// the sliding log's entries (seconds, nanoseconds, cost). An absent key is
+// the zero State.
 func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, key string) sluice.State {
 	t.Helper()
 	v, err := c.Get(t.Context(), st.Key(key)).Bytes()
@@ -121,7 +122,14 @@ func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, ke
 	f := func(off int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(v[off:])) }
 	ns := func(off int) int64 { return int64(f(off))*1e9 + int64(f(off+8)) }
 	s := sluice.State{Time: ns(17), A: f(33), B: f(41)}
-	for off := 49; off+24 <= len(v); off += 24 {
+	off := 49
+	if v[0] >= 128 {
+		require.GreaterOrEqual(t, len(v), 65)
+		s.Until = ns(49)
+		require.NotZero(t, s.Until, "a block's end is stored only when there is one")
+		off = 65
+	}
+	for ; off+24 <= len(v); off += 24 {
 		s.Log = append(s.Log, sluice.Entry{Time: ns(off), Cost: f(off + 16)})
 	}
 	return s
@@ -130,7 +138,7 @@ func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, ke
 // sameState reports whether a and b are the same bit for bit.
 func sameState(a, b sluice.State) bool {
 	if a.Time != b.Time || math.Float64bits(a.A) != math.Float64bits(b.A) ||
-		math.Float64bits(a.B) != math.Float64bits(b.B) || len(a.Log) != len(b.Log) {
+		math.Float64bits(a.B) != math.Float64bits(b.B) || a.Until != b.Until || len(a.Log) != len(b.Log) {
 		return false
 	}
 	for i := range a.Log {
@@ -139,6 +147,18 @@ func sameState(a, b sluice.State) bool {
 		}
 	}
 	return true
+}
+
+// identicalDecision reports whether got is want bit for bit, as
+// storetest.IdenticalDecision does, and blocked alike.
+func identicalDecision(want, got sluice.Decision) bool {
+	return storetest.IdenticalDecision(want, got) && want.Blocked == got.Blocked
+}
+
+func requireIdenticalDecision(t testing.TB, want, got sluice.Decision, where string) {
+	t.Helper()
+	storetest.RequireIdenticalDecision(t, want, got, where)
+	require.Equal(t, want.Blocked, got.Blocked, "Blocked: %s", where)
 }
 
 func requireSameState(t *testing.T, want, got sluice.State, where string) {
@@ -245,6 +265,43 @@ func TestReservationsAreBitIdenticalToStep(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestReservationsNotBeforeAnInstantAreBitIdenticalToStep books turns no
+// earlier than a given instant (Op.At, as a group books its limits), on a
+// fresh key, a key in use and a full one: the booking's mark (Decision.At)
+// is its instant for the meters, and may lie before it for the GCRA (the
+// TAT less the tolerance) and the interval refill (the last refill).
+func TestReservationsNotBeforeAnInstantAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	for pi, p := range reservable() {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			k := newTwin(t, c, st, p, fmt.Sprint("n", pi))
+			now := base
+			marked := false
+			for i, fill := range []float64{0, 0.5, 1} {
+				for j, ahead := range []int64{0, 1, p.Interval / 3, p.Interval, p.Interval + p.Interval/2, 3 * p.Interval} {
+					cost := min(1, p.Limit)
+					k.apply(sluice.Op{Verb: sluice.VerbAtMost, Cost: fill * p.Limit, Now: now}, "fill the key")
+					d := k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: 1 << 60, At: now + ahead},
+						fmt.Sprintf("fill %d, a booking %d ahead", i, j))
+					require.True(t, d.Allowed)
+					if d.Delay > 0 && d.At != now+int64(d.Delay) {
+						marked = true
+					}
+					if d.Delay > 0 {
+						k.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: cost, Now: now, At: d.At}, "its cancel")
+					}
+					now += 5 * p.Interval * int64(math.Ceil(p.Limit))
+				}
+			}
+			if (p.Kind == sluice.KindGCRA || p.IntervalRefill) && p.Limit > 1 {
+				// (A booking of the whole limit leaves its instant as its mark.)
+				require.True(t, marked, "some booking's mark lies before its instant")
+			}
+		})
 	}
 }
 
@@ -486,16 +543,33 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
 		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 1e6, Interval: 7, Amount: 0.3, IntervalRefill: true},
 		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 1e6, Interval: 3, Amount: 0.37},
+		sluice.Params{Kind: sluice.KindGCRA, Limit: 3, Interval: 1<<50 + 1, Penalty: 1 << 60, CountDenied: true},
+		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1, Penalty: 1<<53 + 3},
 	)
+	params = append(params, storetest.Strict()...)
 	for pi, p := range params {
 		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(pi), 42))
 			key := fmt.Sprint("planted", pi)
+			blocked, marked := 0, 0
+			defer func() {
+				if p.Penalty > 0 {
+					require.Positive(t, blocked, "some decisions are blocked")
+				}
+				if p.Kind == sluice.KindGCRA {
+					require.Positive(t, marked, "some bookings leave a mark before their instant")
+				}
+			}()
 			for i := range 150 {
 				now := []int64{base, rng.Int64N(1 << 62), rng.Int64N(int64(time.Hour))}[rng.IntN(3)]
 				s := sluice.State{Time: max(now+plantedOffset(rng, p), 0), A: plantedAmount(rng, p)}
 				if p.Kind == sluice.KindGCRA {
 					s.A = 0
+				}
+				if rng.IntN(2) == 0 {
+					// A block, in force or over, also on Params without a
+					// penalty, whose steps keep or drop it as Go's do.
+					s.Until = max(now+plantedBlock(rng, p), 1)
 				}
 				op := sluice.Op{Verb: sluice.Verb(1 + rng.IntN(6)), Cost: []float64{0, 1, 0.5, p.Limit, 2.5 * p.Limit}[rng.IntN(5)], Now: now}
 				switch op.Verb {
@@ -505,6 +579,10 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 					}
 				case sluice.VerbReserve:
 					op.MaxDelay = []int64{0, rng.Int64N(4 * p.Interval), 1 << 60}[rng.IntN(3)]
+					// Mostly none, else an instant not to book before, as
+					// a group gives: around now, or the state's point.
+					op.At = []int64{0, 0, max(now+rng.Int64N(4*p.Interval)-p.Interval, 0), s.Time + rng.Int64N(3) - 1}[rng.IntN(4)]
+					op.At = max(op.At, 0)
 				case sluice.VerbCancel:
 					op.At = s.Time
 					if p.Kind == sluice.KindGCRA {
@@ -524,11 +602,17 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 					continue
 				}
 				require.NoError(t, err, where)
-				storetest.RequireIdenticalDecision(t, want, got, where)
+				requireIdenticalDecision(t, want, got, where)
 				if !p.Records(op.Verb, want) {
 					next = s
 				}
 				requireSameState(t, next, storedState(t, c, st, key), where)
+				if want.Blocked {
+					blocked++
+				}
+				if want.Delay > 0 && want.At != now+int64(want.Delay) {
+					marked++
+				}
 			}
 		})
 	}
@@ -556,6 +640,25 @@ func plantedOffset(rng *rand.Rand, p sluice.Params) int64 {
 	return rng.Int64N(1<<54) - 1<<53
 }
 
+// plantedBlock draws where a planted block's end lies from now: ended,
+// ending now or a nanosecond later, within the penalty, or far ahead.
+func plantedBlock(rng *rand.Rand, p sluice.Params) int64 {
+	penalty := max(p.Penalty, int64(time.Second))
+	switch rng.IntN(6) {
+	case 0:
+		return -rng.Int64N(penalty)
+	case 1:
+		return 0
+	case 2:
+		return 1
+	case 3:
+		return penalty
+	case 4:
+		return 1<<53 + rng.Int64N(1<<56)
+	}
+	return 1 + rng.Int64N(penalty)
+}
+
 // plantedAmount draws a planted state's amount: none, within the limit,
 // the limit, or above it by a few refills.
 func plantedAmount(rng *rand.Rand, p sluice.Params) float64 {
@@ -575,13 +678,23 @@ func arithNanos(amount float64, interval int64) int64 {
 	return int64(math.Round(amount * float64(interval)))
 }
 
-// plant writes s, whose time is not negative, as the state of the Redis
+// plant writes s, whose times are not negative, as the state of the Redis
 // key name, packed as the script packs it, with an expiry an hour ahead.
 func plant(t *testing.T, c redis.UniversalClient, name string, kind sluice.Kind, s sluice.State) {
 	t.Helper()
 	b := []byte{byte(kind)}
-	for _, x := range []float64{math.MaxInt32, 0, float64(s.Time / 1e9), float64(s.Time % 1e9), s.A, s.B} {
+	times := []float64{math.MaxInt32, 0, float64(s.Time / 1e9), float64(s.Time % 1e9), s.A, s.B}
+	if s.Until != 0 {
+		b[0] += 128
+		times = append(times, float64(s.Until/1e9), float64(s.Until%1e9))
+	}
+	for _, x := range times {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	for _, e := range s.Log {
+		for _, x := range []float64{float64(e.Time / 1e9), float64(e.Time % 1e9), e.Cost} {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
 	}
 	require.NoError(t, c.Set(t.Context(), name, b, time.Hour).Err())
 }

@@ -2,10 +2,7 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -19,77 +16,6 @@ import (
 // integers are exact below 2^53.
 const maxSpan = 1 << 53
 
-//go:embed apply.lua
-var applySource string
-
-// The scripts, one per algorithm, and the sections of apply.lua each is
-// made of between the prelude and the main section.
-const (
-	meterScript = iota
-	gcraScript
-	intervalRefillScript
-	fixedWindowScript
-	slidingLogScript
-	slidingCounterScript
-	numScripts
-)
-
-var scriptSections = [numScripts][]string{
-	meterScript:          {"ceilNanos", "floorNanos", "drain", "meter"},
-	gcraScript:           {"gcra"},
-	intervalRefillScript: {"refills", "idiv", "mod", "intervalRefill"},
-	fixedWindowScript:    {"mod", "window", "fixedWindow"},
-	slidingLogScript:     {"slidingLog"},
-	slidingCounterScript: {"ceilNanos", "mod", "window", "slidingCounter"},
-}
-
-// scripts holds the scripts built from apply.lua, each defining only the
-// functions its algorithm runs, since Redis creates a script's functions
-// anew on every call.
-var scripts = buildScripts(applySource)
-
-// buildScripts assembles the scripts from source's sections, which start
-// with a line "-- @section name"; the text before the first is the prelude.
-func buildScripts(source string) [numScripts]*redis.Script {
-	parts := strings.Split(source, "\n-- @section ")
-	sections := make(map[string]string, len(parts))
-	for _, part := range parts[1:] {
-		name, body, _ := strings.Cut(part, "\n")
-		sections[name] = body
-	}
-	var built [numScripts]*redis.Script
-	for i, names := range scriptSections {
-		var b strings.Builder
-		b.WriteString(parts[0])
-		for _, name := range names {
-			b.WriteString(sections[name])
-		}
-		b.WriteString(sections["main"])
-		built[i] = redis.NewScript(b.String())
-	}
-	return built
-}
-
-// scriptOf returns the script that runs p's algorithm.
-func scriptOf(p *sluice.Params) *redis.Script {
-	switch p.Kind {
-	case sluice.KindLeakyBucket:
-		return scripts[meterScript]
-	case sluice.KindGCRA:
-		return scripts[gcraScript]
-	case sluice.KindTokenBucket:
-		if p.IntervalRefill {
-			return scripts[intervalRefillScript]
-		}
-		return scripts[meterScript]
-	case sluice.KindFixedWindow:
-		return scripts[fixedWindowScript]
-	case sluice.KindSlidingLog:
-		return scripts[slidingLogScript]
-	}
-	return scripts[slidingCounterScript]
-}
-
 // Store is a [sluice.Store] that keeps each key's state in one Redis string
 // and runs every decision as one Lua script call. It is safe for concurrent
 // use, and recovers by itself when Redis comes back after a failure.
@@ -100,9 +26,10 @@ type Store struct {
 	prefix      string
 	callerClock bool
 	skewMillis  int64 // added to TTLs in caller-clock mode
+	groups      groupScripts
 }
 
-var _ sluice.Store = (*Store)(nil)
+var _ sluice.GroupStore = (*Store)(nil)
 
 // Option configures a [Store].
 type Option interface {
@@ -168,7 +95,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Key returns the name of the Redis key that holds key's state.
+// Key returns the name of the Redis key that holds key's state: the
+// prefix, then key in braces. The braces make key the Cluster hash tag of
+// the name, unless key holds a tag of its own, as keys that a group
+// decides together do: Redis hashes what lies between the first "{" and
+// the first "}" after it, so "{api:7}:second" and "{api:7}:day" are
+// stored as prefix + "{{api:7}:second}" and prefix + "{{api:7}:day}",
+// whose common tag "{api:7" puts them in one slot.
 func (s *Store) Key(key string) string {
 	return s.prefix + "{" + key + "}"
 }
@@ -204,7 +137,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 // decision on key.
 func outcome(key string, p *sluice.Params, verb sluice.Verb, reply any, err error) (sluice.Decision, error) {
 	if err != nil {
-		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: %v on key %q: %w", verb, key, err)
+		return sluice.Decision{Limit: p.Limit}, scriptError(verb, keyName(key), err)
 	}
 	return decode(reply, key, p, verb)
 }
@@ -224,11 +157,17 @@ func (s *Store) check(p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
 	if err := checkOp(p, op, s.callerClock); err != nil {
 		return d, err
 	}
+	return d, checkSpan(p)
+}
+
+// checkSpan returns an error wrapping sluice.ErrUnsupported for Params
+// whose spans the script cannot compute exactly.
+func checkSpan(p *sluice.Params) error {
 	if span := longestSpan(p); span >= maxSpan {
-		return d, fmt.Errorf("%w: redisstore: %v spans %v, at least 2^53 ns, beyond what the script computes exactly",
+		return fmt.Errorf("%w: redisstore: %v spans %v, at least 2^53 ns, beyond what the script computes exactly",
 			sluice.ErrUnsupported, p, time.Duration(span))
 	}
-	return d, nil
+	return nil
 }
 
 // Reset deletes key's state. It implements [sluice.Store].
@@ -267,122 +206,3 @@ func longestSpan(p *sluice.Params) float64 {
 	return span
 }
 
-// args returns the script's ARGV[1]: the decision's inputs packed as the
-// script unpacks them, a byte for each small number and a little-endian
-// double for the others, which Lua reads back exactly and without parsing
-// text. One string is one allocation, where boxed numbers would be several.
-// Times (the caller's now, a reservation's MaxDelay, a cancel's At) go as
-// seconds and nanoseconds, since a double is exact only up to 2^53.
-func (s *Store) args(p *sluice.Params, op sluice.Op) string {
-	var b [4 + 10*8]byte
-	b[0], b[2] = byte(p.Kind), byte(op.Verb)
-	if p.IntervalRefill || p.Anchored {
-		b[1] = 1
-	}
-	var now int64
-	if s.callerClock {
-		b[3] = 1
-		now = op.Now
-	}
-	// Only one verb has a time of its own: CheckOp has put it in range.
-	var own int64
-	switch op.Verb {
-	case sluice.VerbReserve:
-		own = op.MaxDelay
-	case sluice.VerbCancel:
-		own = op.At
-	}
-	sec, nsec := split(now)
-	ownSec, ownNsec := split(own)
-	for i, x := range [...]float64{p.Limit, float64(p.Interval), p.Amount, float64(p.MaxEntries),
-		op.Cost, sec, nsec, float64(s.skewMillis), ownSec, ownNsec} {
-		binary.LittleEndian.PutUint64(b[4+8*i:], math.Float64bits(x))
-	}
-	return string(b[:])
-}
-
-// split returns ns nanoseconds as whole seconds and the nanoseconds left,
-// in [0, 1e9), each exact as a double.
-func split(ns int64) (sec, nsec float64) {
-	s := arith.FloorDiv(ns, 1e9)
-	return float64(s), float64(ns - s*1e9)
-}
-
-// The script's replies: a status byte (0 denied, 1 allowed), then little-
-// endian doubles: used, remaining, and the seconds and nanoseconds of
-// retry after and reset after; for a partial grant (always), the cost
-// granted; for a reservation that waits (only then), the seconds and
-// nanoseconds of its delay and of its instant. A conflict is the status 2
-// and the stored kind's byte.
-const (
-	replySize        = 1 + 6*8
-	grantReplySize   = replySize + 8
-	waitingReplySize = replySize + 4*8
-)
-
-// decode turns the script's reply to verb into a decision. A reply of an
-// unexpected shape is an error.
-func decode(reply any, key string, p *sluice.Params, verb sluice.Verb) (sluice.Decision, error) {
-	d := sluice.Decision{Limit: p.Limit}
-	b, _ := reply.(string)
-	if len(b) == 2 && b[0] == 2 {
-		return d, fmt.Errorf("%w: key %q holds %v state, not %v", sluice.ErrKeyConflict, key, sluice.Kind(b[1]), p.Kind)
-	}
-	unexpected := func(why string) (sluice.Decision, error) {
-		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %q%s", key, reply, why)
-	}
-	var shaped bool
-	switch {
-	case len(b) == 0 || b[0] > 1:
-	case verb == sluice.VerbAtMost:
-		shaped = len(b) == grantReplySize
-	case verb == sluice.VerbReserve:
-		shaped = len(b) == replySize || len(b) == waitingReplySize && b[0] == 1
-	default:
-		shaped = len(b) == replySize
-	}
-	if !shaped {
-		return unexpected("")
-	}
-	var x [10]float64
-	n := (len(b) - 1) / 8
-	for i := range n {
-		x[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[1+8*i : 9+8*i])))
-	}
-	retry, ok1 := duration(x[2], x[3])
-	reset, ok2 := duration(x[4], x[5])
-	if !ok1 || !ok2 {
-		return unexpected(": durations out of range")
-	}
-	d.Allowed = b[0] == 1
-	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = x[0], x[1], retry, reset
-	switch n {
-	case 7:
-		if !(x[6] >= 0) || math.IsInf(x[6], 0) {
-			return unexpected(": grant out of range")
-		}
-		d.Granted = x[6]
-	case 10:
-		delay, ok1 := duration(x[6], x[7])
-		at, ok2 := duration(x[8], x[9])
-		if !ok1 || !ok2 || delay <= 0 {
-			return unexpected(": reservation out of range")
-		}
-		d.Delay, d.At = delay, int64(at)
-	}
-	return d, nil
-}
-
-// duration returns sec seconds and nsec nanoseconds as a Duration, if
-// they are whole, non-negative, nsec is under a second, and the sum fits.
-func duration(sec, nsec float64) (time.Duration, bool) {
-	const maxSec = math.MaxInt64 / 1e9
-	if !(sec >= 0 && sec <= maxSec && nsec >= 0 && nsec < 1e9) || sec != math.Trunc(sec) || nsec != math.Trunc(nsec) {
-		return 0, false
-	}
-	ns := int64(sec)*1e9 + int64(nsec)
-	if ns < 0 {
-		return 0, false
-	}
-	return time.Duration(ns), true
-}

@@ -56,14 +56,15 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceOnCluster runs the suite through a Cluster client, which
-// routes each script call by its key's slot.
+// routes each script call by its key's slot: the keys of a group share a
+// hash tag, as a Cluster needs.
 func TestConformanceOnCluster(t *testing.T) {
 	srv := testserver.StartRedisCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	storetest.Run(t, func(t *testing.T) sluice.Store {
 		return newStore(t, c, redisstore.WithCallerClock(testSkew))
-	}, storetest.Exact())
+	}, storetest.Exact(), storetest.GroupHashTags())
 }
 
 // extremes are Params at the edges of what the script computes: intervals

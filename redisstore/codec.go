@@ -1,0 +1,273 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/arith"
+)
+
+// The script's input, ARGV[1]: the op's fields, then each limit's (see
+// apply.lua), as bytes and little-endian doubles, which Lua reads back
+// exactly and without parsing text. One string is one allocation, where
+// boxed numbers would be several. Times (the caller's now, a reservation's
+// MaxDelay, an op's At, a penalty) go as seconds and nanoseconds, since a
+// double is exact only up to 2^53.
+const (
+	opSize    = 2 + 5*8
+	limitSize = 3 + 9*8
+)
+
+// args returns the script's ARGV[1] for one op under p.
+func (s *Store) args(p *sluice.Params, op sluice.Op) string {
+	var b [opSize + limitSize]byte
+	s.putOp(b[:opSize], op)
+	putLimit(b[opSize:], p, op)
+	return string(b[:])
+}
+
+// groupArgs returns the script's ARGV[1] for a group of ops, which share
+// their verb, time and maximum delay.
+func (s *Store) groupArgs(ops []sluice.GroupOp) string {
+	var b [opSize + sluice.MaxGroup*limitSize]byte
+	s.putOp(b[:opSize], ops[0].Op)
+	for i, g := range ops {
+		putLimit(b[opSize+i*limitSize:], g.Params, g.Op)
+	}
+	return string(b[:opSize+len(ops)*limitSize])
+}
+
+// putOp packs the op's fields into b: verb, clock, now, the TTL margin and
+// a reservation's MaxDelay.
+func (s *Store) putOp(b []byte, op sluice.Op) {
+	b[0] = byte(op.Verb)
+	var now, maxDelay int64
+	if s.callerClock {
+		b[1] = 1
+		now = op.Now
+	}
+	if op.Verb == sluice.VerbReserve {
+		maxDelay = op.MaxDelay
+	}
+	sec, nsec := split(now)
+	delaySec, delayNsec := split(maxDelay)
+	putFloats(b[2:], sec, nsec, float64(s.skewMillis), delaySec, delayNsec)
+}
+
+// putLimit packs a limit's fields into b: its Params, and the op's cost
+// and instant (a reservation's or a cancel's At), both checked in range.
+func putLimit(b []byte, p *sluice.Params, op sluice.Op) {
+	b[0] = byte(p.Kind)
+	if p.IntervalRefill || p.Anchored {
+		b[1] = 1
+	}
+	if p.CountDenied {
+		b[2] = 1
+	}
+	var at int64
+	if op.Verb == sluice.VerbReserve || op.Verb == sluice.VerbCancel {
+		at = op.At
+	}
+	atSec, atNsec := split(at)
+	penSec, penNsec := split(p.Penalty)
+	putFloats(b[3:], p.Limit, float64(p.Interval), p.Amount, float64(p.MaxEntries), op.Cost,
+		atSec, atNsec, penSec, penNsec)
+}
+
+func putFloats(b []byte, xs ...float64) {
+	for i, x := range xs {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+}
+
+// split returns ns nanoseconds as whole seconds and the nanoseconds left,
+// in [0, 1e9), each exact as a double.
+func split(ns int64) (sec, nsec float64) {
+	s := arith.FloorDiv(ns, 1e9)
+	return float64(s), float64(ns - s*1e9)
+}
+
+// The script's replies are records: a status byte (the bits below), then
+// little-endian doubles: used, remaining, and the seconds and nanoseconds
+// of retry after and reset after; for a reservation that waits, the
+// seconds and nanoseconds of its delay and of its instant; for a partial
+// grant (always), the cost granted. A group's reply is the index of the
+// limit the group's decision is made from (from 1), then the group's
+// record and each limit's. A key conflict is 128, the stored kind's byte
+// and the key's index (from 1).
+const (
+	allowedBit = 1
+	blockedBit = 2
+	waitsBit   = 4
+
+	conflictStatus = 128
+	conflictSize   = 3
+	recordSize     = 1 + 6*8
+	waitSize       = 4 * 8
+	grantSize      = 8
+)
+
+// decode turns the script's reply to op under p on key into a decision. A
+// reply of an unexpected shape is an error.
+func decode(reply any, key string, p *sluice.Params, verb sluice.Verb) (sluice.Decision, error) {
+	b, _ := reply.(string)
+	if conflict, kind, _ := conflictOf(b); conflict {
+		return sluice.Decision{Limit: p.Limit}, conflictError(key, kind, p)
+	}
+	d, rest, why := record(b, verb, verb == sluice.VerbAtMost)
+	if why == "" && rest != "" {
+		why = ": bytes left over"
+	}
+	if why != "" {
+		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %q%s", key, reply, why)
+	}
+	d.Limit = p.Limit
+	return d, nil
+}
+
+// decodeGroup turns the script's reply to a group of ops into each
+// limit's decision, in each, and the group's. A reply of an unexpected
+// shape is an error, and leaves each as it was.
+func decodeGroup(reply any, ops []sluice.GroupOp, each []sluice.Decision) (sluice.Decision, error) {
+	b, _ := reply.(string)
+	if conflict, kind, i := conflictOf(b); conflict && i >= 1 && i <= len(ops) {
+		g := ops[i-1]
+		return sluice.Decision{}, conflictError(g.Key, kind, g.Params)
+	}
+	unexpected := func(why string) (sluice.Decision, error) {
+		return sluice.Decision{}, fmt.Errorf("redisstore: group of %d keys: unexpected script reply %q%s", len(ops), reply, why)
+	}
+	verb := ops[0].Op.Verb
+	if len(b) == 0 || int(b[0]) < 1 || int(b[0]) > len(ops) {
+		return unexpected(": no limit named")
+	}
+	best := int(b[0]) - 1
+	group, rest, why := record(b[1:], verb, false)
+	decided := make([]sluice.Decision, len(ops))
+	for i := range decided {
+		if why != "" {
+			break
+		}
+		decided[i], rest, why = record(rest, verb, false)
+		decided[i].Limit = ops[i].Params.Limit
+	}
+	if why == "" && rest != "" {
+		why = ": bytes left over"
+	}
+	if why != "" {
+		return unexpected(why)
+	}
+	copy(each, decided)
+	group.Limit = ops[best].Params.Limit
+	return group, nil
+}
+
+// conflictOf reports whether b is a key conflict's reply, and the kind
+// stored and the key's index it names.
+func conflictOf(b string) (conflict bool, kind sluice.Kind, index int) {
+	if len(b) != conflictSize || b[0] != conflictStatus {
+		return false, 0, 0
+	}
+	return true, sluice.Kind(b[1]), int(b[2])
+}
+
+func conflictError(key string, stored sluice.Kind, p *sluice.Params) error {
+	return fmt.Errorf("%w: key %q holds %v state, not %v", sluice.ErrKeyConflict, key, stored, p.Kind)
+}
+
+// record decodes the record at the front of b, a decision on verb with a
+// grant if grant, without its Limit, and returns the bytes after it. why
+// is empty if the record is well formed, and else says what is wrong: an
+// unknown status, a waiting reservation of another verb or of a denial, a
+// record cut short, times out of range.
+func record(b string, verb sluice.Verb, grant bool) (d sluice.Decision, rest string, why string) {
+	if len(b) < recordSize {
+		return d, "", ": record cut short"
+	}
+	status := b[0]
+	waits := status&waitsBit != 0
+	switch {
+	case status&^(allowedBit|blockedBit|waitsBit) != 0:
+		return d, "", ": unknown status"
+	case waits && (verb != sluice.VerbReserve || status&allowedBit == 0):
+		return d, "", ": a wait where none can be"
+	}
+	n := 6
+	if waits {
+		n += 4
+	}
+	if grant {
+		n++
+	}
+	if len(b) < 1+8*n {
+		return d, "", ": record cut short"
+	}
+	var x [11]float64
+	for i := range n {
+		x[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[1+8*i : 9+8*i])))
+	}
+	retry, ok1 := duration(x[2], x[3])
+	reset, ok2 := duration(x[4], x[5])
+	if !ok1 || !ok2 {
+		return d, "", ": durations out of range"
+	}
+	d.Allowed, d.Blocked = status&allowedBit != 0, status&blockedBit != 0
+	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = x[0], x[1], retry, reset
+	next := 6
+	if waits {
+		delay, ok1 := duration(x[6], x[7])
+		at, ok2 := instant(x[8], x[9])
+		if !ok1 || !ok2 || delay <= 0 {
+			return d, "", ": reservation out of range"
+		}
+		d.Delay, d.At = delay, at
+		next = 10
+	}
+	if grant {
+		if !(x[next] >= 0) || math.IsInf(x[next], 0) {
+			return d, "", ": grant out of range"
+		}
+		d.Granted = x[next]
+	}
+	return d, b[1+8*n:], ""
+}
+
+// duration returns sec seconds and nsec nanoseconds as a Duration, if
+// they are whole, non-negative, nsec is under a second, and the sum fits.
+func duration(sec, nsec float64) (time.Duration, bool) {
+	if !(sec >= 0) {
+		return 0, false
+	}
+	ns, ok := instant(sec, nsec)
+	return time.Duration(ns), ok
+}
+
+// instant returns the instant sec seconds and nsec nanoseconds from the
+// epoch (before it for negative seconds), if they are whole, nsec is in
+// [0, 1e9), and the sum fits in an int64.
+func instant(sec, nsec float64) (int64, bool) {
+	const maxSec = math.MaxInt64 / 1e9
+	if !(sec >= -maxSec && sec <= maxSec && nsec >= 0 && nsec < 1e9) || sec != math.Trunc(sec) || nsec != math.Trunc(nsec) {
+		return 0, false
+	}
+	ns := int64(sec)*1e9 + int64(nsec)
+	if sec >= 0 && ns < 0 {
+		return 0, false // overflowed
+	}
+	return ns, true
+}
+
+// scriptError returns the error of a script call on what (a key, a group)
+// of verb: wrapping sluice.ErrUnsupported when the script refused a verb
+// or algorithm it does not know.
+func scriptError(verb sluice.Verb, what string, err error) error {
+	if redis.HasErrorPrefix(err, "UNSUPPORTED") {
+		return fmt.Errorf("%w: redisstore: %v on %s: %w", sluice.ErrUnsupported, verb, what, err)
+	}
+	return fmt.Errorf("redisstore: %v on %s: %w", verb, what, err)
+}

@@ -1,0 +1,90 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-go/sluice"
+)
+
+// ApplyGroup decides ops as one ([sluice.DecideGroup]) in one script call
+// over every key of the group, atomically, fills each with each limit's
+// decision and returns the group's. It implements [sluice.GroupStore].
+//
+// The script runs the group decision and each limit's algorithm exactly
+// as the Go code does, bit for bit: no other decision touches any of the
+// keys between its first read and its last write, a request that one
+// limit denies is recorded in none, and one round trip decides the group
+// whatever the number of limits. In server-clock mode the script reads
+// the server's clock once, for the whole group (every op's Now is
+// ignored).
+//
+// Ops are checked with [sluice.CheckGroup] before Redis is contacted, as
+// are the spans of their Params (as for Apply). On a Cluster client every
+// key must hash to one slot, which only keys with a common hash tag do
+// (see [Store.Key]): name a client's limits "{api:KEY}:second" and
+// "{api:KEY}:day". A group whose keys lie in different slots (on a Ring,
+// that have different hash tags) is refused with an error wrapping
+// [ErrCrossSlot], before Redis is contacted: it is never decided one key
+// at a time. A key holding another algorithm's live state refuses the
+// whole group, with an error wrapping [sluice.ErrKeyConflict], before any
+// limit is decided.
+//
+// With [WithReplicaAcks], a group that may record (every verb but Check)
+// is followed by one WAIT on the same connection, and its decisions come
+// with an error wrapping [ErrNotReplicated] if the replicas fell short.
+func (s *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []sluice.Decision) (sluice.Decision, error) {
+	if err := sluice.CheckGroup(ops, s.callerClock); err != nil {
+		return sluice.Decision{}, err
+	}
+	if len(each) != len(ops) {
+		return sluice.Decision{}, fmt.Errorf("%w: redisstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
+	}
+	names := make([]string, len(ops))
+	mask := 0
+	for i, g := range ops {
+		if err := checkSpan(g.Params); err != nil {
+			return sluice.Decision{}, err
+		}
+		names[i] = s.Key(g.Key)
+		mask |= 1 << scriptIndex(g.Params)
+	}
+	if err := s.sameSlot(ops, names); err != nil {
+		return sluice.Decision{}, err
+	}
+	script, args, verb := s.groups.of(mask), s.groupArgs(ops), ops[0].Op.Verb
+	var (
+		reply any
+		err   error
+		wait  *redis.IntCmd
+	)
+	if s.acks.records(verb) {
+		reply, wait, err = s.runAcked(ctx, names, script, args)
+	} else {
+		reply, err = script.Run(ctx, s.client, names, args).Result()
+		s.reload.failed(err)
+	}
+	if err != nil {
+		return sluice.Decision{}, scriptError(verb, groupName(ops), err)
+	}
+	d, err := decodeGroup(reply, ops, each)
+	if err == nil && wait != nil {
+		err = s.acks.verdict(groupName(ops), wait)
+	}
+	return d, err
+}
+
+// keyName names key in errors.
+func keyName(key string) string { return "key " + strconv.Quote(key) }
+
+// groupName names the keys of a group in errors.
+func groupName(ops []sluice.GroupOp) string {
+	keys := make([]string, len(ops))
+	for i, g := range ops {
+		keys[i] = g.Key
+	}
+	return fmt.Sprintf("group %q", keys)
+}
