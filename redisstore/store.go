@@ -205,4 +205,3 @@ func longestSpan(p *sluice.Params) float64 {
 	}
 	return span
 }
-
