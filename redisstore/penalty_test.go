@@ -1,0 +1,163 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/redisstore"
+	"github.com/sluice-go/sluice/storetest"
+)
+
+// TestPenaltiesAreBitIdenticalToStep overflows keys under a penalty, with
+// denials counted or not, then decides inside the block with every verb
+// the algorithm runs (a reservation books no earlier than its end, a
+// fill-up records), at its last nanosecond and its first after, from a
+// clock that stepped back into it, and after Reset lifted it: each
+// decision, Blocked included, and the state stored after it, the block's
+// end included, are Step's bit for bit.
+func TestPenaltiesAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	params := append(storetest.Strict(),
+		sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: 1<<50 + 1, Penalty: 1 << 60, CountDenied: true},
+		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 2.5, Interval: 333333333, Amount: 0.7, Penalty: 7},
+		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: int64(time.Second), Amount: 1, Penalty: int64(time.Minute)},
+	)
+	for pi, p := range params {
+		for oi, origin := range origins {
+			t.Run(fmt.Sprintf("%d_%v_from_%d", pi, p.Kind, oi), func(t *testing.T) {
+				k := newTwin(t, c, st, p, fmt.Sprintf("p%d.%d", pi, oi))
+				now := origin
+				op := func(verb sluice.Verb, cost float64) sluice.Op {
+					return sluice.Op{Verb: verb, Cost: cost, Now: now}
+				}
+				var over sluice.Decision
+				for i := 0; ; i++ {
+					require.Less(t, i, 100, "a key overflows")
+					if over = k.apply(op(sluice.VerbAllow, 1), "fill until it overflows"); !over.Allowed {
+						break
+					}
+				}
+				if p.Penalty == 0 {
+					require.False(t, over.Blocked)
+					k.apply(op(sluice.VerbAllow, p.Limit), "a counted denial of more")
+					return
+				}
+				require.True(t, over.Blocked, "the overflow starts a block")
+				require.GreaterOrEqual(t, over.RetryAfter, time.Duration(p.Penalty))
+				require.GreaterOrEqual(t, over.ResetAfter, time.Duration(p.Penalty), "the key lives until its block ends")
+				end := now + p.Penalty
+				inside := func(what string) {
+					k.apply(op(sluice.VerbCheck, 1), what+": a check")
+					k.apply(op(sluice.VerbAllow, 0), what+": an allow of nothing")
+					k.apply(op(sluice.VerbAllow, 1), what+": an allow")
+					k.apply(op(sluice.VerbAtMost, 2*p.Limit), what+": a partial grant")
+					if p.Kind == sluice.KindLeakyBucket {
+						k.apply(op(sluice.VerbFill, 1), what+": a fill-up")
+					}
+					if p.Reservable() {
+						k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now}, what+": a reservation that cannot wait")
+						k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: p.Penalty / 2}, what+": a reservation that waits half the block")
+						d := k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60}, what+": a reservation that waits for the block's end")
+						if d.Delay > 0 {
+							k.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: d.At}, what+": its cancel")
+						}
+					}
+				}
+				now++
+				inside("the next nanosecond")
+				now = end - 1
+				inside("the block's last nanosecond")
+				now = max(origin-1, 0)
+				inside("a clock that stepped back")
+				now = end
+				inside("the block's end")
+				now = end + 1
+				inside("after the block")
+				require.NoError(t, st.Reset(t.Context(), k.key))
+				k.s = sluice.State{}
+				d := k.apply(op(sluice.VerbAllow, 1), "after Reset")
+				require.True(t, d.Allowed, "Reset lifts the block")
+				require.False(t, d.Blocked)
+			})
+		}
+	}
+}
+
+// TestBlockedKeyLivesUntilItsBlockEnds requires a key blocked by a
+// penalty to expire no earlier than its block ends, however soon its
+// algorithm alone would be fresh, and its value to carry the block.
+func TestBlockedKeyLivesUntilItsBlockEnds(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	ctx := t.Context()
+	for pi, p := range []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Millisecond), Penalty: int64(time.Hour)},
+		{Kind: sluice.KindFixedWindow, Limit: 1, Interval: int64(time.Second), Penalty: int64(time.Hour), CountDenied: true},
+		{Kind: sluice.KindSlidingLog, Limit: 1, Interval: int64(time.Second), MaxEntries: 1, Penalty: int64(time.Hour)},
+	} {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			key := fmt.Sprint("blocked", pi)
+			d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			before, err := c.Time(ctx).Result()
+			require.NoError(t, err)
+			d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			require.NoError(t, err)
+			require.False(t, d.Allowed)
+			require.True(t, d.Blocked)
+			require.Equal(t, time.Hour, d.ResetAfter)
+			expiry, err := c.PExpireTime(ctx, st.Key(key)).Result()
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, expiry, time.Duration(before.UnixMilli())*time.Millisecond+time.Hour,
+				"the key expires no earlier than its block ends")
+			v, err := c.Get(ctx, st.Key(key)).Bytes()
+			require.NoError(t, err)
+			require.Equal(t, byte(p.Kind)+128, v[0], "the value carries the block")
+
+			require.NoError(t, st.Reset(ctx, key))
+			d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "Reset lifts the block")
+		})
+	}
+}
+
+// TestServerClockPenaltiesAreBitIdenticalToStep blocks keys on the
+// server's clock: the block's end is an instant of that clock, and every
+// decision inside the block is Step's at one of the microseconds the call
+// lasted.
+func TestServerClockPenaltiesAreBitIdenticalToStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	const hour = int64(time.Hour)
+	for pi, p := range []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 2, Interval: hour, Penalty: hour},
+		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true, Penalty: hour, CountDenied: true},
+		{Kind: sluice.KindSlidingCounter, Limit: 2, Interval: hour, Penalty: 3 * hour, CountDenied: true},
+	} {
+		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
+			k := newTwin(t, c, st, p, fmt.Sprint("s", pi))
+			allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+			for range 2 {
+				require.True(t, k.applyOnServerClock(allow, "within the limit").Allowed)
+			}
+			d := k.applyOnServerClock(allow, "the overflow")
+			require.True(t, d.Blocked)
+			require.Equal(t, time.Duration(p.Penalty), d.RetryAfter)
+			require.True(t, k.applyOnServerClock(sluice.Op{Verb: sluice.VerbCheck, Cost: 0.5}, "a check in the block").Blocked)
+			require.False(t, k.applyOnServerClock(allow, "an allow in the block").Allowed)
+			if p.Reservable() {
+				d := k.applyOnServerClock(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 10 * hour}, "a reservation behind the block")
+				require.True(t, d.Allowed)
+				require.GreaterOrEqual(t, d.Delay, time.Duration(p.Penalty)-time.Second, "booked no earlier than the block's end")
+			}
+		})
+	}
+}
