@@ -1,7 +1,9 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
+	"regexp"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -157,4 +159,107 @@ func BenchmarkApplyShaping(b *testing.B) {
 			apply(b, "g"+keys[i%len(keys)], sluice.Op{Verb: sluice.VerbAtMost, Cost: 5})
 		}
 	})
+}
+
+// BenchmarkApplyGroup measures a group decision of 2 and 3 limits (5,000
+// per second and 10,000 a day per API key, and a per-key token bucket of
+// 100 a second), each limit on its own key under the API key's hash tag,
+// on 1024 API keys of a local Redis, one decision at a time on the
+// server's clock: as one ApplyGroup, and as the separate Applies a group
+// replaces (which charge the limits that admit a request another denies).
+// It reports the client's round trips per decision (commands and
+// pipelines sent, counted by a go-redis hook) and the time the server
+// spent running scripts per decision (INFO commandstats).
+func BenchmarkApplyGroup(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { c.Close() })
+	trips := &sentCommands{}
+	c.AddHook(trips)
+	st, err := redisstore.New(c, redisstore.WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	limits := []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 5000, Interval: int64(time.Second) / 5000},
+		{Kind: sluice.KindFixedWindow, Limit: 10000, Interval: int64(24 * time.Hour)},
+		{Kind: sluice.KindTokenBucket, Limit: 100, Interval: int64(time.Second), Amount: 100},
+	}
+	names := []string{"second", "day", "bucket"}
+	apiKeys := make([][]string, 1024)
+	for i := range apiKeys {
+		for _, name := range names {
+			apiKeys[i] = append(apiKeys[i], "{api:"+strconv.Itoa(i)+"}:"+name)
+		}
+	}
+	for _, n := range []int{2, 3} {
+		ops := make([]sluice.GroupOp, n)
+		each := make([]sluice.Decision, n)
+		measure := func(b *testing.B, decide func(keys []string)) {
+			b.ReportAllocs()
+			trips.n.Store(0)
+			usec := scriptMicros(b, c)
+			for i := 0; b.Loop(); i++ {
+				decide(apiKeys[i%len(apiKeys)])
+			}
+			b.ReportMetric(float64(trips.n.Load())/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(scriptMicros(b, c)-usec)/float64(b.N), "script-µs/op")
+		}
+		b.Run(fmt.Sprintf("limits=%d/Group", n), func(b *testing.B) {
+			measure(b, func(keys []string) {
+				for j := range ops {
+					ops[j] = sluice.GroupOp{Key: keys[j], Params: &limits[j], Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}}
+				}
+				if _, err := st.ApplyGroup(b.Context(), ops, each); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("limits=%d/Separate", n), func(b *testing.B) {
+			measure(b, func(keys []string) {
+				for j := range n {
+					if _, err := st.Apply(b.Context(), keys[j], &limits[j], allow(1, 0)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// sentCommands is a go-redis hook that counts what the client sends: each
+// command and each pipeline is one round trip.
+type sentCommands struct{ n atomic.Int64 }
+
+func (h *sentCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// scriptMicros returns the microseconds the server has spent running
+// scripts (EVALSHA and EVAL), by INFO commandstats, read without the
+// counting hook.
+func scriptMicros(b *testing.B, c *redis.Client) int64 {
+	b.Helper()
+	reply, err := testserver.Do(c.Options().Addr, "INFO", "commandstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, m := range regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)`).FindAllStringSubmatch(fmt.Sprint(reply), -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		total += n
+	}
+	return total
 }
