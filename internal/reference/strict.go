@@ -1,0 +1,299 @@
+package reference
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+
+	"github.com/sluice-go/sluice"
+)
+
+// Strict is the exact model of an algorithm under a penalty
+// (Params.Penalty) or with denials counted (Params.CountDenied), written
+// from their definitions around the algorithm's own model, which decides
+// everything a block or a counted denial leaves to the algorithm:
+//
+//   - A block is a gate in front of the algorithm, from the overflow that
+//     starts it to Until = then + Penalty. While it lasts (now < Until) the
+//     key admits nothing: an Allow, a check, a partial grant and a fill-up
+//     are denied (the fill-up still records its cost), and a reservation is
+//     booked no earlier than Until. Their RetryAfter is the latest of Until
+//     and the instant the algorithm would admit the cost; a reservation's
+//     is that less its MaxDelay.
+//   - An overflow (an Allow the algorithm denies, a reservation it cannot
+//     book within its MaxDelay, a fill-up that does not fit) starts a block
+//     unless one is in force: requests in a block never extend it. A check,
+//     a cancel and a partial grant never start one.
+//   - With denials counted, a denied Allow or reservation, in a block or
+//     not, fills the key to its limit: the algorithm admits as much as it
+//     holds room for, at now.
+//   - A decision describes the key as it leaves it: Used, Remaining and
+//     ResetAfter are those of the state after it (after the fill, if one),
+//     ResetAfter reaching at least the block's end; RetryAfter is how long
+//     until the same request would be admitted, if nothing else is
+//     recorded meanwhile.
+//   - The block is part of the key's state, which changes only when a
+//     decision records (Params.Records: an admission, a booking, a fill-up,
+//     a given-back cancel, a partial grant of something, and a denied Allow
+//     or reservation that counts or is penalized). A recorded decision
+//     after the block's end writes the key back without it; one that
+//     records nothing leaves it, so that a clock stepping back before its
+//     end finds the key blocked again.
+//
+// Strict implements [Model]; its Apply returns [StrictDecision.Decision].
+type Strict struct {
+	inner   Model
+	limit   *big.Rat
+	limitF  float64
+	penalty int64
+	count   bool
+	until   int64 // when the block ends; 0 when none was recorded
+}
+
+// StrictDecision is a [Decision] of a [Strict] model, with the block.
+type StrictDecision struct {
+	Decision
+	// Blocked reports whether a block is in force after the request: one
+	// it found, or one it started.
+	Blocked bool
+	// Until is the block's end when Blocked, and zero otherwise.
+	Until int64
+}
+
+// NewStrict returns a fresh model of the algorithm p describes, with its
+// penalty and counted denials. p must be valid; without either option the
+// model decides as [New]'s.
+func NewStrict(p sluice.Params) (*Strict, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	alone := p
+	alone.Penalty, alone.CountDenied = 0, false
+	m, err := New(alone)
+	if err != nil {
+		return nil, err
+	}
+	return &Strict{inner: m, limit: rat(p.Limit), limitF: p.Limit, penalty: p.Penalty, count: p.CountDenied}, nil
+}
+
+// Reset forgets the key, and with it any block.
+func (s *Strict) Reset() { s.inner.Reset(); s.until = 0 }
+
+// Load replaces the key's state by the exact value of a production state,
+// its block included.
+func (s *Strict) Load(st sluice.State) { s.inner.Load(st); s.until = st.Until }
+
+// Until returns the end of the block the key's state holds, zero for none:
+// it may lie in the past, until a recorded decision writes the key back.
+func (s *Strict) Until() int64 { return s.until }
+
+// Apply runs op and returns its exact decision without the block.
+func (s *Strict) Apply(op sluice.Op) Decision { return s.Decide(op).Decision }
+
+// Decide runs op, which must be valid for the model's Params, and returns
+// its exact decision.
+func (s *Strict) Decide(op sluice.Op) StrictDecision {
+	now := op.Now
+	until := s.until
+	if until <= now {
+		until = 0 // the block, if any, has ended
+	}
+	var d StrictDecision
+	switch op.Verb {
+	case sluice.VerbCheck:
+		if until == 0 {
+			d.Decision = s.inner.Apply(op)
+			return d
+		}
+		return s.blocked(s.held(op.Cost, now, until), now, until)
+	case sluice.VerbAtMost:
+		if until == 0 {
+			d.Decision = s.inner.Apply(op)
+			s.recorded(op.Verb, d.Decision)
+			return d
+		}
+		// Nothing fits: the decision on the least cost worth granting.
+		return s.blocked(s.held(min(op.Cost, 1), now, until), now, until)
+	case sluice.VerbCancel:
+		d.Decision = s.inner.Apply(op)
+		if until == 0 {
+			s.recorded(op.Verb, d.Decision)
+			return d
+		}
+		return s.blocked(d.Decision, now, until)
+	case sluice.VerbFill:
+		d.Decision = s.inner.Apply(op) // recorded whatever it costs
+		switch {
+		case until != 0:
+			d.Allowed = false
+			d.RetryAfter = until - now
+			return s.blocked(d.Decision, now, until)
+		case !d.Allowed && s.penalty > 0:
+			s.until = now + s.penalty
+			d.RetryAfter = s.penalty
+			return s.blocked(d.Decision, now, s.until)
+		}
+		s.until = 0
+		return d
+	case sluice.VerbAllow:
+		if until != 0 {
+			d.Decision = s.held(op.Cost, now, until)
+		} else {
+			d.Decision = s.inner.Apply(op)
+		}
+	default: // sluice.VerbReserve
+		kop := op
+		if until != 0 {
+			kop.At = max(op.At, until)
+		}
+		d.Decision = s.inner.Apply(kop)
+	}
+	if d.Allowed { // an admission or a booking, recorded
+		if until == 0 {
+			s.until = 0
+			return d
+		}
+		return s.blocked(d.Decision, now, until)
+	}
+	return s.overflow(op, d.Decision, until)
+}
+
+// overflow finishes a denied Allow or reservation: the denial is counted,
+// and starts a block if none is in force.
+func (s *Strict) overflow(op sluice.Op, d Decision, until int64) StrictDecision {
+	now := op.Now
+	if s.penalty > 0 && until == 0 {
+		until = now + s.penalty
+	}
+	if !s.count && until == 0 {
+		return StrictDecision{Decision: d} // nothing recorded
+	}
+	if s.count {
+		d = s.fill(now, d)
+	}
+	// How long until the same request would be admitted, from the key as
+	// the denial left it: the instant the algorithm would admit the cost
+	// (after the fill), the block's end, and a reservation's own earliest
+	// instant, less its MaxDelay.
+	fit := now
+	if check := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: op.Cost, Now: now}); !check.Allowed {
+		fit += check.RetryAfter
+		d.Drain = max(d.Drain, check.Drain)
+	}
+	at := max(fit, until)
+	if op.Verb == sluice.VerbReserve {
+		at = max(at, op.At) - op.MaxDelay
+	}
+	d.RetryAfter = at - now
+	s.until = until
+	if until == 0 {
+		return StrictDecision{Decision: d}
+	}
+	return s.blocked(d, now, until)
+}
+
+// fill fills the key to its limit at now, as the algorithm admits a cost
+// of what room is left, and returns denial d describing the key then. The
+// room is exact; the cost, a float64 as every cost is, is the largest
+// float within a few units in the last place of it that the algorithm
+// admits (the float nearest an exact room may lie a hair above it).
+func (s *Strict) fill(now int64, d Decision) Decision {
+	zero := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Now: now})
+	used := zero.Used
+	if used.Cmp(s.limit) > 0 {
+		used = s.limit
+	}
+	room, _ := sub(s.limit, used).Float64()
+	if room <= 0 {
+		return d
+	}
+	fits := func(c float64) bool {
+		return c > 0 && c <= s.limitF && s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: c, Now: now}).Allowed
+	}
+	c := room
+	for range 64 {
+		if fits(c) {
+			break
+		}
+		c = math.Nextafter(c, 0)
+	}
+	if !fits(c) {
+		return d // no room the algorithm can admit
+	}
+	for range 4 {
+		next := math.Nextafter(c, math.Inf(1))
+		if !fits(next) {
+			break
+		}
+		c = next
+	}
+	full := s.inner.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: c, Now: now})
+	d.Used, d.ResetAfter, d.Margin = full.Used, full.ResetAfter, min(d.Margin, full.Margin)
+	d.Drain = max(d.Drain, full.Drain)
+	return d
+}
+
+// held is the denial of a request of cost at now by the block ending at
+// until: nothing is recorded, so it describes the key as it stands.
+func (s *Strict) held(cost float64, now, until int64) Decision {
+	zero := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Now: now})
+	check := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: now})
+	fit := now
+	if !check.Allowed {
+		fit += check.RetryAfter
+	}
+	return Decision{
+		Used:       zero.Used,
+		RetryAfter: max(fit, until) - now,
+		ResetAfter: zero.ResetAfter,
+		Margin:     zero.Margin,
+		Drain:      max(zero.Drain, check.Drain),
+	}
+}
+
+// blocked marks d as made while the block ending at until is in force.
+// Its ResetAfter reaches the block's end at least: a store keeps a
+// blocked key.
+func (s *Strict) blocked(d Decision, now, until int64) StrictDecision {
+	d.ResetAfter = max(d.ResetAfter, until-now)
+	return StrictDecision{Decision: d, Blocked: true, Until: until}
+}
+
+// recorded writes the key back without an ended block when decision d on
+// verb records.
+func (s *Strict) recorded(verb sluice.Verb, d Decision) {
+	if Records(verb, d) {
+		s.until = 0
+	}
+}
+
+// CompareStrict checks the production decision got of p, which may have a
+// penalty or count denials, against the exact decision want, as [Compare]
+// does, and then that both agree on Blocked. A fill-up that a block
+// denies has a RetryAfter (the block's end), which Compare's invariants
+// refuse a fill-up: it is compared to the nanosecond on its own. A
+// reservation that both find in a block is compared as the algorithm
+// decided it: booked no earlier than the block's end.
+func CompareStrict(p sluice.Params, op sluice.Op, got sluice.Decision, want StrictDecision) (lenient bool, err error) {
+	eff, g, w := op, got, want.Decision
+	if got.Blocked && want.Blocked && op.Verb == sluice.VerbReserve {
+		eff.At = max(op.At, want.Until)
+	}
+	if op.Verb == sluice.VerbFill {
+		if got.Blocked {
+			g.RetryAfter = 0
+		}
+		w.RetryAfter = 0
+	}
+	if lenient, err = Compare(p, eff, g, w); err != nil || lenient {
+		return lenient, err
+	}
+	switch {
+	case got.Blocked != want.Blocked:
+		return false, fmt.Errorf("Blocked = %v, want %v (block until %d)", got.Blocked, want.Blocked, want.Until)
+	case op.Verb == sluice.VerbFill && int64(got.RetryAfter) != want.RetryAfter:
+		return false, fmt.Errorf("RetryAfter = %v of a fill-up, want %v", got.RetryAfter, time.Duration(want.RetryAfter))
+	}
+	return false, nil
+}
