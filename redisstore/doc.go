@@ -20,6 +20,24 @@
 // cost in the key at once, so waiters on one key, in any process, are
 // served in the order Redis booked them.
 //
+// Penalties ([sluice.WithPenalty]) and counted denials
+// ([sluice.WithCountDenied]) run in the same script call as the algorithm.
+// A blocked key's value carries the block's end, and its TTL covers the
+// block.
+//
+// # Groups
+//
+// [Store.ApplyGroup] decides a group of limits ([sluice.NewGroup]) in one
+// script call over every key of the group, exactly as
+// [sluice.DecideGroup]: recorded in every limit or in none, in one round
+// trip whatever the number of limits. In a Cluster the keys of a group
+// must be in one slot: start them with the same hash tag, as in
+// "{api:KEY}:second" and "{api:KEY}:day" (see [Store.Key]). A group whose
+// keys lie in different slots is refused with an error wrapping
+// [ErrCrossSlot], never decided one key at a time; a global cap's key,
+// which cannot share every client's slot, is decided in a Cluster as a call
+// of its own.
+//
 // # Clocks
 //
 // By default a decision's time is the Redis server's clock (TIME, to the

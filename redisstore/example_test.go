@@ -171,3 +171,54 @@ func ExampleStore_ApplyBatch() {
 		fmt.Println(reqs[i].Key, r.Decision.Allowed)
 	}
 }
+
+// "10 per second and 1,000 per day per API key" on a Redis Cluster, each
+// request decided against both limits in one script call: admitted and
+// charged to both, or to neither. The keys of one API key share the hash
+// tag "{api:KEY}", so they live in one slot; a global cap's key cannot, and
+// is decided as a call of its own.
+func Example_group() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"},
+		ContextTimeoutEnabled: true,
+	})
+	defer client.Close()
+	st, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	perSecond, err := sluice.NewGCRA(sluice.PerSecond(10), 10, sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	perDay, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	global, err := sluice.NewTokenBucket(sluice.PerSecond(5000), sluice.WithStore(st))
+	if err != nil {
+		log.Fatal(err)
+	}
+	api, err := sluice.NewGroup(perSecond, perDay)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	apiKey := "k-123"
+	d, err := api.Allow(ctx, []string{"{api:" + apiKey + "}:second", "{api:" + apiKey + "}:day"}, 1)
+	if errors.Is(err, redisstore.ErrCrossSlot) {
+		log.Fatal("the keys of a group need one hash tag: ", err)
+	}
+	if err != nil {
+		log.Fatal(err) // Redis failed: deny or allow is the caller's choice
+	}
+	if !d.Allowed {
+		fmt.Println("retry after", d.RetryAfter, "left today:", d.Limits[1].Remaining)
+		return
+	}
+	g, err := global.Allow(ctx, "global", 1) // another slot: a call of its own
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(g.Allowed)
+}
