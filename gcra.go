@@ -65,7 +65,8 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 	} else {
 		next := tat + p.gcraNanos(op.Cost)
 		allowAt := next - tau
-		if op.Verb == VerbReserve && op.At > max(allowAt, op.Now) {
+		later := op.Verb == VerbReserve && op.At > max(allowAt, op.Now)
+		if later {
 			// Booked no earlier than op.At, as an arrival then.
 			allowAt, next = op.At, max(s.Time, op.At)+p.gcraNanos(op.Cost)
 		}
@@ -81,10 +82,13 @@ func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
 		case allowAt-op.Now <= op.MaxDelay:
 			// Booked for allowAt, which it now owns: the next booking's
 			// instant comes c*T after it.
-			// At marks the booking for a cancel: the TAT it leaves, less
-			// the tolerance, which is its instant unless op.At booked it
-			// later than the GCRA needed.
-			d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), next-tau
+			d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), allowAt
+			if later {
+				// Booked later than the GCRA needed: its TAT is not its
+				// instant plus the tolerance, and a cancel could not tell it
+				// from a later booking, so it cannot be given back.
+				d.At = 0
+			}
 			tat = next
 			s.Time = tat
 		default:

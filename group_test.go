@@ -115,7 +115,10 @@ func TestAGroupWaitBooksOneInstantForEveryLimit(t *testing.T) {
 	require.NoError(t, r.Cancel(ctx))
 	r, err = group.Reserve(ctx, keys, 1, time.Second)
 	require.NoError(t, err)
-	require.Equal(t, 500*time.Millisecond+1, r.Delay, "given back on both limits, and booked again, a nanosecond late")
+	// The bucket gives its turn back; the GCRA, booked later than it
+	// needed so as to act with the bucket, cannot tell that booking from a
+	// later one and keeps it: the next group books after it.
+	require.Equal(t, 600*time.Millisecond, r.Delay)
 }
 
 func TestGroupsNeedOneStoreThatDecidesThem(t *testing.T) {

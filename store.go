@@ -206,11 +206,10 @@ type Decision struct {
 	// At is, for a booked reservation that must wait (Delay > 0), the
 	// instant it may act, in nanoseconds since the Unix epoch on the clock
 	// the store decided by (the caller's or the store's own). Cancel hands
-	// it back to the store. It is zero otherwise. A reservation that
-	// VerbReserve's Op.At booked later than its algorithm needed (in a
-	// group) has instead a mark of the booking, at or before its instant:
-	// the GCRA's TAT less the tolerance, the interval-refill bucket's last
-	// refill.
+	// it back to the store. It is zero otherwise, and for a reservation
+	// that VerbReserve's Op.At booked later than the GCRA or the
+	// interval-refill bucket needed (in a group): their state cannot tell
+	// it from a later booking, so it cannot be given back.
 	At int64
 	// Granted is, for VerbAtMost, the cost admitted and recorded: the whole
 	// cost, a whole number of units less than it, or zero. It is zero for

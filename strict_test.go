@@ -41,13 +41,17 @@ func TestPenaltyBlocksAKeyThatOverflowsUntilTheBlockEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, r.Allowed)
 	require.Equal(t, 20*time.Second, r.Delay, "a reservation is booked at the block's end")
-	require.NoError(t, r.Cancel(ctx))
 
-	mock.Add(20*time.Second + 1) // the turn given back comes a nanosecond late
-	d, err = lim.Allow(ctx, "k", 2)
+	mock.Add(20 * time.Second)
+	d, err = lim.Allow(ctx, "k", 1)
 	require.NoError(t, err)
-	require.True(t, d.Allowed, "after the block the algorithm decides: a full burst")
+	require.True(t, d.Allowed, "after the block the algorithm decides: the burst's other unit")
 	require.False(t, d.Blocked)
+	d, err = lim.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.True(t, d.Blocked, "a new overflow starts a new block")
+	require.Equal(t, 30*time.Second, d.RetryAfter)
 }
 
 func TestResetLiftsAPenalty(t *testing.T) {

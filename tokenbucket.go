@@ -69,7 +69,8 @@ func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	}
 	used, last := p.refillPoint(*s, op.Now)
 	fitAt := last + p.refillsTo(used+op.Cost-p.Limit)*p.Interval
-	if op.Verb == VerbReserve && op.At > max(fitAt, op.Now) {
+	later := op.Verb == VerbReserve && op.At > max(fitAt, op.Now)
+	if later {
 		fitAt = op.At // booked no earlier than op.At, between refills
 	}
 	at := op.Now // when the cost is recorded
@@ -87,15 +88,16 @@ func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
 	if d.Allowed {
 		if at >= last {
 			used, last = p.refillPoint(State{Time: last, A: used}, at)
-			if d.At != 0 {
-				// At marks the booking for a cancel: the point it leaves,
-				// its instant unless op.At booked it between refills.
-				d.At = last
-			}
+		}
+		if later {
+			// Booked between refills, its point lies before its instant,
+			// where a cancel could not tell it from a later booking: it
+			// cannot be given back.
+			d.At = 0
 		}
 		used = p.fill(used, op.Cost)
-		if op.Verb != VerbCheck && used > 0 {
-			*s = State{Time: last, A: used}
+		if op.Verb != VerbCheck && (used > 0 || last > op.Now) {
+			*s = State{Time: last, A: used} // a point after now is kept, even empty
 		}
 	}
 	p.describe(d, p.usedAt(used, last, op.Now))

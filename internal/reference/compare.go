@@ -128,8 +128,10 @@ func verbInvariants(op sluice.Op, d sluice.Decision) error {
 			return fmt.Errorf("Delay = %v books before Op.At %d", d.Delay, op.At)
 		case d.Delay > 0 && op.At == 0 && d.At != op.Now+int64(d.Delay):
 			return fmt.Errorf("At = %d, want now %d + Delay %v", d.At, op.Now, d.Delay)
-		case d.Delay > 0 && (d.At <= 0 || d.At > op.Now+int64(d.Delay)):
-			return fmt.Errorf("At = %d, want a mark at or before now %d + Delay %v", d.At, op.Now, d.Delay)
+		case d.Delay > 0 && d.At != 0 && d.At != op.Now+int64(d.Delay):
+			// Booked from op.At: its instant, or none (the GCRA and the
+			// interval-refill bucket cannot give such a booking back).
+			return fmt.Errorf("At = %d, want now %d + Delay %v or none", d.At, op.Now, d.Delay)
 		case d.Delay == 0 && d.At != 0:
 			return fmt.Errorf("At = %d for a reservation that need not wait", d.At)
 		}

@@ -82,7 +82,8 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 		return g.describe(d, base, op.Now)
 	}
 	allowAt, next := base+ct-g.burst, base+ct
-	if op.Verb == sluice.VerbReserve && op.At > max(allowAt, op.Now) {
+	later := op.Verb == sluice.VerbReserve && op.At > max(allowAt, op.Now)
+	if later {
 		allowAt, next = op.At, op.At+ct
 		if !g.fresh {
 			next = max(g.tat, op.At) + ct
@@ -96,7 +97,10 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 	case op.Verb != sluice.VerbReserve:
 		d.RetryAfter = allowAt - op.Now
 	case allowAt-op.Now <= op.MaxDelay:
-		d.Allowed, d.Delay, d.At = true, allowAt-op.Now, next-g.burst
+		d.Allowed, d.Delay, d.At = true, allowAt-op.Now, allowAt
+		if later {
+			d.At = 0 // booked later than needed: cannot be given back
+		}
 		tat = next
 	default:
 		d.RetryAfter = allowAt - op.MaxDelay - op.Now

@@ -135,7 +135,8 @@ func (r *refill) Apply(op sluice.Op) Decision {
 	n, m := r.refillsTo(sub(add(used, c), r.burst))
 	d.Margin = min(margin, m)
 	fitAt := last + n*r.interval
-	if op.Verb == sluice.VerbReserve && op.At > max(fitAt, op.Now) {
+	later := op.Verb == sluice.VerbReserve && op.At > max(fitAt, op.Now)
+	if later {
 		fitAt = op.At
 	}
 	at := op.Now // when the cost is recorded
@@ -154,9 +155,9 @@ func (r *refill) Apply(op sluice.Op) Decision {
 		if at >= last {
 			used, last, m = r.point(used, last, at)
 			d.Margin = min(d.Margin, m)
-			if d.At != 0 {
-				d.At = last
-			}
+		}
+		if later {
+			d.At = 0 // booked from a later instant: cannot be given back
 		}
 		used = add(used, c)
 		if op.Verb != sluice.VerbCheck {
