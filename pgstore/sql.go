@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"fmt"
-	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,8 +47,13 @@ type algorithm struct {
 	retry   string   // RetryAfter in nanoseconds
 	reset   string   // ResetAfter in nanoseconds
 	// books reports whether the steps book reservations, for fit_at when
-	// the column books is true.
+	// the column books is true; at is then Decision.At, the booking's
+	// mark.
 	books bool
+	at    string
+	// nanos reports whether the steps read the cost in nanoseconds too,
+	// cn (Params.gcraNanos): the GCRA's.
+	nanos bool
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
 	// The state the step returns for a recorded request.
@@ -167,6 +170,14 @@ func givesBack(point string) string {
 	return "verb = " + verbCancel + " AND now < booked_at AND t0 = " + point
 }
 
+// notBefore is the step that raises fit_at, the instant at which the
+// algorithm would admit the cost (the column fit), to a reservation's
+// booked_at if that comes later and after now: Op.At of VerbReserve, the
+// earliest instant to book.
+func notBefore(fit string) string {
+	return "CASE WHEN verb = " + verbReserve + " AND booked_at > greatest(" + fit + ", now) THEN booked_at ELSE " + fit + " END AS fit_at"
+}
+
 // fitsOrBooks is the step that decides whether the request fits now, by
 // the condition fits, and otherwise books a reservation for fit_at, if
 // that comes within max_delay.
@@ -209,7 +220,8 @@ func meter() algorithm {
 	return algorithm{
 		steps: []string{
 			givesBack("booked_at") + " AS gives_back, a0 + cost - lim AS excess, " + drain("a0") + " AS drained",
-			"t0 + " + span("excess") + " AS fit_at",
+			"t0 + " + span("excess") + " AS fit_kind",
+			notBefore("fit_kind"),
 			// A fill-up may cost more than the capacity: that never fits.
 			fitsOrBooks("verb <> " + verbCancel + " AND cost <= lim AND now >= fit_at"),
 			`CASE WHEN verb = ` + verbCancel + ` THEN gives_back ELSE fits OR books END AS ok,
@@ -230,6 +242,7 @@ func meter() algorithm {
 		// emptyAfter
 		reset: "CASE WHEN t1 > now THEN " + after("t1 + drained1") + " ELSE " + after("now + "+drain("level")) + " END",
 		books: true,
+		at:    "fit_at",
 		time:  "t1", a: "a1", b: "0", logTimes: noLog, logCosts: noCosts,
 	}
 }
@@ -240,7 +253,10 @@ func gcra() algorithm {
 	return algorithm{
 		steps: []string{
 			`greatest(t0, now) AS tat0, ` + givesBack("booked_at + tau") + ` AS gives_back,
-			greatest(t0, now) + cn AS next, greatest(t0, now) + cn - tau AS fit_at`,
+			greatest(t0, now) + cn - tau AS fit_kind`,
+			// Booked no earlier than booked_at, as an arrival then.
+			notBefore("fit_kind") + `,
+			CASE WHEN verb = ` + verbReserve + ` AND booked_at > greatest(fit_kind, now) THEN greatest(t0, booked_at) ELSE tat0 END + cn AS next`,
 			// Booked for fit_at, which it then owns: the next booking's
 			// instant comes c*T after it.
 			fitsOrBooks("verb <> " + verbCancel + " AND now >= fit_at"),
@@ -256,6 +272,10 @@ func gcra() algorithm {
 		retry: retryAfter(verbCancel),
 		reset: after("tat"),
 		books: true,
+		// The mark of the booking: its instant, unless booked_at booked
+		// it later than the GCRA needed.
+		at:    "next - tau",
+		nanos: true,
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
 		// again.
@@ -280,7 +300,8 @@ func intervalRefill() algorithm {
 			},
 			refillPoint("pt", "t_in", "a_in", "now"),
 			[]string{
-				"pt_last + " + refillsTo("(pt_used + cost - lim)") + " * iv AS fit_at",
+				"pt_last + " + refillsTo("(pt_used + cost - lim)") + " * iv AS fit_kind",
+				notBefore("fit_kind"),
 				fitsOrBooks("verb <> " + verbCancel + " AND now >= fit_at"),
 				`CASE WHEN verb = ` + verbCancel + ` THEN gives_back ELSE fits OR books END AS ok,
 				fits OR books AS takes,
@@ -300,6 +321,9 @@ func intervalRefill() algorithm {
 		retry: retryAfter(verbCancel),
 		reset: after("last + " + refills("used") + " * iv"),
 		books: true,
+		// The mark of the booking: the point it leaves, its instant unless
+		// booked_at booked it between refills.
+		at: "CASE WHEN taken_at >= pt_last THEN tk_last ELSE fit_at END",
 		// Admitting nothing into a full bucket leaves the state as it was;
 		// a cancel leaves the point it moved to.
 		time:     "CASE WHEN takes AND used > 0 THEN last ELSE t_in END",
@@ -412,250 +436,4 @@ func slidingLog() algorithm {
 			WHEN n > 0 AND n >= maxe THEN live_c[1:n - 1] || (live_c[n] + cost)
 			ELSE live_c || cost END`,
 	}
-}
-
-// params is the CTE p holding the statement's parameters, named. Its
-// order is the order of Store.args; paramColumns are its columns.
-const params = `WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
-	$4::float8 AS lim, $4::float8 - $6::float8 AS full_at, $5::int8 AS iv, $5::int8::float8 AS ivf,
-	$6::float8 AS slack, $7::float8 AS am, $8::int8 AS tau, $9::int8 AS op_cn, $10::int4 AS maxe,
-	$11::int8 AS max_delay, $12::int8 AS booked_at%s)
-`
-
-var paramColumns = []string{"key", "op_verb", "op_cost", "lim", "full_at", "iv", "ivf", "slack", "am", "tau", "op_cn", "maxe", "max_delay", "booked_at"}
-
-// requestColumns are the columns of the request a chain decides, and
-// stateColumns those of the state it decides from.
-var (
-	requestColumns = []string{"verb", "cost", "cn"}
-	stateColumns   = []string{"now", "t0", "a0", "b0", "lt", "lc"}
-)
-
-// statements are the SQL texts of one algorithm variant.
-type statements struct {
-	apply  string // VerbAllow, VerbFill, VerbReserve, VerbCancel: the atomic upsert
-	atMost string // VerbAtMost: the same, trying several costs
-	check  string // VerbCheck: a plain SELECT
-}
-
-// buildStatements writes the statements of v on the table. With
-// callerClock, the time is the parameter $13, else the database's clock.
-func buildStatements(table string, v variant, callerClock bool) statements {
-	alg := algorithmFor(v)
-	kind := strconv.Itoa(int(v.kind))
-	now, cte, pcols := serverNow, fmt.Sprintf(params, ""), paramColumns
-	if callerClock {
-		now, cte, pcols = "caller_now", fmt.Sprintf(params, ", $13::int8 AS caller_now"), append(slices.Clip(paramColumns), "caller_now")
-	}
-
-	// The old state is the row's, unless the row holds another
-	// algorithm's expired state, which is as good as absent.
-	ofRow := func(col, fresh string) string {
-		return fmt.Sprintf("CASE WHEN s.kind = %s THEN %s ELSE %s END", kind, col, fresh)
-	}
-	rowState := fmt.Sprintf("%s AS now, %s AS t0, %s AS a0, %s AS b0, %s AS lt, %s AS lc",
-		now, ofRow("s.time_ns", "0"), ofRow("s.a", "0"), ofRow("s.b", "0"),
-		ofRow("coalesce(s.log_times, '{}')", "'{}'::int8[]"), ofRow("coalesce(s.log_costs, '{}')", "'{}'::float8[]"))
-	freshState := now + " AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc"
-
-	steps := slices.Concat(alg.steps, alg.decision())
-	innerColumns := slices.Concat(pcols, requestColumns, stateColumns)
-	// request is the innermost step of a chain that decides the request
-	// itself, from the state (columns) of from.
-	request := func(state, from string) string {
-		return "SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, " + state + " FROM " + from
-	}
-	// requested is the chain of the request, from the state, for SQL
-	// that reads the columns it names in reads.
-	requested := func(state, reads string) string { return chain(steps, request(state, "p"), innerColumns, reads) }
-	// atMost is stepAtMost: the allowance left (a zero-cost check), then
-	// the candidates in the order Go tries them, each decided as a
-	// VerbAtMost (VerbAllow, recorded iff it grants more than zero); the
-	// first that fits, or else a check of the least cost worth granting.
-	// GCRA's c*T of a candidate, a whole number, is exact in float8.
-	atMost := func(state, reads string) string {
-		nanos := func(c string) string { return "0::int8" }
-		if v.kind == sluice.KindGCRA {
-			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
-		}
-		left := fmt.Sprintf("SELECT %s, %s, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g",
-			strings.Join(pcols, ", "), strings.Join(stateColumns, ", "))
-		left += "\nFROM " + chain(steps, "SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, "+state+" FROM p",
-			innerColumns, left)
-		candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (%[1]s) AS z
-CROSS JOIN LATERAL (VALUES
-	(1, %[2]s::int2, op_cost, op_cn),
-	(2, %[2]s::int2, g, %[4]s),
-	(3, %[2]s::int2, g - 1, %[5]s),
-	(4, %[2]s::int2, 1::float8, %[6]s),
-	(5, %[3]s::int2, least(op_cost, 1), CASE WHEN op_cost < 1 THEN op_cn ELSE %[6]s END)
-) AS c(prio, verb, cost, cn)
-WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1`,
-			left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
-		pick := " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1"
-		columns := slices.Concat(pcols, stateColumns, []string{"g", "prio"}, requestColumns)
-		return "(SELECT * FROM " + chain(steps, candidates, columns, pick+reads) + pick + ") AS x"
-	}
-
-	// The row a decision writes: the state Step returns, or the zero
-	// State when it is fresh again (Step's normalisation; the row then
-	// stands for an absent key until Prune deletes it), or the row as it
-	// was when nothing is recorded. Then the decision.
-	written := func(kept [7]string) string {
-		col := func(i int, recorded, freshAgain string) string {
-			return fmt.Sprintf("CASE WHEN NOT recorded THEN %s WHEN d_reset > 0 THEN %s ELSE %s END", kept[i], recorded, freshAgain)
-		}
-		return strings.Join([]string{
-			"CASE WHEN recorded THEN " + kind + " ELSE " + kept[0] + " END",
-			col(1, alg.time, "0"),
-			col(2, alg.a, "0"),
-			col(3, alg.b, "0"),
-			col(4, alg.logTimes, noLog),
-			col(5, alg.logCosts, noCosts),
-			col(6, "now + d_reset", minTime),
-			decisionValues,
-		}, ",\n\t")
-	}
-	absent := [7]string{kind, "0", "0", "0", noLog, noCosts, minTime}
-	asWas := [7]string{"s.kind", "s.time_ns", "s.a", "s.b", "s.log_times", "s.log_costs", "s.expires_at"}
-
-	// A new key's row is computed from the fresh state. When the key
-	// exists, or a concurrent statement has just inserted it, DO UPDATE
-	// computes the row again from the existing one, locked: EXCLUDED
-	// holds the fresh computation, which must not be used.
-	//
-	// PostgreSQL 15's RETURNING sees only the row as written, and the
-	// decision depends on the row as it was, so the row carries the
-	// decision of its latest statement (the last_* columns). For the same
-	// reason a denied request writes the row back with its state as it
-	// was, rather than skipping the update with DO UPDATE's WHERE, which
-	// would return no row: the state is unchanged, the row gets a new
-	// version. A key holding another algorithm's live state is left
-	// alone: DO UPDATE's WHERE is false, and the statement returns no row.
-	upsert := func(decide func(state, reads string) string) string {
-		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
-SELECT key,
-	%[3]s
-FROM %[4]s
-ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
-	%[5]s
-FROM %[6]s)
-WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
-RETURNING %[9]s`,
-			table, columns, written(absent), decide(freshState, "key "+written(absent)),
-			written(asWas), decide(rowState, written(asWas)),
-			kind, nowForWhere(callerClock), decisionColumns)
-	}
-	checked := fmt.Sprintf("WHERE held_kind IS NULL OR held_kind = %s OR held_expiry <= now", kind)
-	return statements{
-		apply:  upsert(requested),
-		atMost: upsert(atMost),
-		check: cte + "SELECT " + decisionValues + "\nFROM " + chain(steps,
-			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
-			slices.Concat(innerColumns, []string{"held_kind", "held_expiry"}), decisionValues+checked) + "\n" + checked,
-	}
-}
-
-// chain nests steps on the derived table innermost, a SELECT of the
-// columns given, and returns the chain as a derived table for SQL that
-// reads the columns it names in reads. Each step selects, of the columns
-// of the step inside it, only those that a later step or reads names:
-// PostgreSQL plans every column of every level, and a statement planned
-// for each execution (with pgx's execution modes other than the statement
-// cache, and a prepared statement's first five) costs three times as
-// much to plan when each level carries them all.
-func chain(steps []string, innermost string, columns []string, reads string) string {
-	// read[i] holds the names that steps[i:] and reads use.
-	read := make([]map[string]bool, len(steps)+1)
-	read[len(steps)] = names(reads)
-	for i := len(steps) - 1; i >= 0; i-- {
-		read[i] = names(steps[i])
-		maps.Copy(read[i], read[i+1])
-	}
-	sql := innermost
-	for i, step := range steps {
-		kept := slices.DeleteFunc(slices.Clone(columns), func(c string) bool { return !read[i+1][c] })
-		sql = "SELECT " + strings.Join(append(kept, step), ",\n\t") + "\nFROM (" + sql + " OFFSET 0) AS x"
-		columns = append(kept, defined(step)...)
-	}
-	return "(" + sql + ") AS x"
-}
-
-// sqlName matches the names in SQL text, which are lower case, unlike its
-// keywords.
-var sqlName = regexp.MustCompile(`[a-z_][a-z0-9_]*`)
-
-// names returns the set of names in sql: all the columns it reads, and
-// perhaps functions and types, which no column is named after.
-func names(sql string) map[string]bool {
-	set := make(map[string]bool)
-	for _, name := range sqlName.FindAllString(sql, -1) {
-		set[name] = true
-	}
-	return set
-}
-
-// defined returns the columns a step defines: the name after each AS
-// outside parentheses (inside are subqueries and their aliases).
-func defined(step string) []string {
-	var cols []string
-	depth := 0
-	for i := range len(step) {
-		switch step[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ' ', '\t', '\n':
-			if depth == 0 && strings.HasPrefix(step[i+1:], "AS ") {
-				cols = append(cols, sqlName.FindString(step[i+4:]))
-			}
-		}
-	}
-	return cols
-}
-
-// decision returns the steps that end every chain: the decision, as
-// Params.describe fills it in, and whether it is recorded (records).
-func (alg algorithm) decision() []string {
-	remaining := "lim - d_used"
-	if alg.remaining != nil {
-		remaining = alg.remaining("d_used")
-	}
-	delay, at := "0", "0"
-	if alg.books {
-		delay, at = "CASE WHEN books THEN fit_at - now ELSE 0 END", "CASE WHEN books THEN fit_at ELSE 0 END"
-	}
-	return []string{
-		fmt.Sprintf("%s AS d_allowed, least(greatest(%s, 0), lim) AS d_used, %s AS d_retry, %s AS d_reset, %s AS d_delay, %s AS d_at",
-			alg.allowed, alg.used, alg.retry, alg.reset, delay, at),
-		fmt.Sprintf(`%s AS d_remaining,
-			CASE WHEN verb = %[2]s AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s) AND d_allowed OR verb = %[2]s AND d_allowed AND cost > 0 AS recorded`,
-			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel),
-	}
-}
-
-// columns are the columns a decision writes, after the key.
-const columns = "kind, time_ns, a, b, log_times, log_costs, expires_at, " + decisionColumns
-
-// decisionColumns are the columns that hold the row's latest decision,
-// which Apply reads back, and decisionValues the chain's columns that
-// fill them.
-const (
-	decisionColumns = "last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted"
-	decisionValues  = "d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted"
-)
-
-// serverNow is the database's current time in nanoseconds since the Unix
-// epoch: clock_timestamp(), the time of the call, rather than now(), the
-// start of the transaction. extract returns numeric, so the product is
-// exact (at the microsecond resolution of timestamps).
-const serverNow = "(extract(epoch FROM clock_timestamp()) * 1000000000)::int8"
-
-func nowForWhere(callerClock bool) string {
-	if callerClock {
-		return "(SELECT caller_now FROM p)"
-	}
-	return serverNow
 }

@@ -41,31 +41,52 @@ type Store struct {
 	pool        *pgxpool.Pool
 	callerClock bool
 	batch       int
-	statements  map[variant]statements
-	schema      string
-	reset       string
-	prune       string
+	// statements decide by the store's clock; grouped by the caller's,
+	// which a group (ApplyGroup) sets to the store's, read once.
+	statements map[variant]statements
+	grouped    map[variant]statements
+	schema     schema
+	reset      string
+	prune      string
+	lock       string // ApplyGroup's
+	unlock     string
 }
 
-// variant is what selects an algorithm's SQL: the Kind and the options
-// that change its step.
+// variant is what selects an algorithm's SQL: the Kind, the options that
+// change its step, and the parts of a penalty's and counted denials'
+// step it runs.
 type variant struct {
 	kind           sluice.Kind
 	intervalRefill bool
 	anchored       bool
+	strict         strictness
+}
+
+// variantOf returns the variant of p.
+func variantOf(p *sluice.Params) variant {
+	return variant{kind: p.Kind, intervalRefill: p.IntervalRefill, anchored: p.Anchored, strict: strictnessOf(p)}
 }
 
 // variants are all the valid variants.
-var variants = []variant{
-	{kind: sluice.KindLeakyBucket},
-	{kind: sluice.KindGCRA},
-	{kind: sluice.KindTokenBucket},
-	{kind: sluice.KindTokenBucket, intervalRefill: true},
-	{kind: sluice.KindFixedWindow},
-	{kind: sluice.KindFixedWindow, anchored: true},
-	{kind: sluice.KindSlidingLog},
-	{kind: sluice.KindSlidingCounter},
-}
+var variants = func() []variant {
+	var vs []variant
+	for _, v := range []variant{
+		{kind: sluice.KindLeakyBucket},
+		{kind: sluice.KindGCRA},
+		{kind: sluice.KindTokenBucket},
+		{kind: sluice.KindTokenBucket, intervalRefill: true},
+		{kind: sluice.KindFixedWindow},
+		{kind: sluice.KindFixedWindow, anchored: true},
+		{kind: sluice.KindSlidingLog},
+		{kind: sluice.KindSlidingCounter},
+	} {
+		for _, s := range []strictness{lenient, blocking, counting} {
+			v.strict = s
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}()
 
 // DefaultTable is the table a Store uses unless [WithTable] names another.
 const DefaultTable = "sluice_buckets"
@@ -146,64 +167,28 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		}
 	}
 	table := pgx.Identifier(c.table).Sanitize()
-	index := pgx.Identifier{c.table[len(c.table)-1] + "_expires_at_idx"}.Sanitize()
 	st := &Store{
 		pool:        pool,
 		callerClock: c.callerClock,
 		batch:       c.batch,
 		statements:  make(map[variant]statements, len(variants)),
-		schema:      fmt.Sprintf(schema, table, index),
+		schema:      newSchema(c.table),
 		reset:       "DELETE FROM " + table + " WHERE key = $1",
 		prune:       pruneStatement(table, c.callerClock),
+		lock:        lockStatement(table),
+		unlock:      unlockStatement(table),
 	}
 	for _, v := range variants {
 		st.statements[v] = buildStatements(table, v, c.callerClock)
 	}
-	return st, nil
-}
-
-// schema is the DDL of the table (%[1]s) and its index (%[2]s).
-const schema = `CREATE TABLE IF NOT EXISTS %[1]s (
-    key              text COLLATE "C" PRIMARY KEY,
-    kind             smallint NOT NULL, -- the algorithm (sluice.Kind)
-    time_ns          bigint NOT NULL,   -- State.Time, ns since the Unix epoch
-    a                float8 NOT NULL,   -- State.A
-    b                float8 NOT NULL,   -- State.B
-    log_times        bigint[],          -- the sliding log: entry times (ns)
-    log_costs        float8[],          -- and costs, oldest first
-    expires_at       bigint NOT NULL,   -- ns since the epoch when the state is fresh
-    last_allowed     boolean NOT NULL,  -- the decision of the row's latest
-    last_used        float8 NOT NULL,   -- statement, which its RETURNING
-    last_remaining   float8 NOT NULL,   -- clause reads: durations in ns,
-    last_retry_after bigint NOT NULL,   -- last_at in ns since the epoch
-    last_reset_after bigint NOT NULL,   -- on the store's clock
-    last_delay       bigint NOT NULL,
-    last_at          bigint NOT NULL,
-    last_granted     float8 NOT NULL
-);
-CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at);
-`
-
-// Schema returns the DDL that creates the store's table and its index, as
-// CreateSchema runs it, for teams that run migrations themselves.
-func (st *Store) Schema() string { return st.schema }
-
-// CreateSchema creates the store's table and its index unless they exist.
-// Concurrent calls, from any process, are safe.
-func (st *Store) CreateSchema(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-		// CREATE ... IF NOT EXISTS is not safe against a concurrent
-		// CREATE of the same name: serialize the callers.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('sluice/pgstore schema'))"); err != nil {
-			return err
+	st.grouped = st.statements
+	if !c.callerClock {
+		st.grouped = make(map[variant]statements, len(variants))
+		for _, v := range variants {
+			st.grouped[v] = buildStatements(table, v, true)
 		}
-		_, err := tx.Exec(ctx, st.schema)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("pgstore: creating the schema: %w", err)
 	}
-	return nil
+	return st, nil
 }
 
 // Apply runs op against key's state in one statement, atomically. It
@@ -220,17 +205,29 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 	if err := checkKey(key); err != nil {
 		return d, err
 	}
-	stmts := st.statements[variant{kind: p.Kind, intervalRefill: p.IntervalRefill, anchored: p.Anchored}]
-	sql := stmts.apply
+	return decide(ctx, st.pool, st.statements, st.callerClock, key, p, op)
+}
+
+// querier is what a decision runs on: the pool, or a group's transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// decide runs op against key's state in one statement of stmts, on q. It
+// passes op.Now as the time with callerClock.
+func decide(ctx context.Context, q querier, stmts map[variant]statements, callerClock bool, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+	v := stmts[variantOf(p)]
+	sql := v.apply
 	switch op.Verb {
 	case sluice.VerbCheck:
-		sql = stmts.check
+		sql = v.check
 	case sluice.VerbAtMost:
-		sql = stmts.atMost
+		sql = v.atMost
 	}
+	d := sluice.Decision{Limit: p.Limit}
 	var retry, reset, delay int64
-	err := st.pool.QueryRow(ctx, sql, st.args(key, p, op)...).Scan(
-		&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted)
+	err := q.QueryRow(ctx, sql, args(key, p, op, callerClock)...).Scan(
+		&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
@@ -243,7 +240,7 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 
 // args returns the parameters of the statements, in the order of the CTE
 // params.
-func (st *Store) args(key string, p *sluice.Params, op sluice.Op) []any {
+func args(key string, p *sluice.Params, op sluice.Op, callerClock bool) []any {
 	var tau, costNanos int64
 	if p.Kind == sluice.KindGCRA {
 		tau = arith.Nanos(p.Limit, p.Interval)
@@ -253,8 +250,8 @@ func (st *Store) args(key string, p *sluice.Params, op sluice.Op) []any {
 		}
 	}
 	args := []any{key, int16(op.Verb), op.Cost, p.Limit, p.Interval, p.Limit * arith.Tolerance, p.Amount, tau, costNanos,
-		int32(p.MaxEntries), op.MaxDelay, op.At}
-	if st.callerClock {
+		int32(p.MaxEntries), op.MaxDelay, op.At, p.Penalty, p.CountDenied}
+	if callerClock {
 		args = append(args, op.Now)
 	}
 	return args
