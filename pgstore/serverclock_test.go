@@ -80,13 +80,15 @@ func (c *dbClock) reads(t *testing.T) int64 {
 // every verb through a store deciding by the database's clock, which the
 // test moves (forwards and back): each decision must be Step's at the
 // database's time bit for bit, a reservation's At is an instant on that
-// clock, and a cancel compares its At with it. (The conformance suite
-// drives stores by the caller's clock.)
+// clock, and a cancel compares its At with it, and so does a
+// reservation's earliest instant. Penalties and counted denials are
+// replayed too, their Blocked compared. (The conformance suite drives
+// stores by the caller's clock.)
 func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
 	st, _ := newStore(t, clock.pool)
 	ctx := context.Background()
-	for ai, p := range storetest.Algorithms() {
+	for ai, p := range append(storetest.Algorithms(), storetest.Strict()...) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(ai), 0xc10c))
 			for trace := range 4 {
@@ -116,7 +118,7 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 						continue
 					}
 					require.NoError(t, err, where)
-					storetest.RequireIdenticalDecision(t, want, got, where)
+					requireDecision(t, want, got, where)
 					if p.Records(op.Verb, want) {
 						s = next
 					}
@@ -155,7 +157,8 @@ func microGap(rng *rand.Rand, p sluice.Params) int64 {
 
 // serverClockOp draws a request of any verb p supports (and some it
 // refuses): admissions of every cost, checks, fill-ups, partial grants of
-// up to three times the limit, reservations of any maximum delay, and
+// up to three times the limit, reservations of any maximum delay (some
+// no earlier than an instant), and
 // cancels of the bookings, mostly the latest, sometimes of an instant
 // nothing was booked for.
 func serverClockOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.Op) sluice.Op {
@@ -170,6 +173,11 @@ func serverClockOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.O
 		op.Verb, op.Cost = sluice.VerbAtMost, math.Round(rng.Float64()*3*p.Limit*100)/100
 	case r < 6:
 		op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
+		if rng.IntN(3) == 0 {
+			// No earlier than an instant, as a group books: in the past,
+			// soon, or beyond the maximum delay.
+			op.At = max(now+rng.Int64N(4*op.MaxDelay+2)-op.MaxDelay, 0)
+		}
 	case r < 9 && len(booked) > 0:
 		op = booked[len(booked)-1-rng.IntN(min(len(booked), 2))]
 		op.Now = now

@@ -172,10 +172,11 @@ func givesBack(point string) string {
 
 // notBefore is the step that raises fit_at, the instant at which the
 // algorithm would admit the cost (the column fit), to a reservation's
-// booked_at if that comes later and after now: Op.At of VerbReserve, the
-// earliest instant to book.
+// booked_at if that comes later and after now (then later is true):
+// Op.At of VerbReserve, the earliest instant to book.
 func notBefore(fit string) string {
-	return "CASE WHEN verb = " + verbReserve + " AND booked_at > greatest(" + fit + ", now) THEN booked_at ELSE " + fit + " END AS fit_at"
+	later := "verb = " + verbReserve + " AND booked_at > greatest(" + fit + ", now)"
+	return later + " AS later, CASE WHEN " + later + " THEN booked_at ELSE " + fit + " END AS fit_at"
 }
 
 // fitsOrBooks is the step that decides whether the request fits now, by
@@ -272,9 +273,9 @@ func gcra() algorithm {
 		retry: retryAfter(verbCancel),
 		reset: after("tat"),
 		books: true,
-		// The mark of the booking: its instant, unless booked_at booked
-		// it later than the GCRA needed.
-		at:    "next - tau",
+		// Booked later than the GCRA needed, the TAT is not the instant
+		// plus the tolerance: the booking cannot be given back.
+		at:    "CASE WHEN later THEN 0 ELSE fit_at END",
 		nanos: true,
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
@@ -321,14 +322,15 @@ func intervalRefill() algorithm {
 		retry: retryAfter(verbCancel),
 		reset: after("last + " + refills("used") + " * iv"),
 		books: true,
-		// The mark of the booking: the point it leaves, its instant unless
-		// booked_at booked it between refills.
-		at: "CASE WHEN taken_at >= pt_last THEN tk_last ELSE fit_at END",
-		// Admitting nothing into a full bucket leaves the state as it was;
-		// a cancel leaves the point it moved to.
-		time:     "CASE WHEN takes AND used > 0 THEN last ELSE t_in END",
-		a:        "CASE WHEN takes AND used > 0 THEN used ELSE a_in END",
-		b:        "CASE WHEN takes AND used > 0 THEN 0 ELSE b0 END",
+		// Booked between refills, its point lies before its instant: the
+		// booking cannot be given back.
+		at: "CASE WHEN later THEN 0 ELSE fit_at END",
+		// Admitting nothing into a full bucket leaves the state as it was,
+		// unless its point lies after now; a cancel leaves the point it
+		// moved to.
+		time:     "CASE WHEN takes AND (used > 0 OR last > now) THEN last ELSE t_in END",
+		a:        "CASE WHEN takes AND (used > 0 OR last > now) THEN used ELSE a_in END",
+		b:        "CASE WHEN takes AND (used > 0 OR last > now) THEN 0 ELSE b0 END",
 		logTimes: noLog, logCosts: noCosts,
 	}
 }

@@ -81,17 +81,27 @@ func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
 	storetest.RunConcurrent(t, st, 32)
 }
 
+// requireDecision fails t unless got is want bit for bit, Blocked too.
+func requireDecision(t testing.TB, want, got sluice.Decision, where string) {
+	t.Helper()
+	storetest.RequireIdenticalDecision(t, want, got, where)
+	require.Equal(t, want.Blocked, got.Blocked, "Blocked: %s", where)
+}
+
 // TestStepsMatchSpecificationAtTheEndsOfTime pins the arithmetic at the
 // first times sluice accepts, where a fresh state's zero time is now, and
 // at the last, where PostgreSQL's bigint would overflow before Go's int64
 // wraps, which the conformance traces never reach: with every verb,
-// reservations booked up to 2^60 ns ahead and their cancels.
+// reservations booked up to 2^60 ns ahead, no earlier than the latest
+// instant accepted, and their cancels, and blocks of up to 2^60 ns.
 func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	const maxTime = 1 << 62
-	for ai, p := range storetest.Algorithms() {
+	strict := storetest.Strict()
+	strict[0].Penalty = 1 << 60
+	for ai, p := range append(storetest.Algorithms(), strict...) {
 		for _, start := range []int64{0, maxTime - 3*p.Interval} {
 			t.Run(fmt.Sprintf("%d_%v_from_%d", ai, p.Kind, start), func(t *testing.T) {
 				key := fmt.Sprintf("ends%d.%d", ai, start)
@@ -106,14 +116,16 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 					if p.Reservable() {
 						ops = append(ops,
 							sluice.Op{Verb: sluice.VerbReserve, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
-							sluice.Op{Verb: sluice.VerbCancel, Cost: p.Limit, Now: now, At: booked})
+							sluice.Op{Verb: sluice.VerbCancel, Cost: p.Limit, Now: now, At: booked},
+							sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60, At: maxTime + 1<<60},
+							sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: booked})
 					}
 					for _, op := range ops {
 						next, want, err := p.Step(s, op)
 						require.NoError(t, err)
 						got, err := st.Apply(ctx, key, &p, op)
 						require.NoError(t, err)
-						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
+						requireDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
 						if p.Records(op.Verb, want) {
 							s = next
 						}
