@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -351,4 +352,439 @@ func ratString(x interface{ FloatString(int) string }) string {
 		return "<nil>"
 	}
 	return x.FloatString(12)
+}
+
+// Each of the following pins one way in which Params.Step departed from
+// the definitions of penalties and counted denials, on the smallest trace
+// that shows it.
+
+// TestACountedDenialSaysWhenTheRequestIsAdmitted: a denial that counts
+// fills the key, so its RetryAfter must wait for the cost from the full
+// key. Said from the key before the fill, it sends a client that follows
+// it back too early, to be denied and filled again, forever.
+func TestACountedDenialSaysWhenTheRequestIsAdmitted(t *testing.T) {
+	const s = int64(time.Second)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: s, CountDenied: true}
+	now := int64(1000 * s)
+	st, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 2, Now: now})
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	now += s / 2 // half a unit has leaked
+	st, d, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Zero(t, d.Remaining, "the denial filled the key")
+	require.Equal(t, time.Second, d.RetryAfter, "a whole unit must leak from the full key")
+	for range 8 { // a client that retries exactly when told
+		if st, d, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now + int64(d.RetryAfter)}); d.Allowed {
+			break
+		}
+		now += int64(d.RetryAfter)
+	}
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a client that retries when told is admitted")
+}
+
+// TestABlockedRequestDescribesTheKeyUntouched: a request a block denies
+// records nothing, so its Used, Remaining and ResetAfter describe the key
+// as it stands, not as if the cost had been admitted.
+func TestABlockedRequestDescribesTheKeyUntouched(t *testing.T) {
+	const s = int64(time.Second)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s}
+	now := int64(1000 * s)
+	st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 5, Now: now})
+	require.NoError(t, err)
+	st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	require.NoError(t, err)
+	require.True(t, d.Blocked)
+	for _, verb := range []sluice.Verb{sluice.VerbCheck, sluice.VerbAllow} {
+		_, d, err = p.Step(st, sluice.Op{Verb: verb, Cost: 1, Now: now + 30*s}) // the bucket has drained
+		require.NoError(t, err)
+		require.True(t, d.Blocked)
+		require.False(t, d.Allowed)
+		require.Equal(t, 30*time.Second, d.RetryAfter)
+		require.Zero(t, d.Used, "%v: nothing is in use", verb)
+		require.Equal(t, 5.0, d.Remaining, "%v", verb)
+	}
+}
+
+// TestACountedDenialInABlockFillsTheKeyToItsLimit: a request a block
+// denies with denials counted fills the key to its limit, not to its
+// limit less the request's cost.
+func TestACountedDenialInABlockFillsTheKeyToItsLimit(t *testing.T) {
+	const s = int64(time.Second)
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s, CountDenied: true}
+	now := int64(1000 * s)
+	st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 5, Now: now})
+	require.NoError(t, err)
+	st, _, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	require.NoError(t, err)
+	st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now + 30*s})
+	require.NoError(t, err)
+	require.True(t, d.Blocked)
+	require.Zero(t, d.Remaining, "the key is full")
+	require.Equal(t, 5*s, st.Time-(now+30*s), "the TAT is a whole burst ahead")
+}
+
+// TestAStepThatRecordsNothingKeepsAnEndedBlock: a check (or a partial
+// grant of nothing) records nothing, so stores do not write the state
+// back; Step must return it unchanged, as it does without a penalty, or a
+// key kept by Step and the same key in a store differ once the clock
+// steps back into the block.
+func TestAStepThatRecordsNothingKeepsAnEndedBlock(t *testing.T) {
+	const s = int64(time.Second)
+	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: 10 * s, Penalty: 5 * s}
+	now := int64(1000 * s) // the window's start: full until now+10s
+	st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	require.NoError(t, err)
+	st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	require.NoError(t, err)
+	require.True(t, d.Blocked)
+	for _, op := range []sluice.Op{
+		{Verb: sluice.VerbCheck, Cost: 1, Now: now + 6*s},
+		{Verb: sluice.VerbAtMost, Cost: 2, Now: now + 6*s}, // nothing fits
+	} {
+		next, d, err := p.Step(cloneState(st), op)
+		require.NoError(t, err)
+		require.False(t, p.Records(op.Verb, d), "%v records nothing", op.Verb)
+		require.Equal(t, st, next, "%v changed the state", op.Verb)
+	}
+}
+
+// The strict bound tests drive every algorithm with denials counted (and
+// with a penalty as well) with guarantees.StrictAdversaries, and each that
+// reserves with guarantees.ShapingAdversaries too, and count each
+// admission at the instant its caller may act, less the bookings a cancel
+// gave back, as the shaping bound tests do: the cost admitted in any
+// interval must stay within the algorithm's documented guarantee, for
+// counted denials admit nothing more. Under a penalty, nothing decided
+// during a block is admitted, and a reservation booked then acts at the
+// block's end at the earliest; each block lasts exactly the penalty and
+// starts after the last one ended.
+
+func TestCountedDenialsKeepEveryGuarantee(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range testAlgorithms(t) {
+		for _, v := range []strictVariant{strictVariants[1], strictVariants[2]} {
+			p := alg.params
+			p.CountDenied = true
+			if v.penalty {
+				p.Penalty = guarantees.Period(p) + 7
+			}
+			t.Run(alg.name+", "+v.name, func(t *testing.T) {
+				t.Parallel()
+				period := guarantees.Period(p)
+				lengths := []int64{1, max(p.Interval/3, 1), p.Interval, period, period * 5 / 2, 10 * period}
+				check := func(t *testing.T, admitted []guarantees.Admission, cost float64, where string) {
+					t.Helper()
+					for _, d := range lengths {
+						got, bound := guarantees.MaxInWindow(admitted, d), guaranteed(p, d, cost)
+						require.LessOrEqual(t, got, bound+boundSlack*p.Limit,
+							"%s: %v admitted in an interval of %v, guaranteed at most %v", where, got, time.Duration(d), bound)
+					}
+				}
+				for _, cost := range boundCosts(p) {
+					for _, adv := range guarantees.StrictAdversaries(p, cost) {
+						where := fmt.Sprintf("%s, cost %v", adv.Name, cost)
+						k := guarantees.NewStrictKey(p)
+						require.NoError(t, adv.Run(k, start), where)
+						check(t, k.Admitted(), cost, where)
+						requireNothingAdmittedInABlock(t, p, k, where)
+						requireCountedWindowLimit(t, p, k, where)
+					}
+					if !p.Reservable() {
+						continue
+					}
+					for _, adv := range guarantees.ShapingAdversaries(p, cost) {
+						where := fmt.Sprintf("%s, cost %v", adv.Name, cost)
+						k := guarantees.NewKey(p)
+						require.NoError(t, adv.Run(k, start), where)
+						check(t, k.Admitted(), cost, where)
+					}
+				}
+			})
+		}
+	}
+}
+
+// requireCountedWindowLimit checks the fixed window's own guarantee, at
+// most the limit in each window, in the windows the key counted its
+// admissions in: a denial that counts, or a blocked fill-up, opens an
+// anchored window too.
+func requireCountedWindowLimit(t *testing.T, p sluice.Params, k *guarantees.StrictKey, where string) {
+	t.Helper()
+	if p.Kind != sluice.KindFixedWindow {
+		return
+	}
+	sums := map[int64]float64{}
+	for i, b := range k.Bookings() {
+		sums[k.Window(i)] += b.Cost
+	}
+	for w, sum := range sums {
+		require.LessOrEqual(t, sum, p.Limit, "%s: window starting at %d admitted %v", where, w, sum)
+	}
+}
+
+// requireNothingAdmittedInABlock requires that k admitted nothing while
+// blocked: no request decided in a block was admitted, but for
+// reservations acting at its end or later; and that its blocks each
+// lasted the penalty, one after another.
+func requireNothingAdmittedInABlock(t *testing.T, p sluice.Params, k *guarantees.StrictKey, where string) {
+	t.Helper()
+	for i, b := range k.Bookings() {
+		end := k.DecidedInBlock(i)
+		if end == 0 {
+			continue
+		}
+		require.Equal(t, sluice.VerbReserve, b.Verb, "%s: booking %d (%+v) admitted by a key blocked until %d", where, i, b, end)
+		require.GreaterOrEqual(t, b.Acts, end, "%s: reservation %d (%+v) booked in a block acts before its end", where, i, b)
+	}
+	blocks := k.Blocks()
+	if p.Penalty == 0 {
+		require.Empty(t, blocks, where)
+		return
+	}
+	for i, b := range blocks {
+		require.Equal(t, p.Penalty, b.Until-b.From, "%s: block %d", where, i)
+		if i > 0 {
+			require.GreaterOrEqual(t, b.From, blocks[i-1].Until, "%s: block %d starts inside block %d", where, i, i-1)
+		}
+	}
+}
+
+// TestCountedDenialsAdmitNothingToAFloodOfTheGCRAOrAContinuousBucket
+// floods a key of the GCRA and of the leaky and token buckets, full after
+// a burst, for a long time (a hundred periods, or 20,000 requests), a
+// request every gap nanoseconds, where gap is shorter than the time the
+// rate takes to free one request: with denials counted each denial fills
+// the key again, and nothing is admitted while the flood lasts
+// (docs/limits.md). Without the option the same flood gets a request
+// through every time one has been freed; and a client that sends exactly
+// at the rate is admitted every time.
+func TestCountedDenialsAdmitNothingToAFloodOfTheGCRAOrAContinuousBucket(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range testAlgorithms(t) {
+		p := alg.params
+		if p.Kind != sluice.KindGCRA && p.Kind != sluice.KindLeakyBucket && (p.Kind != sluice.KindTokenBucket || p.IntervalRefill) {
+			continue
+		}
+		t.Run(alg.name, func(t *testing.T) {
+			for _, cost := range boundCosts(p) {
+				// The time the rate takes to free one request.
+				frees := int64(math.Ceil(cost * float64(p.Interval)))
+				if p.Kind != sluice.KindGCRA {
+					frees = int64(math.Ceil(cost * float64(p.Interval) / p.Amount))
+				}
+				with := p
+				with.CountDenied = true
+				for _, gap := range []int64{frees - max(frees/100, 1), frees / 2, frees / 10} { // 1% faster than the rate, twice, ten times
+					if gap < 1 {
+						continue
+					}
+					requests := min(100*guarantees.Period(p)/gap, 20000)
+					where := fmt.Sprintf("cost %v every %v, %d requests", cost, time.Duration(gap), requests)
+					require.Zero(t, flood(t, with, start, gap, requests, cost, true), "%s, denials counted", where)
+					require.Positive(t, flood(t, p, start, gap, requests, cost, true), "%s: without the option the flood gets through as requests are freed", where)
+				}
+				require.Equal(t, 1000, flood(t, with, start, frees, 1000, cost, false), "cost %v every %v, from rest at the rate: never denied", cost, time.Duration(frees))
+			}
+		})
+	}
+}
+
+// flood offers cost every gap nanoseconds, n times, through Step, and
+// returns how many were admitted: from rest at start, or after a burst of
+// the whole limit there if full.
+func flood(t *testing.T, p sluice.Params, start, gap, n int64, cost float64, full bool) int {
+	t.Helper()
+	var s sluice.State
+	if full {
+		var err error
+		s, _, err = p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit, Now: start})
+		require.NoError(t, err)
+		start += gap
+	}
+	admitted := 0
+	for i := range n {
+		next, d, err := p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: start + i*gap})
+		require.NoError(t, err)
+		s = next
+		if d.Allowed {
+			admitted++
+		}
+	}
+	return admitted
+}
+
+// TestACountedDenialFillsASlowBucket: a denial that counts fills the key
+// to its limit whatever the rate. For a bucket that leaks a thousand a
+// month, the room left, in float, is a hair more than what has leaked, and
+// the denial must fill it all the same rather than count nothing: else a
+// client flooding 1% faster than the rate gets 99% of its requests
+// through, as if denials did not count.
+func TestACountedDenialFillsASlowBucket(t *testing.T) {
+	month := int64(30 * 24 * time.Hour)
+	for _, p := range []sluice.Params{
+		{Kind: sluice.KindLeakyBucket, Limit: 1000, Interval: month, Amount: 1000, CountDenied: true},
+		{Kind: sluice.KindTokenBucket, Limit: 1000, Interval: month, Amount: 1000, CountDenied: true},
+	} {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			now := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+			st, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 1000, Now: now})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			now += month / 1000 * 99 / 100 // 0.99 has leaked
+			st, d, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+			require.NoError(t, err)
+			require.False(t, d.Allowed)
+			require.True(t, p.Records(sluice.VerbAllow, d))
+			require.Zero(t, d.Remaining, "the denial filled the key: %+v, state %+v", d, st)
+			_, left, err := p.Step(st, sluice.Op{Verb: sluice.VerbCheck, Now: now})
+			require.NoError(t, err)
+			require.Zero(t, left.Remaining, "the key is full: %+v", st)
+		})
+	}
+}
+
+// TestCountedDenialsChangeNothingForUnitCostsInAFixedWindowOrALogThatDoesNotMerge
+// offers the same traffic, in unit costs, to fixed windows and sliding
+// logs with and without denials counted, and requires the same decisions
+// (docs/limits.md: the windows admit as before). With unit costs a denial
+// finds room only for the fraction of a fractional limit, and filling it
+// leaves whole units of room as they were: a window's count, or a log's
+// fractions (at most the limit's fraction in all), never deny a unit
+// that would have been admitted. A log that merges entries (MaxEntries
+// below the limit) is not covered: merging the fill into its newest entry
+// moves that entry's time, and changes when its units leave.
+func TestCountedDenialsChangeNothingForUnitCostsInAFixedWindowOrALogThatDoesNotMerge(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	algs := testAlgorithms(t)
+	log, err := sluice.NewSlidingLog(7.5, 3*time.Second) // 8 entries: room for the fill
+	require.NoError(t, err)
+	algs = append(algs, testAlgorithm{"sliding log 7.5/3s", log.Params()})
+	for _, alg := range algs {
+		p := alg.params
+		if p.Kind != sluice.KindFixedWindow && (p.Kind != sluice.KindSlidingLog || float64(p.MaxEntries) < math.Ceil(p.Limit)) {
+			continue
+		}
+		t.Run(alg.name, func(t *testing.T) {
+			with := p
+			with.CountDenied = true
+			for _, times := range unitTraffic(p, start) {
+				var plain, counted sluice.State
+				for i, now := range times.at {
+					var a, b sluice.Decision
+					plain, a, err = p.Step(plain, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+					require.NoError(t, err)
+					counted, b, err = with.Step(counted, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+					require.NoError(t, err)
+					require.Equal(t, a.Allowed, b.Allowed, "%s, request %d: admitted without denials counted: %v", times.name, i, a.Allowed)
+				}
+			}
+		})
+	}
+}
+
+// unitTraffic returns the times of request patterns on p's key: floods at
+// twice and ten times the rate, bursts of twice the limit on both sides
+// of each boundary, and random traffic, over twenty windows.
+func unitTraffic(p sluice.Params, start int64) []struct {
+	name string
+	at   []int64
+} {
+	w := p.Interval
+	horizon := 20 * w
+	var out []struct {
+		name string
+		at   []int64
+	}
+	add := func(name string, at []int64) {
+		out = append(out, struct {
+			name string
+			at   []int64
+		}{name, at})
+	}
+	for _, k := range []int64{2, 10} {
+		gap := max(w/int64(math.Ceil(p.Limit))/k, 1)
+		var at []int64
+		for now := start; now < start+horizon; now += gap {
+			at = append(at, now)
+		}
+		add(fmt.Sprintf("flood at %d times the rate", k), at)
+	}
+	var bursts []int64
+	for b := (start/w + 1) * w; b < start+horizon; b += w {
+		for _, t := range []int64{b - 1, b} {
+			for range 2 * int(math.Ceil(p.Limit)) {
+				bursts = append(bursts, t)
+			}
+		}
+	}
+	add("bursts either side of each boundary", bursts)
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 0x0417))
+		var at []int64
+		for now := start; now < start+horizon; now += rng.Int64N(max(2*w/int64(math.Ceil(p.Limit)), 1)) {
+			at = append(at, now)
+		}
+		add(fmt.Sprintf("random traffic, seed %d", seed), at)
+	}
+	return out
+}
+
+// TestCountedDenialsStarveAFloodOfASlidingCounter floods sliding counters
+// at ten times their rate, in unit costs, for fifty windows. A denial
+// finds the fraction of room the weighted previous window leaves, and
+// filling it raises the current count, which the next window weighs in
+// turn: with denials counted the flood gets almost nothing through after
+// its first windows, as under the GCRA, where without the option it gets
+// some through in every window. (docs/limits.md says the
+// windows admit as before with unit costs: the sliding counter does not.)
+func TestCountedDenialsStarveAFloodOfASlidingCounter(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range testAlgorithms(t) {
+		p := alg.params
+		if p.Kind != sluice.KindSlidingCounter {
+			continue
+		}
+		t.Run(alg.name, func(t *testing.T) {
+			gap := max(p.Interval/int64(math.Ceil(p.Limit))/10, 1)
+			n := 50 * p.Interval / gap
+			with := p
+			with.CountDenied = true
+			plain, counted := flood(t, p, start, gap, n, 1, false), flood(t, with, start, gap, n, 1, false)
+			t.Logf("%d requests: %d admitted without denials counted, %d with", n, plain, counted)
+			require.LessOrEqual(t, float64(counted), 2*p.Limit, "with denials counted: the first windows' worth at most")
+			require.GreaterOrEqual(t, plain, 10*counted, "without the option the flood gets through in every window")
+		})
+	}
+}
+
+// TestCountedDenialsLetAFloodThroughAtEachRefillOfAnIntervalRefillBucket
+// floods interval-refill token buckets, full after a burst, at ten times
+// their rate in unit costs. A refill brings Amount tokens at once, and the
+// first requests after it take whole units of them before a denial fills
+// what is left: with denials counted the flood still gets floor(Amount)
+// requests through at every refill, where without the option it gets the
+// whole rate (Amount a refill). (docs/limits.md says the buckets admit
+// nothing to such a flood: the interval-refill bucket does.)
+func TestCountedDenialsLetAFloodThroughAtEachRefillOfAnIntervalRefillBucket(t *testing.T) {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range testAlgorithms(t) {
+		p := alg.params
+		if !p.IntervalRefill {
+			continue
+		}
+		t.Run(alg.name, func(t *testing.T) {
+			gap := max(int64(float64(p.Interval)/p.Amount)/10, 1)
+			n := 50 * p.Interval / gap
+			with := p
+			with.CountDenied = true
+			plain, counted := flood(t, p, start, gap, n, 1, true), flood(t, with, start, gap, n, 1, true)
+			t.Logf("%d requests over 50 refills: %d admitted without denials counted, %d with", n, plain, counted)
+			refills := float64((start+gap+(n-1)*gap)/p.Interval - start/p.Interval)
+			require.InDelta(t, refills*math.Floor(p.Amount), float64(counted), math.Floor(p.Amount)+1, "floor(Amount) at each refill")
+			require.InDelta(t, refills*p.Amount, float64(plain), p.Amount+1, "Amount at each refill")
+		})
+	}
 }
