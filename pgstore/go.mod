@@ -5,6 +5,7 @@ go 1.25.0
 replace github.com/sluice-go/sluice => ../
 
 require (
+	github.com/benbjohnson/clock v1.3.5
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/sluice-go/sluice v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
