@@ -342,7 +342,9 @@ func TestInvalidGroupsFailBeforeTheDatabase(t *testing.T) {
 	require.NoError(t, err)
 	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: time.Second.Nanoseconds()}
 	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: time.Second.Nanoseconds()}
-	limit := func(key string, p *sluice.Params, op sluice.Op) sluice.GroupOp { return sluice.GroupOp{Key: key, Params: p, Op: op} }
+	limit := func(key string, p *sluice.Params, op sluice.Op) sluice.GroupOp {
+		return sluice.GroupOp{Key: key, Params: p, Op: op}
+	}
 	for _, tc := range []struct {
 		name string
 		ops  []sluice.GroupOp
