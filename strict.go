@@ -1,54 +1,59 @@
 package sluice
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
+)
 
 // decideStrict is the algorithm under a penalty (Params.Penalty) or with
 // denials counted (Params.CountDenied), around decideKind.
 //
 // A block is a gate in front of the algorithm: while it lasts, an Allow or
-// a partial grant is decided as a check and denied, a reservation books no
-// earlier than the block's end, and a fill-up still records its cost (the
-// work was done) but is reported as not fitting. A check reports a block
-// in force, never one it would start, since it records nothing.
+// a check is denied (decided as a check, and describing the key as it
+// stands), a reservation books no earlier than the block's end, and a
+// fill-up still records its cost (the work was done) but is reported as
+// not fitting. A check reports a block in force, never one it would start,
+// since it records nothing; nor does it clear a block that has ended.
 func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 	until := s.Until
 	if until <= op.Now {
 		until = 0 // ended: the key is not blocked
 	}
-	kop := op
-	if until != 0 {
-		switch op.Verb {
-		case VerbAllow:
-			kop.Verb = VerbCheck
-		case VerbReserve:
-			kop.At = max(op.At, until)
-		}
-	}
 	kept := *s
-	p.decideKind(s, kop, d)
-	if until != 0 && kop.Verb == VerbCheck && op.Verb != VerbCheck {
-		*s = kept // decided as a check
-	}
-	if until != 0 {
-		d.Blocked = true
-		if op.Verb == VerbAllow || op.Verb == VerbCheck || op.Verb == VerbFill {
+	switch {
+	case until != 0 && (op.Verb == VerbAllow || op.Verb == VerbCheck):
+		p.decideKind(s, Op{Verb: VerbCheck, Cost: op.Cost, Now: op.Now}, d)
+		if d.Allowed {
+			// The cost would fit but for the block: describe the key as it
+			// stands, not as the request would leave it.
+			retry := d.RetryAfter
+			*d = Decision{}
+			p.decideKind(s, Op{Verb: VerbCheck, Now: op.Now}, d)
+			d.RetryAfter = retry
+		}
+		d.Allowed = false
+		d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
+	case until != 0 && op.Verb == VerbReserve:
+		kop := op
+		kop.At = max(op.At, until)
+		p.decideKind(s, kop, d)
+	default:
+		p.decideKind(s, op, d)
+		if until != 0 && op.Verb == VerbFill {
 			d.Allowed = false
 			d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
 		}
 	}
-	if d.Allowed || op.Verb != VerbAllow && op.Verb != VerbReserve && op.Verb != VerbFill {
-		p.keepBlock(s, op, d, until)
-		return
+	d.Blocked = until != 0
+	overflow := !d.Allowed && (op.Verb == VerbAllow || op.Verb == VerbReserve || op.Verb == VerbFill)
+	if overflow && p.CountDenied && op.Verb != VerbFill {
+		p.fillUp(s, op, d)
+		if until != 0 {
+			d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
+		}
 	}
-	// An overflow: a denied Allow or reservation, or a fill-up that did not
-	// fit.
-	if p.CountDenied && op.Verb != VerbFill && d.Remaining > 0 {
-		// As much of the cost as fits is recorded: the key is full.
-		var full Decision
-		p.decideKind(s, Op{Verb: VerbAllow, Cost: d.Remaining, Now: op.Now}, &full)
-		d.Used, d.Remaining, d.ResetAfter = full.Used, full.Remaining, max(d.ResetAfter, full.ResetAfter)
-	}
-	if p.Penalty > 0 && until == 0 {
+	if overflow && p.Penalty > 0 && until == 0 {
 		until = op.Now + p.Penalty
 		d.Blocked = true
 		wait := time.Duration(p.Penalty)
@@ -57,16 +62,72 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 		}
 		d.RetryAfter = max(d.RetryAfter, wait)
 	}
-	p.keepBlock(s, op, d, until)
+	if until != 0 {
+		// No store forgets a key before its block ends.
+		d.ResetAfter = max(d.ResetAfter, time.Duration(until-op.Now))
+	}
+	if p.records(op.Verb, d) {
+		s.Until = until
+	} else {
+		s.Until = kept.Until // recording nothing, a step changes nothing
+	}
 }
 
-// keepBlock keeps a block in the state and in the decision's ResetAfter,
-// so that no store forgets a blocked key.
-func (p *Params) keepBlock(s *State, op Op, d *Decision, until int64) {
-	if until == 0 {
-		s.Until = 0
-		return
+// fillUp records a denied request as far as the limit allows: the key is
+// full at op.Now. The decision then says when the request would be
+// admitted from the full key.
+func (p *Params) fillUp(s *State, op Op, d *Decision) {
+	now := op.Now
+	switch p.Kind {
+	case KindGCRA:
+		s.Time = max(s.Time, now+p.gcraNanos(p.Limit))
+	case KindLeakyBucket, KindTokenBucket:
+		if p.Kind == KindTokenBucket && p.IntervalRefill {
+			used, last := p.refillPoint(*s, now)
+			if last <= now {
+				// Never lower: a cancel may leave more in use than the burst.
+				*s = State{Time: last, A: max(used, p.Limit)}
+			} else {
+				s.A = max(used, p.Limit-p.usedAt(0, last, now))
+			}
+			break
+		}
+		// Full at now: the level's line through (now, limit), kept at the
+		// point if that lies after now and the line is higher there.
+		full := State{Time: now, A: p.Limit}
+		if s.Time <= now {
+			full.A = max(p.levelAt(*s, now), p.Limit)
+			*s = full
+		} else {
+			s.A = max(s.A, p.levelAt(full, s.Time))
+		}
+	case KindSlidingCounter:
+		if d.Remaining > 0 {
+			w := p.Interval
+			start, cur, prev := s.Time, s.A, s.B
+			if ws := arith.FloorDiv(now, w) * w; ws > start {
+				if ws-start == w {
+					prev = cur
+				} else {
+					prev = 0
+				}
+				start, cur = ws, 0
+			}
+			*s = State{Time: start, A: cur + d.Remaining, B: prev}
+		}
+	default: // the fixed window and the sliding log count amounts: the room fits
+		if d.Remaining > 0 {
+			var filled Decision
+			p.decideKind(s, Op{Verb: VerbAllow, Cost: d.Remaining, Now: now}, &filled)
+		}
 	}
-	s.Until = until
-	d.ResetAfter = max(d.ResetAfter, time.Duration(until-op.Now))
+	// Decided again on the full key: the same request, recording nothing.
+	again := op
+	if again.Verb == VerbAllow {
+		again.Verb = VerbCheck
+	}
+	t := *s
+	var e Decision
+	p.decideKind(&t, again, &e)
+	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = e.Used, e.Remaining, e.RetryAfter, e.ResetAfter
 }
