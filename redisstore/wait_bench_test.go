@@ -1,33 +1,18 @@
 package redisstore_test
 
 import (
-	"context"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/internal/waitbench"
 	"github.com/sluice-go/sluice/redisstore"
 )
 
-// BenchmarkWait measures Wait on one hot key of a local Redis, on the
-// server's clock: 1, 16 and 64 goroutines each call Wait(ctx, key, 1)
-// until b.N waits are done in all, on a GCRA admitting one unit per
-// millisecond with a burst of 1. Besides time and allocations per Wait,
-// it reports the store calls (round trips) each Wait made (calls/op) and
-// the longest any one Wait took (max-ns), which shows whether the waiters
-// are served in turn. It is the core module's BenchmarkWait on Redis.
-//
-// ns/op cannot fall below the key's 1ms per unit, however many waiters
-// there are; the excess is what waiting costs. A faster rate would measure
-// something else: the runtime's timers fire up to about a millisecond late
-// when the process is otherwise idle, and a round trip to Redis outlasts a
-// 20µs gap, so a lone waiter would never wait.
+// BenchmarkWait is the core module's BenchmarkWait on a local Redis, on
+// the server's clock (see waitbench.Run): calls/op there counts round
+// trips.
 func BenchmarkWait(b *testing.B) {
 	srv := testserver.StartRedis(b)
 	// A connection for every waiter: the pool must not be what they queue on.
@@ -37,60 +22,5 @@ func BenchmarkWait(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, waiters := range []int{1, 16, 64} {
-		b.Run("Waiters"+strconv.Itoa(waiters), func(b *testing.B) {
-			counted := &countingStore{Store: st}
-			lim, err := sluice.NewGCRA(sluice.Per(1, time.Millisecond), 1, sluice.WithStore(counted))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			key := "wait:" + strconv.Itoa(waiters)
-			if err := lim.Reset(ctx, key); err != nil { // fresh for each b.N
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			var (
-				done    atomic.Int64
-				longest atomic.Int64
-				wg      sync.WaitGroup
-			)
-			for range waiters {
-				wg.Go(func() {
-					var most time.Duration
-					for done.Add(1) <= int64(b.N) {
-						start := time.Now()
-						if err := lim.Wait(ctx, key, 1); err != nil {
-							b.Error(err)
-							return
-						}
-						most = max(most, time.Since(start))
-					}
-					for { // a compare-and-swap loop: atomic.Int64 has no Max
-						cur := longest.Load()
-						if int64(most) <= cur || longest.CompareAndSwap(cur, int64(most)) {
-							break
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(counted.calls.Load())/float64(b.N), "calls/op")
-			b.ReportMetric(float64(longest.Load()), "max-ns")
-		})
-	}
-}
-
-// countingStore is a Store that counts the decisions it passes on to the
-// store it wraps.
-type countingStore struct {
-	sluice.Store
-	calls atomic.Int64
-}
-
-func (c *countingStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
-	c.calls.Add(1)
-	return c.Store.Apply(ctx, key, p, op)
+	waitbench.Run(b, st)
 }
