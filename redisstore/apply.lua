@@ -170,8 +170,9 @@ end
 -- group); each updates the state as the Go step does (clearing Until
 -- where Go writes a whole new State), and returns: allowed, used (before
 -- clamping), the instants retry and reset as pairs (nil for zero), for a
--- booked reservation that waits the instant it may act and its mark
--- (Decision.At) as pairs, and GCRA's remaining.
+-- booked reservation that waits the instant it may act and the instant a
+-- cancel gives it back by (Decision.At, nil for none) as pairs, and GCRA's
+-- remaining.
 
 -- @section ceilNanos
 
@@ -372,12 +373,13 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
     local c = round(cost * interval)
     local nextS, nextN = tadd(tatS, tatN, c)
     local allowS, allowN = tadd(nextS, nextN, -tau)
+    local later = false
     if verb == RESERVE then
       local ls, ln = tmax(allowS, allowN, nowS, nowN)
       if tless(ls, ln, atS, atN) then
         -- Booked no earlier than At, as an arrival then.
         local fs, fn = tmax(stS, stN, atS, atN)
-        allowS, allowN = atS, atN
+        later, allowS, allowN = true, atS, atN
         nextS, nextN = tadd(fs, fn, c)
       end
     end
@@ -390,9 +392,10 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
     else
       local ms, mn = tsub(allowS, allowN, mdS, mdN)
       if not tless(nowS, nowN, ms, mn) then
-        -- Its mark is the TAT it leaves less the tolerance.
+        -- Booked later than the GCRA needed, it has no instant to give
+        -- back: its TAT is not its instant plus the tolerance.
         allowed, waitS, waitN = true, allowS, allowN
-        markS, markN = tadd(nextS, nextN, -tau)
+        if not later then markS, markN = allowS, allowN end
         tatS, tatN = nextS, nextN
         stS, stN = tatS, tatN
       else
@@ -505,9 +508,10 @@ local function intervalRefill(verb, cost, atS, atN, mdS, mdN)
   local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
   -- Go's refillsTo: refills after the point until the cost fits.
   local fitS, fitN = taddTimes(ls, ln, math.ceil((used + cost - limit - slack) / amount), interval)
+  local later = false
   if verb == RESERVE then
     local ms, mn = tmax(fitS, fitN, nowS, nowN)
-    if tless(ms, mn, atS, atN) then fitS, fitN = atS, atN end -- booked no earlier than At
+    if tless(ms, mn, atS, atN) then later, fitS, fitN = true, atS, atN end -- booked no earlier than At
   end
   local allowed, retryS, retryN, waitS, waitN, markS, markN = false, nil, nil, nil, nil, nil, nil
   local recS, recN = nowS, nowN -- when the cost is recorded
@@ -524,14 +528,16 @@ local function intervalRefill(verb, cost, atS, atN, mdS, mdN)
     retryS, retryN = fitS, fitN
   end
   if allowed then
-    if not tless(recS, recN, ls, ln) then
-      used, ls, ln = refillPoint(used, ls, ln, recS, recN)
-      -- The mark is the point the booking leaves: its instant, unless At
-      -- booked it between refills.
-      if markS then markS, markN = ls, ln end
-    end
+    if not tless(recS, recN, ls, ln) then used, ls, ln = refillPoint(used, ls, ln, recS, recN) end
+    -- Booked between refills, its point lies before its instant, where a
+    -- cancel could not tell it from a later booking: it has no instant to
+    -- give back.
+    if later then markS, markN = nil, nil end
     used = fill(used, cost)
-    if verb ~= CHECK and used > 0 then stS, stN, stA, stB, stUS, stUN = ls, ln, used, 0, 0, 0 end
+    -- A point after now is kept, even empty.
+    if verb ~= CHECK and (used > 0 or tless(nowS, nowN, ls, ln)) then
+      stS, stN, stA, stB, stUS, stUN = ls, ln, used, 0, 0, 0
+    end
   end
   local resetS, resetN = taddTimes(ls, ln, refills(used), interval)
   return allowed, usedAt(used, ls, ln), retryS, retryN, resetS, resetN, waitS, waitN, markS, markN
