@@ -57,7 +57,7 @@ func TestGroupsMatchTheirModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var total groupStats
-			traces := traceCount(160)
+			traces := traceCount(60)
 			for trace := range traces {
 				seed := uint64(trace)
 				if reservable {
