@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/testserver"
+	"github.com/sluice-go/sluice/pgstore"
 )
 
 // BenchmarkApply measures decisions against a server the benchmark starts:
@@ -105,4 +109,101 @@ func BenchmarkApply(b *testing.B) {
 			}
 		}
 	})
+}
+
+// roundTrips is a pgx tracer that counts round trips to the server: each
+// statement sent alone, and each batch.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// BenchmarkApplyGroup measures a group of 2 and of 3 limits decided as
+// one (ApplyGroup), against the same limits decided by separate Applies,
+// one at a time, by the database's clock and by the caller's. It reports
+// the time per group and per limit decided, and the round trips per
+// group. The limits admit every request, so that each group records in
+// every limit.
+func BenchmarkApplyGroup(b *testing.B) {
+	cfg, err := pgxpool.ParseConfig(testserver.StartPostgres(b).URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer = trips
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	ctx := context.Background()
+	limits := []sluice.Params{
+		{Kind: sluice.KindGCRA, Limit: 1e6, Interval: int64(time.Nanosecond)},
+		{Kind: sluice.KindFixedWindow, Limit: 1e12, Interval: int64(24 * time.Hour)},
+		{Kind: sluice.KindTokenBucket, Limit: 1e6, Interval: int64(time.Millisecond), Amount: 1e6},
+	}
+	for _, clock := range []string{"DatabaseClock", "CallerClock"} {
+		var opts []pgstore.Option
+		if clock == "CallerClock" {
+			opts = append(opts, pgstore.WithCallerClock())
+		}
+		st, _ := newStore(b, pool, opts...)
+		for _, n := range []int{2, 3} {
+			ops := make([]sluice.GroupOp, n)
+			for i := range ops {
+				ops[i] = sluice.GroupOp{Key: fmt.Sprintf("%s%d.%d", clock, n, i), Params: &limits[i], Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}}
+			}
+			each := make([]sluice.Decision, n)
+			// run decides the limits once, as one group or separately.
+			run := func(b *testing.B, group bool) {
+				now := time.Now().UnixNano()
+				for i := range ops {
+					ops[i].Op.Now = now
+				}
+				if group {
+					if _, err := st.ApplyGroup(ctx, ops, each); err != nil {
+						b.Fatal(err)
+					}
+					return
+				}
+				for _, g := range ops {
+					if _, err := st.Apply(ctx, g.Key, g.Params, g.Op); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for _, group := range []bool{true, false} {
+				name := fmt.Sprintf("%s/Limits%d/Group", clock, n)
+				if !group {
+					name = fmt.Sprintf("%s/Limits%d/SeparateApplies", clock, n)
+				}
+				b.Run(name, func(b *testing.B) {
+					for range 10 { // each connection's statements prepared
+						run(b, group)
+					}
+					trips.n.Store(0)
+					b.ReportAllocs()
+					for b.Loop() {
+						run(b, group)
+					}
+					b.ReportMetric(float64(trips.n.Load())/float64(b.N), "round-trips/op")
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/limit")
+				})
+			}
+		}
+	}
 }

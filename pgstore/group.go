@@ -2,10 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-go/sluice"
 )
@@ -19,10 +21,18 @@ import (
 // keys, in whatever order they list them, never wait on each other in a
 // cycle; and reads the database's clock once, after the locks, unless
 // the store decides by the caller's. Then each decision of the group is
-// the statement Apply would run for it (on the time read), and the
+// the statement Apply would run for it (at the time read), and the
 // transaction commits, or rolls back on any error: nothing is recorded.
 // A row inserted only to be locked reads as a fresh key, and is deleted
 // before the commit unless the group recorded a decision in it.
+//
+// The statements are sent in batches, each one round trip, whatever the
+// number of limits: the transaction's start, its locks and, by the
+// caller's clock, the checks that DecideGroup starts with; by the
+// database's clock, those checks; the decisions DecideGroup makes of their
+// results; the end of the transaction. So a group of checks or admissions
+// costs three round trips by the caller's clock and four by the
+// database's, and a group of cancels three.
 func (st *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []sluice.Decision) (sluice.Decision, error) {
 	if err := sluice.CheckGroup(ops, st.callerClock); err != nil {
 		return sluice.Decision{}, err
@@ -38,35 +48,239 @@ func (st *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []sl
 		keys[i] = g.Key
 	}
 	slices.Sort(keys) // byte by byte, as COLLATE "C" orders them
-	run := slices.Clone(ops)
-	var d sluice.Decision
-	err := pgx.BeginTxFunc(ctx, st.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		var now int64
-		if err := tx.QueryRow(ctx, st.lock, keys).Scan(&now); err != nil {
-			return fmt.Errorf("pgstore: locking the keys %q: %w", keys, err)
-		}
-		if !st.callerClock {
-			for i := range run {
-				run[i].Op.Now = now
-			}
-		}
-		var err error
-		d, err = sluice.DecideGroup(run, func(i int, op sluice.Op) (sluice.Decision, error) {
-			return decide(ctx, tx, st.grouped, true, run[i].Key, run[i].Params, op)
-		}, each)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, st.unlock, keys); err != nil {
-			return fmt.Errorf("pgstore: deleting the unused rows of keys %q: %w", keys, err)
-		}
-		return nil
-	})
+	return st.applyGroup(ctx, ops, keys, each, sluice.DecideGroup)
+}
+
+// decideGroup is sluice.DecideGroup's signature.
+type decideGroup func(ops []sluice.GroupOp, decide func(i int, op sluice.Op) (sluice.Decision, error), each []sluice.Decision) (sluice.Decision, error)
+
+// applyGroup is ApplyGroup for valid ops, whose keys are sorted in keys,
+// deciding them with decideGroup.
+func (st *Store) applyGroup(ctx context.Context, ops []sluice.GroupOp, keys []string, each []sluice.Decision, decideGroup decideGroup) (sluice.Decision, error) {
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		return sluice.Decision{}, fmt.Errorf("pgstore: %w", err)
+	}
+	// A connection released inside a transaction, which could not be
+	// rolled back, is closed: the server then rolls it back.
+	defer conn.Release()
+	g := &group{st: st, conn: conn, ops: slices.Clone(ops), keys: keys, each: each, decideGroup: decideGroup}
+	d, err := g.decide(ctx, true)
+	if errors.Is(err, errSpeculation) {
+		d, err = g.decide(ctx, false)
+	}
 	if err != nil {
 		clear(each)
 		return sluice.Decision{}, err
 	}
 	return d, nil
+}
+
+// errSpeculation reports that DecideGroup did not ask again for the
+// decisions it was answered, in the order they were run: the transaction
+// is rolled back, and the group decided again one statement at a time.
+var errSpeculation = errors.New("pgstore: the group's decisions were not the ones run")
+
+// A group is one ApplyGroup call.
+type group struct {
+	st   *Store
+	conn *pgxpool.Conn
+	ops  []sluice.GroupOp // with the time decided at
+	keys []string         // sorted
+	each []sluice.Decision
+	// decideGroup is sluice.DecideGroup.
+	decideGroup decideGroup
+	// checks are the checks run with the locks, as DecideGroup makes
+	// them first (none for cancels), with their results.
+	checks []call
+}
+
+// A call is one decision of a group, and its result once run.
+type call struct {
+	i   int
+	op  sluice.Op
+	d   sluice.Decision
+	err error
+}
+
+// decide decides the group in a transaction of its own. With speculate,
+// it sends the decisions that DecideGroup asks for, given the checks'
+// results, together, and errSpeculation if DecideGroup, answered their
+// results, asks for others; without, it runs each as DecideGroup asks for
+// it.
+func (g *group) decide(ctx context.Context, speculate bool) (d sluice.Decision, err error) {
+	if err := g.begin(ctx); err != nil {
+		g.rollback(ctx)
+		return sluice.Decision{}, err
+	}
+	if speculate {
+		d, err = g.speculate(ctx)
+	} else {
+		ran := false // a check's result is the statement's until another runs
+		d, err = g.decideGroup(g.ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+			if c, ok := g.checked(i, op); ok && !ran {
+				return c.d, c.err
+			}
+			c := []call{{i: i, op: op}}
+			ran = true
+			if err := g.run(ctx, c); err != nil {
+				return sluice.Decision{}, err
+			}
+			return c[0].d, c[0].err
+		}, g.each)
+	}
+	if err == nil {
+		err = g.commit(ctx)
+	}
+	if err != nil {
+		g.rollback(ctx)
+		return sluice.Decision{}, err
+	}
+	return d, nil
+}
+
+// begin starts the transaction, locks the rows and reads the clock; then
+// runs the checks.
+func (g *group) begin(ctx context.Context) error {
+	g.checks = g.checks[:0]
+	if first := g.ops[0].Op; first.Verb != sluice.VerbCancel {
+		for i, o := range g.ops {
+			check := o.Op
+			check.Verb, check.MaxDelay, check.At = sluice.VerbCheck, 0, 0
+			g.checks = append(g.checks, call{i: i, op: check})
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(g.st.lock, g.keys)
+	if g.st.callerClock {
+		g.queue(b, g.checks)
+	}
+	br := g.conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var now int64
+	if err == nil {
+		if err = br.QueryRow().Scan(&now); err != nil {
+			err = fmt.Errorf("pgstore: locking the keys %q: %w", g.keys, err)
+		}
+	}
+	if err == nil && g.st.callerClock {
+		g.read(br, g.checks)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("pgstore: locking the keys %q: %w", g.keys, cerr)
+	}
+	if err != nil || g.st.callerClock {
+		return err
+	}
+	// Every decision at the database's time, read once.
+	for i := range g.ops {
+		g.ops[i].Op.Now = now
+	}
+	for i := range g.checks {
+		g.checks[i].op.Now = now
+	}
+	return g.run(ctx, g.checks)
+}
+
+// speculate runs DecideGroup twice. The first pass answers it with the
+// checks' results, and the decisions it asks for next with nothing, until
+// they are run, in one batch; the second answers it with their results,
+// and must ask for the very decisions run, in the order run.
+func (g *group) speculate(ctx context.Context) (sluice.Decision, error) {
+	var asked []call // in the order DecideGroup asked for them
+	var runs []call  // those to run: every one after the first not checked already
+	d, err := g.decideGroup(g.ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+		if c, ok := g.checked(i, op); ok && len(runs) == 0 {
+			asked = append(asked, c)
+			return c.d, c.err
+		}
+		c := call{i: i, op: op}
+		asked, runs = append(asked, c), append(runs, c)
+		return sluice.Decision{Limit: g.ops[i].Params.Limit}, nil
+	}, g.each)
+	if len(runs) == 0 {
+		return d, err // every answer was a statement's
+	}
+	if err := g.run(ctx, runs); err != nil {
+		return sluice.Decision{}, err
+	}
+	copy(asked[len(asked)-len(runs):], runs)
+	next := 0
+	d, err = g.decideGroup(g.ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+		if next == len(asked) || asked[next].i != i || asked[next].op != op {
+			return sluice.Decision{}, errSpeculation
+		}
+		next++
+		return asked[next-1].d, asked[next-1].err
+	}, g.each)
+	if err == nil && next < len(asked) {
+		err = errSpeculation
+	}
+	return d, err
+}
+
+// checked returns the result of the check run of op on limit i.
+func (g *group) checked(i int, op sluice.Op) (call, bool) {
+	for _, c := range g.checks {
+		if c.i == i && c.op == op {
+			return c, true
+		}
+	}
+	return call{}, false
+}
+
+// run runs the statements of calls, in order, in one batch, and fills in
+// their results. Its error is the batch's: the connection failed.
+func (g *group) run(ctx context.Context, calls []call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	g.queue(b, calls)
+	br := g.conn.SendBatch(ctx, b)
+	g.read(br, calls)
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("pgstore: deciding the group: %w", err)
+	}
+	return nil
+}
+
+// queue queues the statements of calls in b.
+func (g *group) queue(b *pgx.Batch, calls []call) {
+	for _, c := range calls {
+		o := g.ops[c.i]
+		sql, args := statement(g.st.grouped, true, o.Key, o.Params, c.op)
+		b.Queue(sql, args...)
+	}
+}
+
+// read reads the results of calls, queued in that order, from br.
+func (g *group) read(br pgx.BatchResults, calls []call) {
+	for k := range calls {
+		o := g.ops[calls[k].i]
+		calls[k].d, calls[k].err = scanDecision(br.QueryRow(), o.Key, o.Params)
+	}
+}
+
+// commit deletes the rows that the lock inserted and no decision wrote,
+// and commits.
+func (g *group) commit(ctx context.Context) error {
+	b := &pgx.Batch{}
+	b.Queue(g.st.unlock, g.keys)
+	b.Queue("COMMIT")
+	if err := g.conn.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("pgstore: committing the group of keys %q: %w", g.keys, err)
+	}
+	return nil
+}
+
+// rollback ends the transaction, if one is open, recording nothing. If it
+// cannot, the connection is closed when released.
+func (g *group) rollback(ctx context.Context) {
+	if g.conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = g.conn.Exec(ctx, "ROLLBACK")
+	}
 }
 
 // lockStatement inserts a row for each of the keys $1, sorted, that has

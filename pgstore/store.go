@@ -205,17 +205,13 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 	if err := checkKey(key); err != nil {
 		return d, err
 	}
-	return decide(ctx, st.pool, st.statements, st.callerClock, key, p, op)
+	sql, args := statement(st.statements, st.callerClock, key, p, op)
+	return scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p)
 }
 
-// querier is what a decision runs on: the pool, or a group's transaction.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// decide runs op against key's state in one statement of stmts, on q. It
-// passes op.Now as the time with callerClock.
-func decide(ctx context.Context, q querier, stmts map[variant]statements, callerClock bool, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+// statement returns the SQL of op under p among stmts, and its arguments
+// on key. It passes op.Now as the time with callerClock.
+func statement(stmts map[variant]statements, callerClock bool, key string, p *sluice.Params, op sluice.Op) (string, []any) {
 	v := stmts[variantOf(p)]
 	sql := v.apply
 	switch op.Verb {
@@ -224,10 +220,14 @@ func decide(ctx context.Context, q querier, stmts map[variant]statements, caller
 	case sluice.VerbAtMost:
 		sql = v.atMost
 	}
+	return sql, args(key, p, op, callerClock)
+}
+
+// scanDecision reads the decision a statement on key under p returned.
+func scanDecision(row pgx.Row, key string, p *sluice.Params) (sluice.Decision, error) {
 	d := sluice.Decision{Limit: p.Limit}
 	var retry, reset, delay int64
-	err := q.QueryRow(ctx, sql, args(key, p, op, callerClock)...).Scan(
-		&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked)
+	err := row.Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
