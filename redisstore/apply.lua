@@ -83,8 +83,8 @@ end
 -- function, and its key's state (Time as stS, stN; A; B; the sliding
 -- log's entries; Until as stUS, stUN, zero for none).
 local kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN
-local step
-local steps = {}
+local step, fillUp
+local steps, fillUps = {}, {}
 local stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
 
 -- Time pairs: s seconds and n nanoseconds, 0 <= n < 1e9. Seconds may be
@@ -164,7 +164,12 @@ local function fill(level, c)
   return level
 end
 
--- The algorithms. Each is a function of the verb, the cost, the op's
+-- The algorithms. Each section registers its step function in steps and,
+-- for counted denials, the function that fills a key up to its limit in
+-- fillUps (the fixed window and the sliding log have none: an Allow of
+-- what is left fills them).
+--
+-- A step is a function of the verb, the cost, the op's
 -- instant (Op.At) and a reservation's maximum delay (pairs), since a
 -- decision may run several of them (a partial grant, a penalty, a
 -- group); each updates the state as the Go step does (clearing Until
@@ -346,6 +351,18 @@ end
 
 steps.meter = meter
 
+-- fillUp is the meter's part of Go's fillUp: full at now, on the level's
+-- line through (now, limit), kept at the point if that lies after now and
+-- the line is higher there.
+fillUps.meter = function()
+  if not tless(nowS, nowN, stS, stN) then
+    stA = fmax(levelAt(stS, stN, stA, nowS, nowN), limit)
+    stS, stN, stB, stUS, stUN = nowS, nowN, 0, 0, 0
+  else
+    stA = fmax(stA, levelAt(nowS, nowN, limit, stS, stN))
+  end
+end
+
 -- @section gcra
 
 -- round is Go's math.Round (half away from zero) for x >= 0.
@@ -409,6 +426,12 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
 end
 
 steps.gcra = gcra
+
+-- fillUp is the GCRA's part of Go's fillUp: full at now.
+fillUps.gcra = function()
+  local fs, fn = tadd(nowS, nowN, round(limit * interval))
+  stS, stN = tmax(stS, stN, fs, fn)
+end
 
 -- @section intervalRefill
 
@@ -545,6 +568,17 @@ end
 
 steps.intervalRefill = intervalRefill
 
+-- fillUp is the interval refill's part of Go's fillUp: full at now, never
+-- lowering what is in use (a cancel may leave more than the burst).
+fillUps.intervalRefill = function()
+  local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
+  if not tless(nowS, nowN, ls, ln) then
+    stS, stN, stA, stB, stUS, stUN = ls, ln, fmax(used, limit), 0, 0, 0
+  else
+    stA = fmax(used, limit - usedAt(0, ls, ln))
+  end
+end
+
 -- @section fixedWindow
 
 local function fixedWindow(verb, cost)
@@ -661,19 +695,26 @@ local function counterAdmitAt(startS, startN, cur, prev, cost)
   return tadd(startS, startN, interval + ceilNanos(interval * (1 - r)))
 end
 
-local function slidingCounter(verb, cost)
-  local allowed, retryS, retryN, resetS, resetN = false, nil, nil, nil, nil
-  local w = interval
+-- counterWindow returns the state's window as seen now: its start, and
+-- its count and the previous window's, rolled over to now's window.
+local function counterWindow()
   local startS, startN, cur, prev = stS, stN, stA, stB
   local ws, wn = windowStart()
   if tless(startS, startN, ws, wn) then
-    if tdiff(ws, wn, startS, startN) == w then
+    if tdiff(ws, wn, startS, startN) == interval then
       prev = cur
     else
       prev = 0
     end
     startS, startN, cur = ws, wn, 0
   end
+  return startS, startN, cur, prev
+end
+
+local function slidingCounter(verb, cost)
+  local allowed, retryS, retryN, resetS, resetN = false, nil, nil, nil, nil
+  local w = interval
+  local startS, startN, cur, prev = counterWindow()
   local elapsed = fmax(tdiff(nowS, nowN, startS, startN), 0)
   local estimate = cur + prev * (w - elapsed) / w
   local atS, atN = counterAdmitAt(startS, startN, cur, prev, cost)
@@ -696,6 +737,15 @@ end
 
 steps.slidingCounter = slidingCounter
 
+-- fillUp is the sliding counter's part of Go's fillUp: the room left,
+-- added to the current window.
+fillUps.slidingCounter = function(d)
+  if d.remaining > 0 then
+    local startS, startN, cur, prev = counterWindow()
+    stS, stN, stA, stB, stUS, stUN = startS, startN, cur + d.remaining, prev, 0, 0
+  end
+end
+
 -- @section decide
 
 -- use makes limit i (from 1) the one decided: its Params and its step
@@ -709,7 +759,7 @@ local function use(i)
   kind, variant, countDenied, slack = k, v == 1, cd == 1, limit * TOLERANCE
   local name = STEPS[kind]
   if kind == TOKEN and variant then name = 'intervalRefill' end
-  step = name and steps[name]
+  step, fillUp = name and steps[name], name and fillUps[name]
   return cost, atS, atN
 end
 
@@ -774,53 +824,60 @@ local function decideKind(verb, cost, atS, atN, mdS, mdN)
   return d
 end
 
--- keepBlock is Go's keepBlock: the block ending at the pair u (nil for
--- none) kept in the state and in the decision's reset after.
-local function keepBlock(d, uS, uN)
-  if not uS then
-    stUS, stUN = 0, 0
-    return
+-- countDenial is Go's fillUp: a denied request recorded as far as the
+-- limit allows, the key full at now; then d says when the request would
+-- be admitted from the full key, decided again on a copy of it.
+local function countDenial(verb, cost, atS, atN, mdS, mdN, d)
+  if fillUp then
+    fillUp(d)
+  elseif d.remaining > 0 then -- the fixed window and the sliding log: the room fits
+    decideKind(ALLOW, d.remaining, 0, 0, 0, 0)
   end
-  stUS, stUN = uS, uN
-  d.eS, d.eN = tmax(d.eS, d.eN, tsub(uS, uN, nowS, nowN))
+  local again = verb
+  if again == ALLOW then again = CHECK end
+  local s, n, a, b, log, us, un = stS, stN, stA, stB, stLog, stUS, stUN
+  local e = decideKind(again, cost, atS, atN, mdS, mdN)
+  stS, stN, stA, stB, stLog, stUS, stUN = s, n, a, b, log, us, un
+  d.used, d.remaining, d.rS, d.rN, d.eS, d.eN = e.used, e.remaining, e.rS, e.rN, e.eS, e.eN
 end
 
 -- decideStrict is Go's decideStrict: the algorithm behind a penalty's
--- block, with denials counted. (Go restores the state after an Allow
--- decided as a check; a check changes no state here, so there is nothing
--- to restore.)
+-- block, with denials counted. While a block lasts, an Allow or a check
+-- is denied, describing the key as it stands; a reservation books no
+-- earlier than the block's end; a fill-up records but does not fit. A
+-- step that records nothing leaves the block as it was.
 local function decideStrict(verb, cost, atS, atN, mdS, mdN)
   local uS, uN = stUS, stUN
   if not tless(nowS, nowN, uS, uN) then uS, uN = nil, nil end -- ended: not blocked
-  local kverb = verb
-  if uS then
-    if verb == ALLOW then
-      kverb = CHECK
-    elseif verb == RESERVE then
-      atS, atN = tmax(atS, atN, uS, uN)
+  local keptS, keptN = stUS, stUN
+  local d
+  if uS and (verb == ALLOW or verb == CHECK) then
+    d = decideKind(CHECK, cost, 0, 0, 0, 0)
+    if d.allowed then
+      -- The cost would fit but for the block: the key as it stands.
+      local rS, rN = d.rS, d.rN
+      d = decideKind(CHECK, 0, 0, 0, 0, 0)
+      d.rS, d.rN = rS, rN
     end
-  end
-  local d = decideKind(kverb, cost, atS, atN, mdS, mdN)
-  if uS then
-    d.blocked = true
-    if verb == ALLOW or verb == CHECK or verb == FILL then
+    d.allowed = false
+    d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN))
+  elseif uS and verb == RESERVE then
+    local ks, kn = tmax(atS, atN, uS, uN)
+    d = decideKind(RESERVE, cost, ks, kn, mdS, mdN)
+  else
+    d = decideKind(verb, cost, atS, atN, mdS, mdN)
+    if uS and verb == FILL then
       d.allowed = false
       d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN))
     end
   end
-  if d.allowed or (verb ~= ALLOW and verb ~= RESERVE and verb ~= FILL) then
-    keepBlock(d, uS, uN)
-    return d
+  d.blocked = uS ~= nil
+  local overflow = not d.allowed and (verb == ALLOW or verb == RESERVE or verb == FILL)
+  if overflow and countDenied and verb ~= FILL then
+    countDenial(verb, cost, atS, atN, mdS, mdN, d)
+    if uS then d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN)) end
   end
-  -- An overflow: a denied Allow or reservation, or a fill-up that did not
-  -- fit.
-  if countDenied and verb ~= FILL and d.remaining > 0 then
-    -- As much of the cost as fits is recorded: the key is full.
-    local full = decideKind(ALLOW, d.remaining, 0, 0, 0, 0)
-    d.used, d.remaining = full.used, full.remaining
-    d.eS, d.eN = tmax(d.eS, d.eN, full.eS, full.eN)
-  end
-  if (penS > 0 or penN > 0) and not uS then
+  if overflow and (penS > 0 or penN > 0) and not uS then
     uS, uN = tplus(nowS, nowN, penS, penN)
     d.blocked = true
     -- Retry once the block ends; a reservation as long as this one would
@@ -831,7 +888,15 @@ local function decideStrict(verb, cost, atS, atN, mdS, mdN)
       d.rS, d.rN = tmax(d.rS, d.rN, tsub(penS, penN, mdS, mdN))
     end
   end
-  keepBlock(d, uS, uN)
+  if uS then
+    -- No store forgets a key before its block ends.
+    d.eS, d.eN = tmax(d.eS, d.eN, tsub(uS, uN, nowS, nowN))
+  end
+  if records(verb, d) then
+    stUS, stUN = uS or 0, uN or 0
+  else
+    stUS, stUN = keptS, keptN -- recording nothing, a step changes nothing
+  end
   return d
 end
 
