@@ -1007,16 +1007,27 @@ for i = 1, n do
   present[i], costs[i], ats[i] = p, cost, {atS, atN}
 end
 
--- run decides limit i on its key's state as the previous decision on it
--- left it, and writes the state back when the decision records.
-local function run(i, verb, cost, atS, atN, mdS, mdN)
+-- decideOn decides limit i on its key's state as the previous decision
+-- on it left it, and leaves the state it makes in st*.
+local function decideOn(i, verb, cost, atS, atN, mdS, mdN)
   use(i)
   stS, stN, stA, stB, stLog, stUS, stUN = unpack(states[i])
-  local d = decide(verb, cost, atS, atN, mdS, mdN)
+  return decide(verb, cost, atS, atN, mdS, mdN)
+end
+
+-- keep writes the state that decision d on verb left in st* back to key
+-- i (the limit in use), if d records.
+local function keep(i, verb, d)
   if records(verb, d) then
     present[i] = write(i, present[i], d)
     states[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
   end
+end
+
+-- run decides limit i and keeps what it records.
+local function run(i, verb, cost, atS, atN, mdS, mdN)
+  local d = decideOn(i, verb, cost, atS, atN, mdS, mdN)
+  keep(i, verb, d)
   return d
 end
 
@@ -1057,6 +1068,30 @@ local group, best
 if verb == CANCEL then
   for i = 1, n do each[i] = run(i, CANCEL, costs[i], ats[i][1], ats[i][2], 0, 0) end
   group, best = combine(each)
+elseif verb == ALLOW then
+  -- In one pass, as the memory store decides it: an Allow admits exactly
+  -- when a check of it would, so every limit is decided as Allow on its
+  -- state, and what each made is kept only where DecideGroup's second
+  -- pass would run that same Allow: everywhere if all admit, else on the
+  -- limits that deny. The others check a zero cost on their key as it was.
+  local all, made = true, {}
+  for i = 1, n do
+    each[i] = decideOn(i, ALLOW, costs[i], ats[i][1], ats[i][2], delayS, delayN)
+    made[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
+    all = all and each[i].allowed
+  end
+  for i = 1, n do
+    if all or not each[i].allowed then
+      use(i)
+      stS, stN, stA, stB, stLog, stUS, stUN = unpack(made[i])
+      keep(i, ALLOW, each[i])
+    else
+      -- Admitted by this limit, not by the group: its decision
+      -- describes the key as the request leaves it, untouched.
+      each[i] = run(i, CHECK, 0, 0, 0, 0, 0)
+    end
+  end
+  group, best = combine(each)
 else
   -- Check every limit; latest is until every one would admit.
   local all = true
@@ -1086,14 +1121,9 @@ else
     group, best = combine(each)
     if not fits then group.rS, group.rN = retryS, retryN end
   else
+    -- A check decides as Allow would, recording nothing.
     for i = 1, n do
-      if not all and each[i].allowed then
-        -- Admitted by this limit, not by the group: its decision
-        -- describes the key as the request leaves it, untouched.
-        each[i] = run(i, CHECK, 0, 0, 0, 0, 0)
-      elseif verb == ALLOW then
-        each[i] = run(i, ALLOW, costs[i], ats[i][1], ats[i][2], delayS, delayN)
-      end
+      if not all and each[i].allowed then each[i] = run(i, CHECK, 0, 0, 0, 0, 0) end
     end
     group, best = combine(each)
   end
