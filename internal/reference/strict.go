@@ -177,10 +177,11 @@ func (s *Strict) overflow(op sluice.Op, d Decision, until int64) StrictDecision 
 	// (after the fill), the block's end, and a reservation's own earliest
 	// instant, less its MaxDelay.
 	fit := now
-	if check := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: op.Cost, Now: now}); !check.Allowed {
+	check := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: op.Cost, Now: now})
+	if !check.Allowed {
 		fit += check.RetryAfter
-		d.Drain = max(d.Drain, check.Drain)
 	}
+	d.Margin, d.Drain = min(d.Margin, check.Margin), max(d.Drain, check.Drain)
 	at := max(fit, until)
 	if op.Verb == sluice.VerbReserve {
 		at = max(at, op.At) - op.MaxDelay
@@ -247,8 +248,11 @@ func (s *Strict) held(cost float64, now, until int64) Decision {
 		Used:       zero.Used,
 		RetryAfter: max(fit, until) - now,
 		ResetAfter: zero.ResetAfter,
-		Margin:     zero.Margin,
-		Drain:      max(zero.Drain, check.Drain),
+		// Near a threshold of the cost's check, the instant the algorithm
+		// admits it jumps (from now to an entry leaving, a refill), and so
+		// may RetryAfter.
+		Margin: min(zero.Margin, check.Margin),
+		Drain:  max(zero.Drain, check.Drain),
 	}
 }
 
