@@ -792,3 +792,31 @@ func TestCountedDenialsLetAFloodThroughAtEachRefillOfAnIntervalRefillBucket(t *t
 		})
 	}
 }
+
+// TestACountedDenialOfAReservationInABlockSaysWhenItWouldBook: a refused
+// reservation's RetryAfter is when a reservation with the same MaxDelay
+// would be booked. In a block it is booked no earlier than the block's
+// end, so it books once the end comes within its MaxDelay: the end less
+// the MaxDelay, not the end, with denials counted as without.
+func TestACountedDenialOfAReservationInABlockSaysWhenItWouldBook(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	for _, count := range []bool{false, true} {
+		p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: 100 * ms, Penalty: 1000 * ms, CountDenied: count}
+		now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixNano()
+		st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 5, Now: now})
+		require.NoError(t, err)
+		st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+		require.NoError(t, err)
+		require.True(t, d.Blocked, "blocked for a second")
+		reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 300 * ms}
+		st, d, err = p.Step(st, reserve)
+		require.NoError(t, err)
+		require.False(t, d.Allowed, "the block ends beyond the MaxDelay")
+		require.Equal(t, 700*time.Millisecond, d.RetryAfter, "denials counted: %v", count)
+		reserve.Now += int64(d.RetryAfter)
+		_, d, err = p.Step(st, reserve)
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "booked when told, denials counted: %v", count)
+		require.Equal(t, 300*time.Millisecond, d.Delay)
+	}
+}
