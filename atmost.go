@@ -13,7 +13,7 @@ import (
 // cost, if it is less than one). Any finite cost that is not negative is
 // accepted, also one above the limit.
 func (l *limiter) AllowAtMost(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, VerbAtMost, cost, &d)
+	err = l.do(ctx, key, Op{Verb: VerbAtMost, Cost: cost, Now: l.clock.now()}, &d)
 	return d, err
 }
 

@@ -51,7 +51,7 @@ func NewLeakyBucket(capacity float64, leak Rate, opts ...Option) (*LeakyBucket, 
 // cost fitted. A cost larger than the capacity is allowed here: it fills
 // the bucket.
 func (b *LeakyBucket) Fillup(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = b.do(ctx, key, VerbFill, cost, &d)
+	err = b.do(ctx, key, Op{Verb: VerbFill, Cost: cost, Now: b.clock.now()}, &d)
 	return d, err
 }
 

@@ -94,14 +94,14 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 // non-nil only for invalid input ([ErrInvalidCost], [ErrCostExceedsLimit])
 // or a failing store, never for a denial.
 func (l *limiter) Allow(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, VerbAllow, cost, &d)
+	err = l.do(ctx, key, Op{Verb: VerbAllow, Cost: cost, Now: l.clock.now()}, &d)
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 // Use CanAccept(ctx, key, 0) to read a key's remaining allowance.
 func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, VerbCheck, cost, &d)
+	err = l.do(ctx, key, Op{Verb: VerbCheck, Cost: cost, Now: l.clock.now()}, &d)
 	return d, err
 }
 
@@ -140,12 +140,7 @@ func (l *limiter) Close() error {
 // Without an observer, the decision costs one comparison more than it
 // would without the feature: op.Now, read anyway, is when the decision
 // began, and the clock is read again only for an observer.
-func (l *limiter) do(ctx context.Context, key string, verb Verb, cost float64, d *Decision) error {
-	return l.decide(ctx, key, Op{Verb: verb, Cost: cost, Now: l.clock.now()}, d)
-}
-
-// decide is do for an op of any verb, whose Now is set.
-func (l *limiter) decide(ctx context.Context, key string, op Op, d *Decision) (err error) {
+func (l *limiter) do(ctx context.Context, key string, op Op, d *Decision) (err error) {
 	if !l.params.usual(op) {
 		if err = l.params.checkOp(op); err != nil {
 			d.Limit = l.params.Limit

@@ -180,7 +180,7 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 	if now >= r.act {
 		return nil
 	}
-	if g.first.timeout <= 0 && ctx.Done() == nil {
+	if g.mem == nil && g.first.timeout <= 0 && ctx.Done() == nil { // memory never hangs
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
@@ -189,11 +189,8 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 	for i, l := range g.limits {
 		ops[i] = GroupOp{Key: r.keys[i], Params: &l.params, Op: Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.Limits[i].At}}
 	}
-	if _, err := g.apply(ctx, ops[:len(r.keys)]); err != nil {
-		r.given.Store(false)
-		return err
-	}
-	return nil
+	_, err := g.apply(ctx, ops[:len(r.keys)]) // at most once, as Reservation.Cancel
+	return err
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all

@@ -267,11 +267,23 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 // fill in *d, which must be zero; pointers rather than values keep the hot
 // path free of copies.
 func (p *Params) step(s *State, op Op, d *Decision) {
+	// Small enough to be inlined: the common decision makes one call, to
+	// decideKind, as it did before penalties and partial grants.
+	if op.Verb == VerbAtMost || p.Penalty > 0 || p.CountDenied {
+		p.stepSpecial(s, op, d)
+		return
+	}
+	p.decideKind(s, op, d)
+}
+
+// stepSpecial is step for a partial grant, or under a penalty or with
+// denials counted.
+func (p *Params) stepSpecial(s *State, op Op, d *Decision) {
 	if op.Verb == VerbAtMost {
 		p.stepAtMost(s, op, d)
 		return
 	}
-	p.decide(s, op, d)
+	p.decideStrict(s, op, d)
 }
 
 // decide runs the algorithm for every verb but VerbAtMost, which is made

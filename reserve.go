@@ -49,7 +49,7 @@ func (l *limiter) Reserve(ctx context.Context, key string, cost float64, maxDela
 func (l *limiter) reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration, r *Reservation) error {
 	r.l, r.key, r.cost = l, key, cost
 	op := Op{Verb: VerbReserve, Cost: cost, Now: l.clock.now(), MaxDelay: int64(maxDelay)}
-	err := l.decide(ctx, key, op, &r.Decision)
+	err := l.do(ctx, key, op, &r.Decision)
 	r.act = op.Now + int64(r.Delay)
 	return err
 }
@@ -106,13 +106,13 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if now >= r.act {
 		return nil
 	}
-	if l.timeout <= 0 && ctx.Done() == nil {
+	if l.mem == nil && l.timeout <= 0 && ctx.Done() == nil { // memory never hangs
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
 	}
 	var d Decision
-	return l.decide(ctx, r.key, Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
+	return l.do(ctx, r.key, Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
 }
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on
