@@ -26,7 +26,6 @@ type StrictKey struct {
 	// windows holds, for each booking, the key's State.Time after it:
 	// for the fixed window, the start of the window it was counted in.
 	windows []int64
-	denials int
 }
 
 // NewStrictKey returns a fresh key of the algorithm p describes.
@@ -44,9 +43,6 @@ func (k *StrictKey) DecidedInBlock(i int) int64 { return k.decided[i] }
 // be a denied request.
 func (k *StrictKey) Window(i int) int64 { return k.windows[i] }
 
-// Denials returns how many requests the key denied.
-func (k *StrictKey) Denials() int { return k.denials }
-
 // do runs op on the key, as Key.do does, and records a block it starts
 // and the block each booking was decided in.
 func (k *StrictKey) do(op sluice.Op) (sluice.Decision, error) {
@@ -62,9 +58,6 @@ func (k *StrictKey) do(op sluice.Op) (sluice.Decision, error) {
 	for range k.bookings[n:] {
 		k.decided = append(k.decided, until)
 		k.windows = append(k.windows, k.state.Time)
-	}
-	if !d.Allowed && op.Verb != sluice.VerbCancel {
-		k.denials++
 	}
 	if next := k.state.Until; until == 0 && next > op.Now {
 		k.blocks = append(k.blocks, Block{From: op.Now, Until: next})
