@@ -21,6 +21,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 		until = 0 // ended: the key is not blocked
 	}
 	kept := *s
+	kop := op // the op the algorithm decides
 	switch {
 	case until != 0 && (op.Verb == VerbAllow || op.Verb == VerbCheck):
 		p.decideKind(s, Op{Verb: VerbCheck, Cost: op.Cost, Now: op.Now}, d)
@@ -35,8 +36,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 		d.Allowed = false
 		d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
 	case until != 0 && op.Verb == VerbReserve:
-		kop := op
-		kop.At = max(op.At, until)
+		kop.At = max(op.At, until) // no earlier than the block's end
 		p.decideKind(s, kop, d)
 	default:
 		p.decideKind(s, op, d)
@@ -48,9 +48,13 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 	d.Blocked = until != 0
 	overflow := !d.Allowed && (op.Verb == VerbAllow || op.Verb == VerbReserve || op.Verb == VerbFill)
 	if overflow && p.CountDenied && op.Verb != VerbFill {
-		p.fillUp(s, op, d)
+		p.fillUp(s, kop, d)
 		if until != 0 {
-			d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
+			wait := time.Duration(until - op.Now)
+			if op.Verb == VerbReserve {
+				wait -= time.Duration(op.MaxDelay) // until a reservation as long would book
+			}
+			d.RetryAfter = max(d.RetryAfter, wait)
 		}
 	}
 	if overflow && p.Penalty > 0 && until == 0 {
