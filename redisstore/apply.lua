@@ -862,8 +862,8 @@ local function decideStrict(verb, cost, atS, atN, mdS, mdN)
     d.allowed = false
     d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN))
   elseif uS and verb == RESERVE then
-    local ks, kn = tmax(atS, atN, uS, uN)
-    d = decideKind(RESERVE, cost, ks, kn, mdS, mdN)
+    atS, atN = tmax(atS, atN, uS, uN) -- no earlier than the block's end
+    d = decideKind(RESERVE, cost, atS, atN, mdS, mdN)
   else
     d = decideKind(verb, cost, atS, atN, mdS, mdN)
     if uS and verb == FILL then
@@ -874,8 +874,19 @@ local function decideStrict(verb, cost, atS, atN, mdS, mdN)
   d.blocked = uS ~= nil
   local overflow = not d.allowed and (verb == ALLOW or verb == RESERVE or verb == FILL)
   if overflow and countDenied and verb ~= FILL then
+    -- Decided again as the algorithm decided it: a reservation from the
+    -- block's end.
     countDenial(verb, cost, atS, atN, mdS, mdN, d)
-    if uS then d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN)) end
+    if uS then
+      -- Until the block ends; a reservation as long as this one would
+      -- book MaxDelay before that.
+      local wS, wN = tsub(uS, uN, nowS, nowN)
+      if verb ~= RESERVE then
+        d.rS, d.rN = tmax(d.rS, d.rN, wS, wN)
+      elseif tless(mdS, mdN, wS, wN) then
+        d.rS, d.rN = tmax(d.rS, d.rN, tsub(wS, wN, mdS, mdN))
+      end
+    end
   end
   if overflow and (penS > 0 or penN > 0) and not uS then
     uS, uN = tplus(nowS, nowN, penS, penN)
