@@ -209,6 +209,10 @@ func (s *Strict) fill(now int64, d Decision) Decision {
 	if room <= 0 {
 		return d
 	}
+	// Whether there is room at all is a threshold: a float amount within
+	// rounding of the limit may leave none, and a fill of a hair still
+	// changes a window's or a log's reset.
+	d.Margin = min(d.Margin, room/s.limitF)
 	fits := func(c float64) bool {
 		return c > 0 && c <= s.limitF && s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: c, Now: now}).Allowed
 	}
@@ -229,8 +233,10 @@ func (s *Strict) fill(now int64, d Decision) Decision {
 		}
 		c = next
 	}
+	// The fill lies on its threshold by design (the key ends full): its
+	// own margin says nothing of this decision's.
 	full := s.inner.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: c, Now: now})
-	d.Used, d.ResetAfter, d.Margin = full.Used, full.ResetAfter, min(d.Margin, full.Margin)
+	d.Used, d.ResetAfter = full.Used, full.ResetAfter
 	d.Drain = max(d.Drain, full.Drain)
 	return d
 }
