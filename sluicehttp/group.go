@@ -20,8 +20,10 @@ type Policy struct {
 	// Key keys requests for this policy; nil uses the middleware's key
 	// ([WithKey], by default the client's IP). A global cap keys every
 	// request alike: func(*http.Request) (string, error) { return "all", nil }.
-	// The store sees the key behind the policy's name and a colon
-	// ("day:203.0.113.7"), so that policies keyed alike keep apart.
+	// The store sees the key as a hash tag followed by the policy's name
+	// ("{203.0.113.7}:day"), so that policies keyed alike keep apart, and
+	// a client's keys share one slot of a Redis Cluster (a global cap's key
+	// is in a slot of its own: see docs/redis.md).
 	Key KeyFunc
 }
 
@@ -118,7 +120,7 @@ func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *htt
 			g.fail(next, w, r, fmt.Errorf("%w: %w", ErrKey, err), false, false)
 			return
 		}
-		keys[i] = p.name + ":" + key
+		keys[i] = "{" + key + "}:" + p.name
 	}
 	cost, costErr := g.costOf(r)
 	d, turn, err := g.decide(r.Context(), keys, cost, costErr)

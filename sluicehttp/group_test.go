@@ -68,7 +68,7 @@ func TestAGroupMiddlewareChargesEveryPolicyOnlyForWhatItServes(t *testing.T) {
 	defer srv.Close()
 	codes, last := get(t, srv.URL, 8)
 	require.Equal(t, []int{404, 404, 404, 404, 404, 429, 429, 429}, codes)
-	d, err := daily.CanAccept(context.Background(), "day:127.0.0.1", 0)
+	d, err := daily.CanAccept(context.Background(), "{127.0.0.1}:day", 0)
 	require.NoError(t, err)
 	require.Equal(t, 995.0, d.Remaining, "only what was served")
 	require.Equal(t, []string{`"day";q=1000;w=86400`, `"burst";q=5;w=5`}, last.Header.Values("RateLimit-Policy"))

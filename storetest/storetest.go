@@ -392,7 +392,8 @@ func IdenticalDecision(want, got sluice.Decision) bool {
 		math.Float64bits(want.Remaining) == math.Float64bits(got.Remaining) &&
 		want.RetryAfter == got.RetryAfter && want.ResetAfter == got.ResetAfter &&
 		want.Delay == got.Delay && want.At == got.At &&
-		math.Float64bits(want.Granted) == math.Float64bits(got.Granted)
+		math.Float64bits(want.Granted) == math.Float64bits(got.Granted) &&
+		want.Blocked == got.Blocked
 }
 
 // RequireIdenticalDecision fails t unless IdenticalDecision(want, got).
@@ -431,6 +432,8 @@ func difference(p sluice.Params, want, got sluice.Decision) string {
 		return "At"
 	case math.Abs(want.Granted-got.Granted) > tol:
 		return "Granted"
+	case want.Blocked != got.Blocked:
+		return "Blocked"
 	}
 	return ""
 }

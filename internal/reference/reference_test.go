@@ -103,7 +103,7 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 		allowed           bool
 		retry, resetAfter int64
 		delay             int64 // At is then t0 + at + delay, or else
-		mark              int64 // t0 + mark, for a booking from a later instant
+		noAt              bool  // booked from a later instant than needed: no At to cancel by
 		granted           float64
 	}
 	allow, reserve, cancel, atMost := sluice.VerbAllow, sluice.VerbReserve, sluice.VerbCancel, sluice.VerbAtMost
@@ -134,12 +134,13 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 		{"GCRA 10/s burst 5, booked from a later instant", sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10}, []step{
 			{verb: allow, cost: 5, allowed: true, resetAfter: s / 2},
 			// Due at 100ms, booked from 300ms as an arrival then: the TAT
-			// becomes max(500ms, 300ms) + 100ms, marked 100ms.
-			{verb: reserve, cost: 1, maxDelay: s, from: 3 * s / 10, allowed: true, resetAfter: 6 * s / 10, delay: 3 * s / 10, mark: s / 10},
+			// becomes max(500ms, 300ms) + 100ms, which a later booking's
+			// could be: no At, and nothing to give back.
+			{verb: reserve, cost: 1, maxDelay: s, from: 3 * s / 10, allowed: true, resetAfter: 6 * s / 10, delay: 3 * s / 10, noAt: true},
 			{verb: reserve, cost: 1, maxDelay: s / 2, from: 6 * s / 10, retry: s / 10, resetAfter: 6 * s / 10},
-			{verb: cancel, cost: 1, booked: s / 10, allowed: true, resetAfter: s/2 + 1},
+			{verb: cancel, cost: 1, resetAfter: 6 * s / 10}, // with the At it was given: none
 			// From rest, a later instant is an arrival then.
-			{verb: reserve, cost: 1, at: 10 * s, maxDelay: s, from: 10*s + s/2, allowed: true, resetAfter: 6 * s / 10, delay: s / 2, mark: 10*s + s/10 + s/2 - s/2},
+			{verb: reserve, cost: 1, at: 10 * s, maxDelay: s, from: 10*s + s/2, allowed: true, resetAfter: 6 * s / 10, delay: s / 2, noAt: true},
 		}},
 		{"leaky bucket 3 leaking 1.5/s", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}, []step{
 			{verb: allow, cost: 3, allowed: true, resetAfter: 2 * s},
@@ -183,8 +184,8 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 		{"token bucket 4/s burst 10, interval refill, booked from a later instant", sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true}, []step{
 			{verb: allow, cost: 10, allowed: true, resetAfter: 3 * s},
 			// Due at the refill at 1s, booked from 1.5s: the point is that
-			// refill's, which marks the booking.
-			{verb: reserve, cost: 4, maxDelay: 2 * s, from: 3 * s / 2, allowed: true, resetAfter: 4 * s, delay: 3 * s / 2, mark: s},
+			// refill's, before the booking's instant: no At.
+			{verb: reserve, cost: 4, maxDelay: 2 * s, from: 3 * s / 2, allowed: true, resetAfter: 4 * s, delay: 3 * s / 2, noAt: true},
 			{verb: reserve, cost: 4, maxDelay: 2 * s, allowed: true, resetAfter: 5 * s, delay: 2 * s},
 			{verb: cancel, cost: 4, booked: s, resetAfter: 5 * s}, // a later booking exists
 		}},
@@ -211,8 +212,8 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 				require.Equal(t, st.resetAfter, d.ResetAfter, "step %d ResetAfter", i)
 				require.Equal(t, st.delay, d.Delay, "step %d Delay", i)
 				switch {
-				case st.mark != 0:
-					require.Equal(t, t0+st.mark, d.At, "step %d At", i)
+				case st.noAt:
+					require.Zero(t, d.At, "step %d At", i)
 				case st.delay > 0:
 					require.Equal(t, op.Now+st.delay, d.At, "step %d At", i)
 				default:
