@@ -51,9 +51,11 @@ type algorithm struct {
 	// mark.
 	books bool
 	at    string
-	// nanos reports whether the steps read the cost in nanoseconds too,
-	// cn (Params.gcraNanos): the GCRA's.
-	nanos bool
+	// fill is Params.fillUp: the state (time, a, b, log times and costs)
+	// of the key filled to its limit at now, from the columns of the
+	// steps on a request that is not a cancel, and the Remaining of its
+	// decision, rem.
+	fill func(rem string) [5]string
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
 	// The state the step returns for a recorded request.
@@ -245,6 +247,17 @@ func meter() algorithm {
 		books: true,
 		at:    "fit_at",
 		time:  "t1", a: "a1", b: "0", logTimes: noLog, logCosts: noCosts,
+		// Full at now: the level's line through (now, limit), kept at the
+		// point if that lies after now and the line is higher there;
+		// never lower than the level.
+		fill: func(string) [5]string {
+			return [5]string{
+				"CASE WHEN t0 <= now THEN now ELSE t0 END",
+				"CASE WHEN t0 <= now THEN greatest(" + levelAt("t0", "a0", "now", "drained") + ", lim) ELSE greatest(a0, " + levelAt("now", "lim", "t0", drain("lim")) + ") END",
+				"CASE WHEN t0 <= now THEN 0::float8 ELSE b0 END",
+				noLog, noCosts,
+			}
+		},
 	}
 }
 
@@ -275,8 +288,9 @@ func gcra() algorithm {
 		books: true,
 		// Booked later than the GCRA needed, the TAT is not the instant
 		// plus the tolerance: the booking cannot be given back.
-		at:    "CASE WHEN later THEN 0 ELSE fit_at END",
-		nanos: true,
+		at: "CASE WHEN later THEN 0 ELSE fit_at END",
+		// Full at now: a TAT a burst ahead, never earlier.
+		fill: func(string) [5]string { return [5]string{"greatest(t0, now + tau)", "a0", "b0", noLog, noCosts} },
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
 		// again.
@@ -332,6 +346,17 @@ func intervalRefill() algorithm {
 		a:        "CASE WHEN takes AND (used > 0 OR last > now) THEN used ELSE a_in END",
 		b:        "CASE WHEN takes AND (used > 0 OR last > now) THEN 0 ELSE b0 END",
 		logTimes: noLog, logCosts: noCosts,
+		// Every token in use at now: at the point seen at now, or, after
+		// now, as many as the refills before it leave room for; never
+		// fewer than are.
+		fill: func(string) [5]string {
+			return [5]string{
+				"pt_last",
+				"CASE WHEN pt_last <= now THEN greatest(pt_used, lim) ELSE greatest(pt_used, lim - ((pt_last - now + iv - 1) / iv)::float8 * am) END",
+				"CASE WHEN pt_last <= now THEN 0::float8 ELSE b0 END",
+				noLog, noCosts,
+			}
+		},
 	}
 }
 
@@ -358,6 +383,16 @@ func fixedWindow(anchored bool) algorithm {
 		retry:   "CASE WHEN ok THEN 0 ELSE " + after("start + iv") + " END",
 		reset:   "CASE WHEN count1 > 0 THEN " + after("start + iv") + " ELSE 0 END",
 		time:    "start", a: "count1", b: "0", logTimes: noLog, logCosts: noCosts,
+		// An Allow of the room left, rem, which fits.
+		fill: func(rem string) [5]string {
+			fits := "(" + rem + " > 0 AND count0 + " + rem + " - lim <= slack)"
+			return [5]string{
+				"CASE WHEN " + fits + " THEN start ELSE t0 END",
+				"CASE WHEN NOT " + fits + " THEN a0 WHEN count0 + " + rem + " >= full_at THEN lim ELSE count0 + " + rem + " END",
+				"CASE WHEN " + fits + " THEN 0::float8 ELSE b0 END",
+				noLog, noCosts,
+			}
+		},
 	}
 }
 
@@ -390,6 +425,15 @@ func slidingCounter() algorithm {
 		retry:   "CASE WHEN ok THEN 0 ELSE " + after("admit_at") + " END",
 		reset:   "CASE WHEN cur > 0 THEN " + after("start + 2 * iv") + " WHEN prev > 0 THEN " + after("start + iv") + " ELSE 0 END",
 		time:    "start", a: "cur", b: "prev", logTimes: noLog, logCosts: noCosts,
+		// The room left, rem, counted in the window of now.
+		fill: func(rem string) [5]string {
+			return [5]string{
+				"CASE WHEN " + rem + " > 0 THEN start ELSE t0 END",
+				"CASE WHEN " + rem + " > 0 THEN cur0 + " + rem + " ELSE a0 END",
+				"CASE WHEN " + rem + " > 0 THEN prev ELSE b0 END",
+				noLog, noCosts,
+			}
+		},
 	}
 }
 
@@ -437,5 +481,18 @@ func slidingLog() algorithm {
 		logCosts: `CASE WHEN NOT grows THEN lc
 			WHEN n > 0 AND n >= maxe THEN live_c[1:n - 1] || (live_c[n] + cost)
 			ELSE live_c || cost END`,
+		// An Allow of the room left, rem, which fits: recorded as the
+		// request's cost would be.
+		fill: func(rem string) [5]string {
+			grows := "(" + rem + " > 0 AND total0 + " + rem + " - lim <= slack)"
+			return [5]string{"t0", "a0", "b0",
+				`CASE WHEN NOT ` + grows + ` THEN lt
+				WHEN n > 0 AND n >= maxe THEN live_t[1:n - 1] || entry_t
+				ELSE live_t || entry_t END`,
+				`CASE WHEN NOT ` + grows + ` THEN lc
+				WHEN n > 0 AND n >= maxe THEN live_c[1:n - 1] || (live_c[n] + ` + rem + `)
+				ELSE live_c || ` + rem + ` END`,
+			}
+		},
 	}
 }

@@ -54,8 +54,10 @@ type decider struct {
 	blocked string
 }
 
-// deciderFor returns the decider of alg under strictness s.
-func deciderFor(alg algorithm, s strictness) decider {
+// deciderFor returns the decider of alg under strictness s. Under a
+// penalty, with zeroRow, the check of no cost is the chain's row of prio
+// 2 (see strict.go); without, the innermost step has its decision.
+func deciderFor(alg algorithm, s strictness, zeroRow bool) decider {
 	if s == lenient {
 		// The state's Until is the algorithm's business only under a
 		// penalty: it is kept as it is.
@@ -65,8 +67,12 @@ func deciderFor(alg algorithm, s strictness) decider {
 			blocked: "false",
 		}
 	}
+	steps := slices.Concat([]string{gate()}, alg.steps, alg.decision("k_"))
+	if zeroRow {
+		steps = append(steps, zeroRowStep())
+	}
 	return decider{
-		steps:   slices.Concat([]string{gate()}, alg.steps, alg.decision("k_"), strictSteps(alg, s == counting)),
+		steps:   append(steps, strictSteps(alg, s == counting)...),
 		state:   [6]string{"s_time", "s_a", "s_b", "s_lt", "s_lc", "s_until"},
 		blocked: "d_blocked",
 	}
@@ -94,29 +100,50 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 		ofRow("s.until_ns", "0"))
 	freshState := now + " AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0"
 
-	dec := deciderFor(alg, v.strict)
+	dec := deciderFor(alg, v.strict, true)
+	// A check, and a partial grant's candidate, is never a counted
+	// denial: only the block's gate applies to it.
+	checking := v.strict
+	if checking == counting {
+		checking = blocking
+	}
 	values := decisionValues(dec.blocked)
 	innerColumns := slices.Concat(pcols, requestColumns, stateColumns)
 	// request is the innermost step of a chain that decides the request
-	// itself, from the state (columns) of from.
+	// itself, from the state (columns) of from; under a penalty, and the
+	// check of no cost as a second row, of prio 2 (the request's is 1),
+	// and pick is the condition that keeps the request's row.
 	request := func(state, from string) string {
 		return "SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, " + state + " FROM " + from
 	}
+	chainColumns, pick := innerColumns, ""
+	if v.strict != lenient {
+		request = func(state, from string) string {
+			return "SELECT p.*, c.*, " + state + " FROM " + from + " CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, " +
+				verbCheck + "::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at)"
+		}
+		chainColumns, pick = append(slices.Clip(innerColumns), "prio"), "prio = 1"
+	}
 	// requested is the chain of the request, from the state, for SQL
 	// that reads the columns it names in reads.
-	requested := func(state, reads string) string { return chain(dec.steps, request(state, "p"), innerColumns, reads) }
+	requested := func(state, reads string) string {
+		if v.strict == lenient {
+			return chain(dec.steps, request(state, "p"), chainColumns, reads)
+		}
+		return "(SELECT * FROM " + chain(dec.steps, request(state, "p"), chainColumns, reads+" "+pick) + " WHERE " + pick + ") AS x"
+	}
 	// atMost is stepAtMost: the allowance left (a zero-cost check, which
-	// a block does not change), then the candidates in the order Go tries
-	// them, each decided as a VerbAtMost (VerbAllow, recorded iff it
-	// grants more than zero); the first that fits, or else a check of the
-	// least cost worth granting. GCRA's c*T of a candidate, a whole
-	// number, is exact in float8.
+	// a block does not change, and which describes a blocked key), then
+	// the candidates in the order Go tries them, each decided as a
+	// VerbAtMost (VerbAllow, recorded iff it grants more than zero); the
+	// first that fits, or else a check of the least cost worth granting.
+	// GCRA's c*T of a candidate, a whole number, is exact in float8.
 	atMost := func(state, reads string) string {
 		nanos := func(c string) string { return "0::int8" }
 		if v.kind == sluice.KindGCRA {
 			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
 		}
-		left := fmt.Sprintf("SELECT %s, %s, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g",
+		left := fmt.Sprintf("SELECT %s, %s, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g,\n\td_used AS z_used, d_remaining AS z_remaining, d_reset AS z_reset",
 			strings.Join(pcols, ", "), strings.Join(stateColumns, ", "))
 		left += "\nFROM " + chain(slices.Concat(alg.steps, alg.decision("d_")),
 			"SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, "+state+" FROM p",
@@ -132,13 +159,8 @@ CROSS JOIN LATERAL (VALUES
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1`,
 			left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
 		pick := " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1"
-		columns := slices.Concat(pcols, stateColumns, []string{"booked_at", "g", "prio", "verb", "cost", "cn"})
-		// A candidate is never a counted denial: only the block's gate
-		// applies to it.
-		steps := dec.steps
-		if v.strict == counting {
-			steps = deciderFor(alg, blocking).steps
-		}
+		columns := slices.Concat(pcols, stateColumns, []string{"booked_at", "g", "z_used", "z_remaining", "z_reset", "prio", "verb", "cost", "cn"})
+		steps := deciderFor(alg, checking, false).steps
 		return "(SELECT * FROM " + chain(steps, candidates, columns, pick+reads) + pick + ") AS x"
 	}
 
@@ -193,17 +215,15 @@ RETURNING %[9]s`,
 			kind, nowForWhere(callerClock), decisionColumns)
 	}
 	checked := fmt.Sprintf("WHERE held_kind IS NULL OR held_kind = %s OR held_expiry <= now", kind)
-	// A check is never a counted denial either.
-	checkSteps := dec.steps
-	if v.strict == counting {
-		checkSteps = deciderFor(alg, blocking).steps
+	if v.strict != lenient {
+		checked = "WHERE prio = 1 AND (" + checked[len("WHERE "):] + ")"
 	}
 	return statements{
 		apply:  upsert(requested),
 		atMost: upsert(atMost),
-		check: cte + "SELECT " + values + "\nFROM " + chain(checkSteps,
+		check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true).steps,
 			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
-			slices.Concat(innerColumns, []string{"held_kind", "held_expiry"}), values+checked) + "\n" + checked,
+			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked) + "\n" + checked,
 	}
 }
 

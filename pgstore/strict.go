@@ -9,8 +9,14 @@ import (
 // This file translates Params.decideStrict, the algorithm under a penalty
 // or with denials counted, into steps around an algorithm's chain: the
 // gate in front of it, and after its decision (the columns k_*) the
-// block's consequences and the fill of a counted denial, which runs the
-// algorithm's steps a second time.
+// block's consequences and the fill of a counted denial, after which the
+// algorithm's steps run a second time, on the full key.
+//
+// A blocked Allow or check that would fit is described by a check of no
+// cost on the key as it stands. Its decision is the chain's columns z_*:
+// the apply and check statements decide it as a second row beside the
+// request's (prio 2), whose columns a window carries to the first; the
+// partial grant's statement has it already, as the allowance left.
 
 // strictness says which parts of decideStrict a statement runs.
 type strictness uint8
@@ -47,82 +53,95 @@ func gate() string {
 	CASE WHEN u0 > now AND verb = ` + verbReserve + ` THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at`
 }
 
-// strictSteps are the steps after the algorithm's decision, k_*: the
-// decision and state decideStrict makes of it, as the columns d_* and
-// s_*. With counted, a denial that overflows the key fills it: the
-// algorithm decides again, an Allow of the denial's Remaining, from the
-// state the first decision left (its columns c_*).
+// zeroRowStep is the step that carries the decision of the check of no
+// cost, decided as the row of prio 2, to every row, as the columns z_*.
+func zeroRowStep() string {
+	var cols []string
+	for _, c := range []string{"used", "remaining", "reset"} {
+		cols = append(cols, "max(k_"+c+") FILTER (WHERE prio = 2) OVER () AS z_"+c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// strictSteps are the steps after the algorithm's decision, k_*, and the
+// zero-cost check's, z_*: the decision and state decideStrict makes of
+// them, as the columns d_* and s_*. With counted, a denial that overflows
+// the key fills it, and the request is decided again on the full key (its
+// columns e_*).
 func strictSteps(alg algorithm, counted bool) []string {
 	// Verbs a block denies, and those that overflow a key when denied.
-	denied := "o_verb IN (" + strings.Join([]string{verbAllow, verbCheck, verbFill, verbAtMost}, ", ") + ")"
+	denied := "until0 <> 0 AND o_verb IN (" + strings.Join([]string{verbAllow, verbCheck, verbFill, verbAtMost}, ", ") + ")"
 	overflow := "NOT allowed1 AND o_verb IN (" + strings.Join([]string{verbAllow, verbReserve, verbFill}, ", ") + ")"
+	// A blocked Allow or check that would fit is described by the check
+	// of no cost: the key as it stands.
+	stands := "until0 <> 0 AND o_verb IN (" + verbAllow + ", " + verbCheck + ", " + verbAtMost + ") AND k_allowed"
 	steps := []string{
-		// The state the algorithm's step leaves, normalised as decideKind
-		// does (a state fresh again, recorded, is the zero State), for the
-		// verb it decided, whose denials record under CountDenied.
-		`k_allowed AND NOT (until0 <> 0 AND ` + denied + `) AS allowed1,
-		CASE WHEN until0 <> 0 AND ` + denied + ` THEN greatest(k_retry, until0 - now) ELSE k_retry END AS retry1, ` +
-			stateAfter(alg, "k_", "s1_", "k_recorded OR count_denied AND verb IN ("+verbAllow+", "+verbReserve+", "+verbAtMost+")"),
+		`k_allowed AND NOT (` + denied + `) AS allowed1,
+		CASE WHEN ` + denied + ` THEN greatest(k_retry, until0 - now) ELSE k_retry END AS retry1,
+		CASE WHEN ` + stands + ` THEN z_used ELSE k_used END AS used1,
+		CASE WHEN ` + stands + ` THEN z_remaining ELSE k_remaining END AS remaining1,
+		CASE WHEN ` + stands + ` THEN z_reset ELSE k_reset END AS reset1, ` +
+			stateAfter(alg),
 		// A block starts on an overflow unless one is in force.
 		overflow + ` AND penalty > 0 AND until0 = 0 AS starts`,
-		// The block's end, and until a reservation as long would book.
-		`CASE WHEN starts THEN now + penalty ELSE until0 END AS until1,
-		CASE WHEN starts THEN greatest(retry1, penalty - CASE WHEN o_verb = ` + verbReserve + ` THEN max_delay ELSE 0 END) ELSE retry1 END AS d_retry`,
 	}
-	used, remaining, reset := "k_used", "k_remaining", "k_reset"
+	used, remaining, retry, reset := "used1", "remaining1", "retry1", "reset1"
 	granted := "CASE WHEN o_verb = " + verbAtMost + " AND allowed1 THEN cost ELSE 0::float8 END"
 	state := [5]string{"s1_time", "s1_a", "s1_b", "s1_lt", "s1_lc"}
 	if counted {
-		// The fill: an Allow of the denial's Remaining, from the state it
-		// left, whose cost for the GCRA is Params.gcraNanos's: math.Round,
-		// half away from zero, of a number that is not negative.
+		// The fill, from the columns of the algorithm's chain, and the
+		// request decided again on it as the algorithm decided it: an
+		// Allow as a check, recording nothing; a reservation no earlier
+		// than the block's end.
+		fill := alg.fill("remaining1")
 		steps[1] += `,
-		` + overflow + ` AND count_denied AND o_verb <> ` + verbFill + ` AND k_remaining > 0 AS counts`
-		cn := "0::int8"
-		if alg.nanos {
-			steps[1] += ", k_remaining * ivf AS fill_ns"
-			cn = "(CASE WHEN fill_ns - floor(fill_ns) >= 0.5 THEN floor(fill_ns) + 1 ELSE floor(fill_ns) END)::int8"
-		}
-		steps = append(steps, verbAllow+`::int2 AS verb, k_remaining AS cost, `+cn+` AS cn, 0::int8 AS booked_at,
-		s1_time AS t0, s1_a AS a0, s1_b AS b0, coalesce(s1_lt, '{}') AS lt, coalesce(s1_lc, '{}') AS lc`)
+		` + overflow + ` AND count_denied AND o_verb <> ` + verbFill + ` AS counts,
+		` + fill[0] + ` AS f_time, ` + fill[1] + ` AS f_a, ` + fill[2] + ` AS f_b, ` + fill[3] + ` AS f_lt, ` + fill[4] + ` AS f_lc`
+		steps = append(steps, `CASE WHEN o_verb = `+verbAllow+` THEN `+verbCheck+`::int2 ELSE o_verb END AS verb,
+		f_time AS t0, f_a AS a0, f_b AS b0, coalesce(f_lt, '{}') AS lt, coalesce(f_lc, '{}') AS lc`)
 		steps = append(steps, alg.steps...)
-		steps = append(steps, alg.decision("c_")...)
-		// An Allow records with denials counted, even when it is denied.
-		steps = append(steps, stateAfter(alg, "c_", "s2_", "true"))
-		used, remaining = "CASE WHEN counts THEN c_used ELSE k_used END", "CASE WHEN counts THEN c_remaining ELSE k_remaining END"
-		reset = "CASE WHEN counts THEN greatest(k_reset, c_reset) ELSE k_reset END"
+		steps = append(steps, alg.decision("e_")...)
+		used, remaining = "CASE WHEN counts THEN e_used ELSE used1 END", "CASE WHEN counts THEN e_remaining ELSE remaining1 END"
+		// In a block, until a reservation as long would book.
+		retry = "CASE WHEN NOT counts THEN retry1 WHEN until0 <> 0 THEN greatest(e_retry, until0 - now - CASE WHEN o_verb = " +
+			verbReserve + " THEN max_delay ELSE 0 END) ELSE e_retry END"
+		reset = "CASE WHEN counts THEN e_reset ELSE reset1 END"
 		granted = "0::float8" // no partial grant is counted
 		for i, col := range []string{"time", "a", "b", "lt", "lc"} {
-			state[i] = "CASE WHEN counts THEN s2_" + col + " ELSE s1_" + col + " END"
+			state[i] = "CASE WHEN counts THEN f_" + col + " ELSE s1_" + col + " END"
 		}
 	}
-	// Params.records, and a block kept in the state and in ResetAfter, so
-	// that no row expires before its block ends.
+	// Params.records, the block's end (the one in force, or one this
+	// request starts), and ResetAfter covering it, so that no row expires
+	// before its block ends.
 	records := "o_verb = " + verbFill +
 		" OR o_verb IN (" + verbAllow + ", " + verbReserve + ") AND (allowed1 OR until1 <> 0 OR count_denied)" +
-		" OR o_verb = " + verbCancel + " AND allowed1 OR o_verb = " + verbAtMost + " AND allowed1 AND cost > 0"
-	if counted {
-		records = "o_verb = " + verbFill +
-			" OR o_verb IN (" + verbAllow + ", " + verbReserve + ") AND (allowed1 OR until1 <> 0 OR count_denied)" +
-			" OR o_verb = " + verbCancel + " AND allowed1"
+		" OR o_verb = " + verbCancel + " AND allowed1"
+	if !counted {
+		records += " OR o_verb = " + verbAtMost + " AND allowed1 AND cost > 0"
 	}
-	return append(steps, `allowed1 AS d_allowed, `+used+` AS d_used, `+remaining+` AS d_remaining,
-		CASE WHEN until1 <> 0 THEN greatest(`+reset+`, until1 - now) ELSE `+reset+` END AS d_reset,
+	return append(steps,
+		`CASE WHEN starts THEN now + penalty ELSE until0 END AS until1,
+		CASE WHEN starts THEN greatest(`+retry+`, penalty - CASE WHEN o_verb = `+verbReserve+` THEN max_delay ELSE 0 END) ELSE `+retry+` END AS d_retry,
+		`+reset+` AS reset2, `+used+` AS d_used, `+remaining+` AS d_remaining`,
+		`allowed1 AS d_allowed,
+		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, `+granted+` AS d_granted, until1 <> 0 AS d_blocked, `+records+` AS d_recorded,
 		`+state[0]+` AS s_time, `+state[1]+` AS s_a, `+state[2]+` AS s_b, `+state[3]+` AS s_lt, `+state[4]+` AS s_lc, until1 AS s_until`)
 }
 
-// stateAfter is the step's columns, named to followed by time, a, b, lt
-// and lc, of the state that the algorithm's decision (its columns from,
-// followed by reset and recorded) leaves: the zero State if it records
-// (by the condition records) a state fresh again, the algorithm's if its
-// step functions recorded it, else the state it decided from.
-func stateAfter(alg algorithm, from, to, records string) string {
-	zero := "CASE WHEN " + from + "reset = 0 AND (" + records + ") THEN "
+// stateAfter is the step's columns s1_time, s1_a, s1_b, s1_lt and s1_lc:
+// the state that the algorithm's decision (k_*) leaves, normalised as
+// decideKind does, for the verb it decided (whose denials record under
+// CountDenied): the zero State if it records a state fresh again, the
+// algorithm's if its step functions recorded it, else the state it
+// decided from.
+func stateAfter(alg algorithm) string {
+	records := "k_recorded OR count_denied AND verb IN (" + verbAllow + ", " + verbReserve + ", " + verbAtMost + ")"
 	col := func(name, fresh, recorded, kept string) string {
-		return zero + fresh + " WHEN " + from + "recorded THEN " + recorded + " ELSE " + kept + " END AS " + to + name
+		return "CASE WHEN k_reset = 0 AND (" + records + ") THEN " + fresh + " WHEN k_recorded THEN " + recorded + " ELSE " + kept + " END AS s1_" + name
 	}
-	lt, lc := noLog+" AS "+to+"lt", noCosts+" AS "+to+"lc"
+	lt, lc := noLog+" AS s1_lt", noCosts+" AS s1_lc"
 	if alg.logTimes != noLog {
 		lt, lc = col("lt", "'{}'::int8[]", alg.logTimes, "lt"), col("lc", "'{}'::float8[]", alg.logCosts, "lc")
 	}
