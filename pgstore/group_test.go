@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
+	"github.com/sluice-go/sluice/storetest"
 )
 
 // groupSpec keeps the specification's state of the keys of group
@@ -53,12 +54,12 @@ func (spec groupSpec) decide(t *testing.T, ops []sluice.GroupOp) (sluice.Decisio
 }
 
 // requireGroup fails t unless the group's decision and each limit's are
-// want's bit for bit, Blocked too.
+// want's bit for bit.
 func requireGroup(t *testing.T, want, got sluice.Decision, wantEach, gotEach []sluice.Decision, where string) {
 	t.Helper()
-	requireDecision(t, want, got, where+" (the group's)")
+	storetest.RequireIdenticalDecision(t, want, got, where+" (the group's)")
 	for i := range wantEach {
-		requireDecision(t, wantEach[i], gotEach[i], fmt.Sprintf("%s (limit %d)", where, i))
+		storetest.RequireIdenticalDecision(t, wantEach[i], gotEach[i], fmt.Sprintf("%s (limit %d)", where, i))
 	}
 }
 

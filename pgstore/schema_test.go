@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
+	"github.com/sluice-go/sluice/storetest"
 )
 
 // earlierSchemas are the DDL of the table (%[1]s) and its index (%[2]s)
@@ -112,7 +113,7 @@ func TestCreateSchemaUpgradesAnEarlierTableKeepingItsRows(t *testing.T) {
 				require.NoError(t, err)
 				got, err := st.Apply(ctx, r.key, &r.p, op)
 				require.NoError(t, err)
-				requireDecision(t, want, got, "the earlier release's row of "+r.key)
+				storetest.RequireIdenticalDecision(t, want, got, "the earlier release's row of "+r.key)
 			}
 
 			// A penalty on a key the earlier release wrote: its block is
@@ -125,7 +126,7 @@ func TestCreateSchemaUpgradesAnEarlierTableKeepingItsRows(t *testing.T) {
 				require.NoError(t, err)
 				got, err := st.Apply(ctx, "gcra", &strict, op)
 				require.NoError(t, err)
-				requireDecision(t, want, got, fmt.Sprintf("request %d under a penalty", i))
+				storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("request %d under a penalty", i))
 				if strict.Records(op.Verb, want) {
 					state = next
 				}

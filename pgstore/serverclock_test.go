@@ -82,8 +82,8 @@ func (c *dbClock) reads(t *testing.T) int64 {
 // database's time bit for bit, a reservation's At is an instant on that
 // clock, and a cancel compares its At with it, and so does a
 // reservation's earliest instant. Penalties and counted denials are
-// replayed too, their Blocked compared. (The conformance suite drives
-// stores by the caller's clock.)
+// replayed too. (The conformance suite drives stores by the caller's
+// clock.)
 func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
 	st, _ := newStore(t, clock.pool)
@@ -118,7 +118,7 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 						continue
 					}
 					require.NoError(t, err, where)
-					requireDecision(t, want, got, where)
+					storetest.RequireIdenticalDecision(t, want, got, where)
 					if p.Records(op.Verb, want) {
 						s = next
 					}

@@ -81,13 +81,6 @@ func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
 	storetest.RunConcurrent(t, st, 32)
 }
 
-// requireDecision fails t unless got is want bit for bit, Blocked too.
-func requireDecision(t testing.TB, want, got sluice.Decision, where string) {
-	t.Helper()
-	storetest.RequireIdenticalDecision(t, want, got, where)
-	require.Equal(t, want.Blocked, got.Blocked, "Blocked: %s", where)
-}
-
 // TestStepsMatchSpecificationAtTheEndsOfTime pins the arithmetic at the
 // first times sluice accepts, where a fresh state's zero time is now, and
 // at the last, where PostgreSQL's bigint would overflow before Go's int64
@@ -125,7 +118,7 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 						require.NoError(t, err)
 						got, err := st.Apply(ctx, key, &p, op)
 						require.NoError(t, err)
-						requireDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
+						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
 						if p.Records(op.Verb, want) {
 							s = next
 						}
@@ -151,7 +144,7 @@ func TestCheckWritesNothing(t *testing.T) {
 		require.NoError(t, err)
 		return s
 	}
-	for ai, p := range storetest.Algorithms() {
+	for ai, p := range append(storetest.Algorithms(), storetest.Strict()...) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("check%d", ai)
 			_, err := st.Apply(ctx, key, &p, allow(1, base))
