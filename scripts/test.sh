@@ -25,7 +25,7 @@ fi
 modules=$(go list -m -f '{{.Dir}}')
 for dir in $modules; do
 	echo "== ${dir#"$PWD"/}: vet, test -race"
-	(cd "$dir" && go vet ./... && go test -race -count=1 -shuffle=on ./...)
+	(cd "$dir" && go vet ./... && go test -race -count=1 -shuffle=on -timeout 30m ./...)
 done
 
 fuzztime=${SLUICE_FUZZTIME:-50000x}
