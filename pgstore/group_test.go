@@ -73,13 +73,25 @@ func rowCount(t *testing.T, st interface {
 	return n
 }
 
-// TestGroupFailingOnItsLastKeyRecordsNothing decides groups whose last
+// TestGroups decides groups against one server, each case on a table of
+// its own.
+func TestGroups(t *testing.T) {
+	url := testserver.StartPostgres(t).URL
+	t.Run("FailingOnItsLastKeyRecordsNothing", func(t *testing.T) { groupFailingOnItsLastKeyRecordsNothing(t, url) })
+	t.Run("LeavesNoRowForKeysItDidNotRecord", func(t *testing.T) { groupLeavesNoRowForKeysItDidNotRecord(t, url) })
+	t.Run("ByTheDatabasesClockAreBitIdenticalToDecideGroup", func(t *testing.T) { groupByTheDatabasesClockAreBitIdenticalToDecideGroup(t, url) })
+	t.Run("WaitForALockedRowWithinTheirContext", func(t *testing.T) { groupWaitForALockedRowWithinTheirContext(t, url) })
+	t.Run("ConcurrentWithDecisionsNeverDeadlock", func(t *testing.T) { groupConcurrentWithDecisionsNeverDeadlock(t, url) })
+	t.Run("OfLimitersAdmitAllOrNothing", func(t *testing.T) { groupOfLimitersAdmitAllOrNothing(t, url) })
+}
+
+// groupFailingOnItsLastKeyRecordsNothing decides groups whose last
 // limit's key holds another algorithm's live state: the group fails with
 // ErrKeyConflict, and what its statements recorded before (a cancel that
 // gave its cost back) is rolled back, as are the rows it inserted for keys
 // that had none.
-func TestGroupFailingOnItsLastKeyRecordsNothing(t *testing.T) {
-	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
+func groupFailingOnItsLastKeyRecordsNothing(t *testing.T, url string) {
+	pool := newPool(t, url, 4)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	s := int64(time.Second)
@@ -130,12 +142,12 @@ func TestGroupFailingOnItsLastKeyRecordsNothing(t *testing.T) {
 	require.Equal(t, 1.0, d.Used)
 }
 
-// TestGroupLeavesNoRowForKeysItDidNotRecord pins that the rows a group
+// groupLeavesNoRowForKeysItDidNotRecord pins that the rows a group
 // inserts only to lock its keys do not stay: a group of checks on new
 // keys, and a denied group, whose other limits check a zero cost, leave
 // none, while an admitted group's keys keep the rows that record it.
-func TestGroupLeavesNoRowForKeysItDidNotRecord(t *testing.T) {
-	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
+func groupLeavesNoRowForKeysItDidNotRecord(t *testing.T, url string) {
+	pool := newPool(t, url, 4)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	small := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: time.Hour.Nanoseconds()}
@@ -161,14 +173,14 @@ func TestGroupLeavesNoRowForKeysItDidNotRecord(t *testing.T) {
 	require.Equal(t, 2, rowCount(t, pool, table, "a1")+rowCount(t, pool, table, "a2"))
 }
 
-// TestServerClockGroupsAreBitIdenticalToDecideGroup replays random groups
-// through a store deciding by the database's clock, which the test moves:
-// each group is decided at that time, read once (the statements the
-// group runs read no clock of their own), bit for bit as DecideGroup over
-// Step; reservations book instants on that clock, and cancels give them
-// back by it.
-func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
-	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
+// groupByTheDatabasesClockAreBitIdenticalToDecideGroup replays random
+// groups through a store deciding by the database's clock, which the
+// test moves: each group is decided at that time, read once (the
+// statements the group runs read no clock of their own), bit for bit as
+// DecideGroup over Step; reservations book instants on that clock, and
+// cancels give them back by it.
+func groupByTheDatabasesClockAreBitIdenticalToDecideGroup(t *testing.T, url string) {
+	clock := newDBClock(t, url, 0)
 	st, _ := newStore(t, clock.pool)
 	ctx := context.Background()
 	s := int64(time.Second)
@@ -227,11 +239,10 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 	}
 }
 
-// TestGroupWaitsForALockedRowWithinItsContext holds one of a group's rows
+// groupWaitForALockedRowWithinTheirContext holds one of a group's rows
 // locked from another transaction: the group waits for it, and fails when
 // its context ends, recording nothing; it is decided once the row is free.
-func TestGroupWaitsForALockedRowWithinItsContext(t *testing.T) {
-	url := testserver.StartPostgres(t).URL
+func groupWaitForALockedRowWithinTheirContext(t *testing.T, url string) {
 	pool := newPool(t, url, 4)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
@@ -262,14 +273,14 @@ func TestGroupWaitsForALockedRowWithinItsContext(t *testing.T) {
 	require.Equal(t, 2.0, d.Used)
 }
 
-// TestConcurrentGroupsAndDecisionsNeverDeadlock has 64 callers, each on
+// groupConcurrentWithDecisionsNeverDeadlock has 64 callers, each on
 // a connection of its own, decide groups of two or three of six keys, in
 // random orders, among single decisions and checks on the same keys:
 // none fails (PostgreSQL would report a deadlock as an error), and each
 // key records exactly the cost of the requests reported admitted on it.
-func TestConcurrentGroupsAndDecisionsNeverDeadlock(t *testing.T) {
+func groupConcurrentWithDecisionsNeverDeadlock(t *testing.T, url string) {
 	const callers = 64
-	pool := newPool(t, testserver.StartPostgres(t).URL, callers)
+	pool := newPool(t, url, callers)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 100, Interval: time.Hour.Nanoseconds()}
@@ -371,11 +382,11 @@ func TestInvalidGroupsFailBeforeTheDatabase(t *testing.T) {
 	}
 }
 
-// TestGroupOfLimitersAdmitsAllOrNothing is the user's view: a sluice.Group
+// groupOfLimitersAdmitAllOrNothing is the user's view: a sluice.Group
 // of three limiters on one store, "2 per second and 5 per day per API
 // key, and 3 per second for everyone", decided by PostgreSQL.
-func TestGroupOfLimitersAdmitsAllOrNothing(t *testing.T) {
-	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
+func groupOfLimitersAdmitAllOrNothing(t *testing.T, url string) {
+	pool := newPool(t, url, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	fake := clock.NewMock()
