@@ -93,6 +93,8 @@ type group struct {
 	// checks are the checks run with the locks, as DecideGroup makes
 	// them first (none for cancels), with their results.
 	checks []call
+	// inserted is how many rows the locks inserted.
+	inserted int64
 }
 
 // A call is one decision of a group, and its result once run.
@@ -160,7 +162,7 @@ func (g *group) begin(ctx context.Context) error {
 	_, err := br.Exec()
 	var now int64
 	if err == nil {
-		if err = br.QueryRow().Scan(&now); err != nil {
+		if err = br.QueryRow().Scan(&now, &g.inserted); err != nil {
 			err = fmt.Errorf("pgstore: locking the keys %q: %w", g.keys, err)
 		}
 	}
@@ -264,10 +266,12 @@ func (g *group) read(br pgx.BatchResults, calls []call) {
 }
 
 // commit deletes the rows that the lock inserted and no decision wrote,
-// and commits.
+// if it inserted any, and commits.
 func (g *group) commit(ctx context.Context) error {
 	b := &pgx.Batch{}
-	b.Queue(g.st.unlock, g.keys)
+	if g.inserted > 0 {
+		b.Queue(g.st.unlock, g.keys)
+	}
 	b.Queue("COMMIT")
 	if err := g.conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("pgstore: committing the group of keys %q: %w", g.keys, err)
@@ -285,17 +289,18 @@ func (g *group) rollback(ctx context.Context) {
 
 // lockStatement inserts a row for each of the keys $1, sorted, that has
 // none, and locks the others, in the order of the keys, and then returns
-// the database's time. ON CONFLICT DO UPDATE locks a row even when its
-// WHERE leaves it unchanged. A row inserted here is of no algorithm (kind
-// 0) and expired, as good as absent: the statements decide from a fresh
-// state on it.
+// the database's time and how many rows it inserted (RETURNING lists the
+// inserted rows only: the update's WHERE false leaves the others out).
+// ON CONFLICT DO UPDATE locks a row even when its WHERE leaves it
+// unchanged. A row inserted here is of no algorithm (kind 0) and expired,
+// as good as absent: the statements decide from a fresh state on it.
 func lockStatement(table string) string {
 	return fmt.Sprintf(`WITH locked AS (
 	INSERT INTO %[1]s AS s (key, kind, time_ns, a, b, until_ns, expires_at, %[2]s)
 	SELECT k, 0, 0, 0, 0, 0, %[3]s, false, 0, 0, 0, 0, 0, 0, 0, false FROM unnest($1::text[]) AS k ORDER BY k COLLATE "C"
 	ON CONFLICT (key) DO UPDATE SET kind = s.kind WHERE false
 	RETURNING 1)
-SELECT %[4]s FROM (SELECT count(*) FROM locked) AS l`, table, decisionColumns, minTime, serverNow)
+SELECT %[4]s, n FROM (SELECT count(*) AS n FROM locked) AS l`, table, decisionColumns, minTime, serverNow)
 }
 
 // unlockStatement deletes the rows of the keys $1 that lockStatement
