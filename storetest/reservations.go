@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 // paced returns, for each algorithm that books reservations, Params that
@@ -117,7 +118,8 @@ func RunWaiters(t *testing.T, st sluice.Store, callers int) {
 	const interval = 100 * time.Millisecond
 	for ai, p := range paced(interval) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
-			clock := newSimClock(time.Unix(0, base))
+			start := time.Unix(0, base)
+			clock := simclock.New(start)
 			booking := &bookingStore{Store: st}
 			lim, err := limiterFor(p, sluice.WithStore(booking), sluice.WithClock(clock))
 			require.NoError(t, err)
@@ -138,10 +140,10 @@ func RunWaiters(t *testing.T, st sluice.Store, callers int) {
 			// Every waiter has booked, and all but the first (which acts at
 			// once) sleep on the clock: then time moves one interval at a
 			// time, waking exactly one waiter each.
-			clock.waitForSleepers(callers - 1)
+			clock.WaitForSleepers(callers - 1)
 			order := []int{<-acted}
 			for range callers - 1 {
-				clock.advance(interval)
+				clock.Add(interval)
 				order = append(order, <-acted)
 			}
 			wg.Wait()
@@ -151,7 +153,7 @@ func RunWaiters(t *testing.T, st sluice.Store, callers int) {
 			}
 			require.Equal(t, booking.order(), order, "waiters act in the order they booked")
 			require.Equal(t, callers, booking.calls(), "one store call per Wait")
-			require.Equal(t, time.Duration(callers-1)*interval, clock.elapsed(), "one interval apart")
+			require.Equal(t, time.Duration(callers-1)*interval, clock.Now().Sub(start), "one interval apart")
 		})
 	}
 }

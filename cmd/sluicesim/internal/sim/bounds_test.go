@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/guarantees"
+	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 // specsOfTable are the simulator's words for the algorithms of the proof
@@ -85,7 +86,7 @@ func TestSummaryAgreesWithTheProofSuite(t *testing.T) {
 		t.Run(row.Name, func(t *testing.T) {
 			ls, err := ParseLimiter(specsOfTable[i])
 			require.NoError(t, err)
-			l, err := ls.New(NewClock(Epoch))
+			l, err := ls.New(simclock.New(Epoch))
 			require.NoError(t, err)
 			require.Equal(t, row.Params, l.Params(), "the simulator's words build the table's configuration")
 			require.NoError(t, l.Close())

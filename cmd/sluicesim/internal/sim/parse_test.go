@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 func TestParseLimiterBuildsWhatTheConstructorBuilds(t *testing.T) {
@@ -48,7 +49,7 @@ func TestParseLimiterBuildsWhatTheConstructorBuilds(t *testing.T) {
 			ls, err := ParseLimiter(tt.spec)
 			require.NoError(t, err)
 			require.Equal(t, tt.name, ls.Name)
-			l, err := ls.New(NewClock(Epoch))
+			l, err := ls.New(simclock.New(Epoch))
 			require.NoError(t, err)
 			require.Equal(t, tt.want, l.Params())
 			require.NoError(t, l.Close())

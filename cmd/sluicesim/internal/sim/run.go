@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/guarantees"
+	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 // Epoch is where simulated time starts: a whole day since the Unix epoch,
@@ -68,7 +69,7 @@ func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
 	}
 	if c.Window == 0 {
 		for _, ls := range c.Limiters {
-			l, err := ls.New(NewClock(Epoch))
+			l, err := ls.New(simclock.New(Epoch))
 			if err != nil {
 				return nil, err
 			}
@@ -91,7 +92,7 @@ func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
 
 // simulate runs one limiter.
 func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, error) {
-	clk := NewClock(Epoch)
+	clk := simclock.New(Epoch)
 	lim, err := ls.New(clk)
 	if err != nil {
 		return Run{}, err
