@@ -71,10 +71,25 @@ func (s *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []slu
 		return sluice.Decision{}, scriptError(verb, groupName(ops), err)
 	}
 	d, err := decodeGroup(reply, ops, each)
-	if err == nil && wait != nil {
+	if err == nil && wait != nil && recorded(ops, d, each) {
 		err = s.acks.verdict(groupName(ops), wait)
 	}
 	return d, err
+}
+
+// recorded reports whether the group decision d may have recorded on any
+// of its keys: an admission or cancel that records on one, or a limit's
+// denial that records (a penalty, a counted denial). A limit that would
+// have admitted on its own, in a group that denied, recorded nothing
+// ([sluice.DecideGroup]).
+func recorded(ops []sluice.GroupOp, d sluice.Decision, each []sluice.Decision) bool {
+	for i, o := range ops {
+		counts := d.Allowed || !each[i].Allowed || o.Op.Verb == sluice.VerbCancel
+		if counts && o.Params.Records(o.Op.Verb, each[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyName names key in errors.

@@ -44,7 +44,9 @@ type acks struct {
 //
 // A decision that fewer replicas acknowledge in time is returned with an
 // error wrapping [ErrNotReplicated]: it was recorded on the master all the
-// same. timeout must be shorter than the client's ReadTimeout, which
+// same. A decision that records nothing (a check, a denial without a
+// penalty or counted denials, a group denied) comes without that error:
+// it has nothing to lose. timeout must be shorter than the client's ReadTimeout, which
 // bounds the wait for the reply.
 func WithReplicaAcks(n int, timeout time.Duration) Option {
 	return optionFunc(func(s *Store) error {
@@ -100,7 +102,9 @@ func (a acks) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
 
 // verdict returns nil if the WAIT that followed a recorded decision on
 // what (a key, a group's keys) counted enough replicas, and else an error
-// wrapping ErrNotReplicated.
+// wrapping ErrNotReplicated. A decision that recorded nothing (a denial)
+// has nothing to lose and is not given a verdict: the WAIT counts the
+// connection's earlier writes, other callers' decisions.
 func (a acks) verdict(what string, wait *redis.IntCmd) error {
 	n, err := wait.Result()
 	switch {
@@ -116,7 +120,7 @@ func (a acks) verdict(what string, wait *redis.IntCmd) error {
 func (s *Store) applyAcked(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
 	reply, wait, err := s.runAcked(ctx, []string{s.Key(key)}, scriptOf(p), s.args(p, op))
 	d, err := outcome(key, p, op.Verb, reply, err)
-	if err == nil {
+	if err == nil && p.Records(op.Verb, d) {
 		err = s.acks.verdict(keyName(key), wait)
 	}
 	return d, err

@@ -127,6 +127,29 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 	_, err = two.Apply(t.Context(), "b", &hourly, allow)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
 	require.ErrorContains(t, err, "1 of 2 replicas acknowledged within 1ms")
+
+	// A denial records nothing: it has nothing a failover could lose, and
+	// comes without an error however many replicas acknowledge.
+	all := sluice.Op{Verb: sluice.VerbAllow, Cost: hourly.Limit}
+	_, err = two.Apply(t.Context(), "c", &hourly, all)
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "the whole limit, admitted")
+	d, err = two.Apply(t.Context(), "c", &hourly, allow)
+	require.NoError(t, err, "a denial")
+	require.False(t, d.Allowed)
+	results := two.ApplyBatch(t.Context(), []redisstore.Request{{Key: "c", Params: &hourly, Op: allow}})
+	require.NoError(t, results[0].Err, "a denial in a batch")
+	require.False(t, results[0].Decision.Allowed)
+	gd, err := two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "c", Params: &hourly, Op: allow}, {Key: "e", Params: &hourly, Op: allow}}, make([]sluice.Decision, 2))
+	require.NoError(t, err, "a group denied, which records on none of its keys")
+	require.False(t, gd.Allowed)
+
+	penalized := hourly
+	penalized.Penalty = int64(time.Minute)
+	_, err = two.Apply(t.Context(), "f", &penalized, all)
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
+	gd, err = two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "f", Params: &penalized, Op: allow}, {Key: "g", Params: &hourly, Op: allow}}, make([]sluice.Decision, 2))
+	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "a group denied by a limit whose penalty it records")
+	require.True(t, gd.Blocked)
 }
 
 // TestReplicaAcksCoverReservationsCancelsAndGrants waits for the replica
