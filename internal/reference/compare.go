@@ -35,7 +35,9 @@ const durationSlack = 0x1p-46
 // after now) equal to the nanosecond when they are exact instants (GCRA,
 // refills, windows, log entries), or within 1 ns plus the Band converted
 // to time at the drain rate plus 2^-46 of the duration when they come
-// from float amounts (the meters, the sliding counter's RetryAfter).
+// from float amounts (the meters, the sliding counter's RetryAfter); a
+// booking's ResetAfter, which counts from its instant, within that plus
+// the difference of the booked instants.
 func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) (lenient bool, err error) {
 	if err := Invariants(p, op, got); err != nil {
 		return false, err
@@ -67,6 +69,12 @@ func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) 
 		tol := 0.0
 		if want.Drain > 0 {
 			tol = 1 + Band*p.Limit*want.Drain + float64(dur.want)*durationSlack
+			if dur.name == "ResetAfter" {
+				// A reservation's reset counts from its booked instant:
+				// the instant's own rounding (within Delay's tolerance,
+				// which the caller then follows) carries into it.
+				tol += math.Abs(float64(got.At - want.At))
+			}
 		}
 		if diff := math.Abs(float64(dur.got) - float64(dur.want)); diff > tol {
 			return false, fmt.Errorf("%s = %v, want %v (tolerance %.3gns)", dur.name, time.Duration(dur.got), time.Duration(dur.want), tol)
