@@ -81,14 +81,15 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 // limiters validated and whose ops share their verb, time and delay by
 // construction: each op's cost (and delay or instant), and distinct keys.
 func checkGroupOps(ops []GroupOp) error {
-	for i, g := range ops {
-		if !g.Params.usual(g.Op) {
+	for i := range ops {
+		g := &ops[i]
+		if !g.Params.usualOp(&g.Op) {
 			if err := g.Params.checkOp(g.Op); err != nil {
 				return err
 			}
 		}
-		for _, h := range ops[:i] {
-			if h.Key == g.Key {
+		for j := range i {
+			if ops[j].Key == g.Key {
 				return fmt.Errorf("%w: key %q appears twice in one group", ErrInvalidKey, g.Key)
 			}
 		}
@@ -136,7 +137,7 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 				return Decision{}, err
 			}
 		}
-		return combine(each, first), nil
+		return combined(each, first), nil
 	}
 	var latest time.Duration // until every limit would admit
 	all := true
@@ -181,44 +182,54 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 			}
 			retry = max(retry, each[i].RetryAfter)
 		}
-		d := combine(each, first)
+		d := combined(each, first)
 		if !fits {
 			d.RetryAfter = retry
 		}
 		return d, nil
 	}
-	return combine(each, first), nil
+	return combined(each, first), nil
 }
 
-// combine returns the group's decision from each limit's.
-func combine(each []Decision, op Op) Decision {
+// combined returns the group's decision from each limit's.
+func combined(each []Decision, op Op) Decision {
+	var d Decision
+	combine(each, op, &d)
+	return d
+}
+
+// combine sets *d to the group's decision from each limit's, in place
+// (see limiter.do).
+func combine(each []Decision, op Op, d *Decision) {
 	best := -1
 	allowed, blocked := true, false
 	var retry, delay time.Duration
-	for i, d := range each {
-		allowed = allowed && d.Allowed
-		blocked = blocked || d.Blocked
-		retry, delay = max(retry, d.RetryAfter), max(delay, d.Delay)
-		if best < 0 || tighter(d, each[best]) {
+	for i := range each {
+		e := &each[i]
+		allowed = allowed && e.Allowed
+		blocked = blocked || e.Blocked
+		retry, delay = max(retry, e.RetryAfter), max(delay, e.Delay)
+		if best < 0 || tighter(e, &each[best]) {
 			best = i
 		}
 	}
-	d := each[best]
 	if !allowed {
-		for i, e := range each { // the longest denial
-			if !e.Allowed && (d.Allowed || e.RetryAfter > d.RetryAfter) {
-				d, best = e, i
+		for i := range each { // the longest denial
+			if e := &each[i]; !e.Allowed && (each[best].Allowed || e.RetryAfter > each[best].RetryAfter) {
+				best = i
 			}
 		}
+	}
+	*d = each[best]
+	if !allowed {
 		d.Allowed, d.Delay, d.At = false, 0, 0
 	} else if op.Verb == VerbReserve && delay > 0 {
 		d.Delay, d.At = delay, op.Now+int64(delay)
 	}
 	d.RetryAfter, d.Blocked = retry, blocked
-	return d
 }
 
 // tighter reports whether d has less of its limit left than e.
-func tighter(d, e Decision) bool {
+func tighter(d, e *Decision) bool {
 	return d.Remaining*e.Limit < e.Remaining*d.Limit
 }

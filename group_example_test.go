@@ -39,7 +39,7 @@ func ExampleNewGroup() {
 	}
 	d, _ := api.CanAccept(ctx, keys("k-123"), 1)
 	fmt.Println("admitted:", admitted, "then retry after", d.RetryAfter)
-	fmt.Println("left today:", d.Limits[1].Remaining, "left for everyone:", d.Limits[2].Remaining)
+	fmt.Println("left today:", d.Limits()[1].Remaining, "left for everyone:", d.Limits()[2].Remaining)
 	// Output:
 	// admitted: 10 then retry after 100ms
 	// left today: 990 left for everyone: 40

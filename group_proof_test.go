@@ -153,15 +153,15 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 	now := startTime(rng, sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: int64(time.Second)})
 	clk.now.Store(now)
 
-	// Four limiters, each with keys of its own; groups of two to four of
-	// them in any order.
+	// As many limiters as a group takes, each with keys of its own;
+	// groups of two to all of them in any order.
 	var pool []testAlgorithm
 	for _, alg := range testAlgorithms(t) {
 		if !reservable || alg.params.Reservable() {
 			pool = append(pool, alg)
 		}
 	}
-	limits := make([]*groupLimit, 4)
+	limits := make([]*groupLimit, sluice.MaxGroup)
 	var log []string
 	for i := range limits {
 		alg := pool[rng.IntN(len(pool))]
@@ -183,7 +183,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 	}
 	var groups []group
 	for range 3 {
-		order := rng.Perm(len(limits))[:2+rng.IntN(3)]
+		order := rng.Perm(len(limits))[:2+rng.IntN(len(limits)-1)]
 		lims := make([]sluice.Limiter, len(order))
 		for j, i := range order {
 			lims[j] = limits[i].lim.Limiter
@@ -340,7 +340,7 @@ func (s *groupStats) count(gd sluice.GroupDecision) {
 		s.admitted++
 	} else {
 		s.denied++
-		for _, d := range gd.Limits {
+		for _, d := range gd.Limits() {
 			if d.Allowed {
 				s.partial++
 				break
@@ -421,7 +421,7 @@ func modelGroup(limits []*groupLimit, order []int, keys []string, op sluice.Op) 
 // limit's as documented.
 func requireGroupCall(t *testing.T, op sluice.Op, gd sluice.GroupDecision, each []sluice.Decision, retry time.Duration, fail func() string) {
 	t.Helper()
-	require.Equal(t, each, gd.Limits, "each limit's decision\n%s", fail())
+	require.Equal(t, each, gd.Limits(), "each limit's decision\n%s", fail())
 	allowed, blocked := true, false
 	var delay time.Duration
 	for _, d := range each {

@@ -66,65 +66,121 @@ func NewGroup(limiters ...Limiter) (*Group, error) {
 }
 
 // GroupDecision is a group's decision: the most restrictive limit's (see
-// [DecideGroup]), and each limit's own, in the group's order. When the
-// group denies a request, a limit that would have admitted it on its own
-// shows Allowed, but recorded nothing.
+// [DecideGroup]), and each limit's own, which [GroupDecision.Limits]
+// returns. When the group denies a request, a limit that would have
+// admitted it on its own shows Allowed, but recorded nothing.
 type GroupDecision struct {
 	Decision
-	Limits []Decision
+
+	// limits holds each limit's decision in place for a group of up to
+	// inlineGroup limits, so that such a decision in memory allocates
+	// nothing; more holds them for a larger group.
+	limits [inlineGroup]Decision
+	more   []Decision
+	n      int
+}
+
+// inlineGroup is how many limits a GroupDecision holds without
+// allocating: the common groups (a client's rate and quota, and a global
+// cap), and no more, since a GroupDecision is returned by value.
+const inlineGroup = 4
+
+// Limits returns each limit's decision, in the group's order. The slice
+// is d's own memory.
+func (d *GroupDecision) Limits() []Decision {
+	if d.more != nil {
+		return d.more
+	}
+	return d.limits[:d.n]
+}
+
+// size makes d, which is zero, a decision of n limits.
+func (d *GroupDecision) size(n int) {
+	d.n = n
+	if n > inlineGroup {
+		d.more = make([]Decision, n)
+	}
 }
 
 // Allow admits cost if every limit admits it, each on its key (keys[i] for
 // the group's limiter i), and records it in all of them; otherwise it
 // records it in none.
-func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (GroupDecision, error) {
-	return g.decide(ctx, keys, Op{Verb: VerbAllow, Cost: cost, Now: g.first.clock.now()})
+func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
+	// Small enough to be inlined: d is then the caller's variable, which
+	// the decision is written into, rather than a result copied out.
+	err = g.now(ctx, &d, keys, VerbAllow, cost)
+	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
-func (g *Group) CanAccept(ctx context.Context, keys []string, cost float64) (GroupDecision, error) {
-	return g.decide(ctx, keys, Op{Verb: VerbCheck, Cost: cost, Now: g.first.clock.now()})
+func (g *Group) CanAccept(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
+	err = g.now(ctx, &d, keys, VerbCheck, cost)
+	return d, err
 }
 
-// decide runs op, whose Now is set, on every limit as one decision.
-func (g *Group) decide(ctx context.Context, keys []string, op Op) (GroupDecision, error) {
-	if len(keys) != len(g.limits) {
-		return GroupDecision{}, fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), len(g.limits))
+// now decides verb for cost now, into gd.
+func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb Verb, cost float64) error {
+	return g.decide(ctx, gd, keys, Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil)
+}
+
+// decide runs op, whose Now is set, on every limit as one decision, into
+// gd, which is zero. A cancel names each limit's booking in booked, the
+// decision that booked it.
+func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op Op, booked *GroupDecision) error {
+	n := len(g.limits)
+	if len(keys) != n {
+		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), n)
 	}
-	var ops [MaxGroup]GroupOp
+	var inline [inlineGroup]GroupOp
+	ops := inline[:min(n, inlineGroup)]
+	if n > inlineGroup {
+		ops = make([]GroupOp, n)
+	}
 	for i, l := range g.limits {
-		ops[i] = GroupOp{Key: keys[i], Params: &l.params, Op: op}
+		// Field by field: a composite literal would be built aside and
+		// copied in 16-byte moves, which stall on its 8-byte fields just
+		// stored.
+		o := &ops[i]
+		o.Key, o.Params, o.Op = keys[i], &l.params, op
+		if booked != nil {
+			o.Op.At = booked.Limits()[i].At
+		}
 	}
-	return g.apply(ctx, ops[:len(keys)])
+	return g.apply(ctx, gd, ops)
 }
 
 // apply sends ops to the store, within the first limiter's timeout, and
-// reports each limit's decision to its limiter's observer.
-func (g *Group) apply(ctx context.Context, ops []GroupOp) (GroupDecision, error) {
+// decides into gd, which is zero, reporting each limit's decision to its
+// limiter's observer.
+func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []GroupOp) error {
 	if g.first.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.first.timeout)
 		defer cancel()
 	}
-	gd := GroupDecision{Limits: make([]Decision, len(ops))}
+	gd.size(len(ops))
+	each := gd.Limits()
 	var err error
 	if g.mem != nil {
-		// No interface, and no Params to validate again: ops stay on the
-		// stack, and only the ops themselves are checked.
+		// No interface, and no Params to validate again: ops and gd stay
+		// on the stack, and only the ops themselves are checked.
 		if err = checkGroupOps(ops); err == nil {
-			gd.Decision, err = g.mem.applyGroup(ops, gd.Limits)
+			err = g.mem.applyGroup(ops, each, &gd.Decision)
 		}
 	} else {
-		kept := append([]GroupOp(nil), ops...) // a store of any kind may keep them
-		gd.Decision, err = g.store.ApplyGroup(ctx, kept, gd.Limits)
+		// A store of any kind may keep what it is given.
+		kept := append([]GroupOp(nil), ops...)
+		given := make([]Decision, len(ops))
+		gd.Decision, err = g.store.ApplyGroup(ctx, kept, given)
+		copy(each, given)
 		err = timedOut(ctx, err)
 	}
 	for i, l := range g.limits {
 		if l.observer != nil {
-			l.observe(ctx, ops[i].Key, ops[i].Op, &gd.Limits[i], err)
+			l.observe(ctx, ops[i].Key, ops[i].Op, &each[i], err)
 		}
 	}
-	return gd, err
+	return err
 }
 
 // A GroupReservation is a turn booked on every limit of a group at one
@@ -146,8 +202,7 @@ type GroupReservation struct {
 func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration) (*GroupReservation, error) {
 	r := &GroupReservation{g: g, keys: keys, cost: cost}
 	now := g.first.clock.now()
-	var err error
-	r.GroupDecision, err = g.decide(ctx, keys, Op{Verb: VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)})
+	err := g.decide(ctx, &r.GroupDecision, keys, Op{Verb: VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil)
 	r.act = now + int64(r.Delay)
 	return r, err
 }
@@ -185,12 +240,9 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
 	}
-	var ops [MaxGroup]GroupOp
-	for i, l := range g.limits {
-		ops[i] = GroupOp{Key: r.keys[i], Params: &l.params, Op: Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.Limits[i].At}}
-	}
-	_, err := g.apply(ctx, ops[:len(r.keys)]) // at most once, as Reservation.Cancel
-	return err
+	var d GroupDecision
+	// At most once, as Reservation.Cancel.
+	return g.decide(ctx, &d, r.keys, Op{Verb: VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision)
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all

@@ -18,161 +18,186 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []GroupOp, each []Decision)
 	if len(each) != len(ops) {
 		return Decision{}, fmt.Errorf("%w: %d decisions for %d limits", ErrInvalidConfig, len(each), len(ops))
 	}
-	return m.applyGroup(ops, each)
+	clear(each) // decided into in place
+	var d Decision
+	err := m.applyGroup(ops, each, &d)
+	return d, err
 }
 
 // applyGroup is ApplyGroup for ops that passed CheckGroup, or that a Group
-// built from validated limiters (checkGroupOps).
-func (m *MemStore) applyGroup(ops []GroupOp, each []Decision) (Decision, error) {
+// built from validated limiters (checkGroupOps), deciding each limit into
+// each and the group into *d, all zero, in place (see limiter.do).
+func (m *MemStore) applyGroup(ops []GroupOp, each []Decision, d *Decision) (err error) {
 	if m.closed.Load() {
-		return Decision{}, ErrStoreClosed
+		return ErrStoreClosed
 	}
 	var g memGroup
 	g.lock(m, ops)
 	defer g.unlock()
-	for i, o := range ops {
-		sh := g.shards[i]
-		sh.now = max(sh.now, o.Op.Now)
-		s, err := sh.load(g.ids[i], o.Params, o.Op.Now)
-		if err != nil {
-			return Decision{}, fmt.Errorf("%w: key %q", err, o.Key)
+	for i := range ops {
+		o, k := &ops[i], g.key(i)
+		k.sh.now = max(k.sh.now, o.Op.Now)
+		if err := k.sh.load(k.id, o.Params, o.Op.Now, &k.state); err != nil {
+			return fmt.Errorf("%w: key %q", err, o.Key)
 		}
-		g.states[i] = s
 	}
 	if ops[0].Op.Verb == VerbAllow {
-		return g.allow(m, ops, each), nil
+		g.allow(m, ops, each, d)
+		return nil
 	}
-	h := new(memGroup) // the decide function below keeps it
-	*h = g
-	return DecideGroup(ops, func(i int, op Op) (Decision, error) {
-		var d Decision
-		h.decide(m, ops, i, op, &d)
-		return d, nil
+	*d, err = DecideGroup(ops, func(i int, op Op) (Decision, error) {
+		var e Decision
+		g.decide(m, ops, i, op, &e)
+		return e, nil
 	}, each)
+	return err
 }
 
-// memGroup is a group decision's keys in a MemStore, locked.
+// memGroup is a group decision's keys in a MemStore, locked. It holds the
+// keys of the common groups in place: a larger group's others are on the
+// heap, so that the common decision zeroes and copies no more than it
+// uses.
 type memGroup struct {
 	n      int
-	ids    [MaxGroup]keyID
-	shards [MaxGroup]*shard
-	states [MaxGroup]State
-	locked [MaxGroup]*shard // distinct, in address order
-	nlock  int
+	keys   [inlineGroup]memKey
+	more   *[MaxGroup - inlineGroup]memKey
+	locked [MaxGroup]*shard // the shards in address order, with repeats
 }
 
-// lock locates the keys of ops and locks their shards in address order.
+// A memKey is one key of a memGroup: where it is, and its state.
+type memKey struct {
+	id    keyID
+	sh    *shard
+	state State
+}
+
+// key returns key i of the group.
+func (g *memGroup) key(i int) *memKey {
+	if i < inlineGroup {
+		return &g.keys[i]
+	}
+	return &g.more[i-inlineGroup]
+}
+
+// lock locates the keys of ops and locks their shards in address order,
+// each once.
 func (g *memGroup) lock(m *MemStore, ops []GroupOp) {
 	g.n = len(ops)
-	for i, o := range ops {
-		g.ids[i], g.shards[i] = m.locate(o.Key)
+	if g.n > inlineGroup {
+		g.more = new([MaxGroup - inlineGroup]memKey)
 	}
-	// Insertion into address order, skipping repeats: a group is small.
-	for _, sh := range g.shards[:g.n] {
-		j := g.nlock
-		for j > 0 && uintptr(unsafe.Pointer(g.locked[j-1])) > uintptr(unsafe.Pointer(sh)) {
-			j--
+	// Located, and sorted by insertion: a group is small.
+	for i := range g.n {
+		k := g.key(i)
+		k.id, k.sh = m.locate(ops[i].Key)
+		j := i
+		for ; j > 0 && uintptr(unsafe.Pointer(g.locked[j-1])) > uintptr(unsafe.Pointer(k.sh)); j-- {
+			g.locked[j] = g.locked[j-1]
 		}
-		if j > 0 && g.locked[j-1] == sh {
-			continue
-		}
-		copy(g.locked[j+1:g.nlock+1], g.locked[j:g.nlock])
-		g.locked[j] = sh
-		g.nlock++
+		g.locked[j] = k.sh
 	}
-	for _, sh := range g.locked[:g.nlock] {
-		sh.mu.Lock()
+	for i, sh := range g.locked[:g.n] {
+		if i == 0 || sh != g.locked[i-1] {
+			sh.mu.Lock()
+		}
 	}
 }
 
 func (g *memGroup) unlock() {
-	for _, sh := range g.locked[:g.nlock] {
-		sh.mu.Unlock()
+	for i, sh := range g.locked[:g.n] {
+		if i == 0 || sh != g.locked[i-1] {
+			sh.mu.Unlock()
+		}
 	}
 }
 
 // decide runs op on key i's state and saves what it records.
 func (g *memGroup) decide(m *MemStore, ops []GroupOp, i int, op Op, d *Decision) {
-	p := ops[i].Params
-	p.step(&g.states[i], op, d)
+	p, k := ops[i].Params, g.key(i)
+	p.step(&k.state, op, d)
 	if p.records(op.Verb, d) {
-		g.shards[i].save(g.ids[i], p, op, &g.states[i], d, m.perShard)
+		k.sh.save(k.id, p, op.Now, &k.state, d, m.perShard)
 	}
 }
 
 // allow is DecideGroup for VerbAllow in one pass: every limit decides
-// Allow on a copy of its state (a check and then an Allow decide alike);
-// if all admit, the copies are saved; if not, only the denials' states
-// are (a penalty or counted denial), and the limits that admitted check a
-// zero cost instead, as DecideGroup does.
-func (g *memGroup) allow(m *MemStore, ops []GroupOp, each []Decision) Decision {
-	var next [MaxGroup]State
+// Allow on its state (a check and then an Allow decide alike); if all
+// admit, the states are saved; if not, only the denials' states are (a
+// penalty or counted denial), and the limits that admitted check a zero
+// cost instead, as DecideGroup does. It sets *d to the group's decision.
+func (g *memGroup) allow(m *MemStore, ops []GroupOp, each []Decision, d *Decision) {
 	all := true
-	for i, o := range ops {
-		next[i] = g.states[i]
+	for i := range ops {
+		o, k := &ops[i], g.key(i)
 		if o.Params.Kind == KindSlidingLog {
 			// Allow may reuse the log's storage: keep the stored one.
-			next[i].Log = slices.Clone(next[i].Log)
+			k.state.Log = slices.Clone(k.state.Log)
 		}
-		each[i] = Decision{}
-		o.Params.step(&next[i], o.Op, &each[i])
+		o.Params.step(&k.state, o.Op, &each[i])
 		all = all && each[i].Allowed
 	}
-	for i, o := range ops {
-		switch {
-		case all || !each[i].Allowed:
-			if o.Params.records(VerbAllow, &each[i]) {
-				g.states[i] = next[i]
-				g.shards[i].save(g.ids[i], o.Params, o.Op, &g.states[i], &each[i], m.perShard)
+	if !all {
+		// The limits that admitted check a zero cost on their keys as
+		// they were, loaded again before any key of the group is saved
+		// (a save can make room in a shard by evicting another key).
+		for i := range ops {
+			if o, k := &ops[i], g.key(i); each[i].Allowed {
+				_ = k.sh.load(k.id, o.Params, o.Op.Now, &k.state) // loaded once: cannot fail
+				each[i] = Decision{}
+				o.Params.step(&k.state, Op{Verb: VerbCheck, Now: o.Op.Now}, &each[i])
 			}
-		default:
-			each[i] = Decision{}
-			o.Params.step(&g.states[i], Op{Verb: VerbCheck, Now: o.Op.Now}, &each[i])
 		}
 	}
-	return combine(each, ops[0].Op)
+	for i := range ops {
+		o, k := &ops[i], g.key(i)
+		if (all || !each[i].Allowed) && o.Params.records(VerbAllow, &each[i]) {
+			k.sh.save(k.id, o.Params, o.Op.Now, &k.state, &each[i], m.perShard)
+		}
+	}
+	combine(each, ops[0].Op, d)
 }
 
-// load returns id's state for p under the shard's lock, or an error
-// wrapping ErrKeyConflict if the key holds another algorithm's live state.
-func (sh *shard) load(id keyID, p *Params, now int64) (State, error) {
-	var s State
+// load sets *s to id's state for p under the shard's lock, or returns an
+// error wrapping ErrKeyConflict if the key holds another algorithm's live
+// state.
+func (sh *shard) load(id keyID, p *Params, now int64, s *State) error {
+	*s = State{}
 	if p.Kind == KindGCRA {
 		if i, ok := sh.tats.find(id); ok {
 			sh.tats.slots[i].used()
 			s.Time = sh.tats.slots[i].expires
 		} else if other := claim(sh, &sh.slots, id, now); other != 0 {
-			return s, fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
+			return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
 		}
 	} else {
 		i, ok := sh.slots.find(id)
 		switch {
 		case !ok:
 			if other := claim(sh, &sh.tats, id, now); other != 0 {
-				return s, fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
+				return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
 			}
 		case sh.slots.slots[i].kind() != p.Kind:
 			if other := claimAt(sh, &sh.slots, i, now); other != 0 {
-				return s, fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
+				return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
 			}
 		default:
 			e := &sh.slots.slots[i]
 			e.used()
-			s = State{Time: e.time, A: e.a, B: e.b}
+			*s = State{Time: e.time, A: e.a, B: e.b}
 			if p.Kind == KindSlidingLog {
 				s.Log = sh.logs[id]
 			}
 		}
 	}
 	if sh.blocks != nil {
-		sh.blocked(id, &s, p.Kind == KindGCRA)
+		sh.blocked(id, s, p.Kind == KindGCRA)
 	}
-	return s, nil
+	return nil
 }
 
-// save writes the state a recorded decision d at op left for id, or
+// save writes the state a recorded decision d at now left for id, or
 // forgets the key once it is fresh again.
-func (sh *shard) save(id keyID, p *Params, op Op, s *State, d *Decision, bound int) {
+func (sh *shard) save(id keyID, p *Params, now int64, s *State, d *Decision, bound int) {
 	gcra := p.Kind == KindGCRA
 	if d.ResetAfter <= 0 {
 		if gcra {
@@ -182,18 +207,18 @@ func (sh *shard) save(id keyID, p *Params, op Op, s *State, d *Decision, bound i
 		}
 		return
 	}
-	expires := op.Now + int64(d.ResetAfter)
+	expires := now + int64(d.ResetAfter)
 	if gcra {
 		i, ok := sh.tats.find(id)
 		if !ok {
-			sh.makeRoom(id, bound, op.Now)
+			sh.makeRoom(id, bound, now)
 			i = sh.tats.insert(id, p.Kind)
 		}
 		sh.tats.slots[i].expires = expires
 	} else {
 		i, ok := sh.slots.find(id)
 		if !ok {
-			sh.makeRoom(id, bound, op.Now)
+			sh.makeRoom(id, bound, now)
 			i = sh.slots.insert(id, p.Kind)
 		}
 		e := &sh.slots.slots[i]

@@ -214,3 +214,18 @@ func TestMemStoreHugeShardCountIsCapped(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 }
+
+// TestMemStoreGroupsWhoseKeysShareShards decides groups on stores of one
+// and two shards, where most groups hold several keys of one shard: each
+// shard is locked once, whatever the order of the keys, and concurrent
+// groups neither deadlock nor lose a decision.
+func TestMemStoreGroupsWhoseKeysShareShards(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: shards})
+			t.Cleanup(func() { _ = st.Close() })
+			storetest.RunGroups(t, st, storetest.Exact())
+			storetest.RunGroupsConcurrent(t, st, 64)
+		})
+	}
+}

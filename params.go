@@ -164,7 +164,11 @@ func (p *Params) checkOp(op Op) error {
 // enough to be inlined, so that the common request is checked in four
 // comparisons; p.Limit is finite, so the bounds also rule out NaN and
 // infinite costs.
-func (p *Params) usual(op Op) bool {
+func (p *Params) usual(op Op) bool { return p.usualOp(&op) }
+
+// usualOp is usual for an op in memory, read field by field: a group's
+// ops, which copying whole would stall on their fields just stored.
+func (p *Params) usualOp(op *Op) bool {
 	return op.Verb-VerbAllow <= VerbCheck-VerbAllow && op.Cost >= 0 && op.Cost <= p.Limit && uint64(op.Now) <= maxTime
 }
 

@@ -415,6 +415,6 @@ func groupOfLimitersAdmitAllOrNothing(t *testing.T, url string) {
 	d, err := api.CanAccept(ctx, keys("a"), 1)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
-	require.Equal(t, 3.0, d.Limits[1].Remaining, "the day's limit was charged only what the group admitted")
-	require.Zero(t, d.Limits[2].Remaining)
+	require.Equal(t, 3.0, d.Limits()[1].Remaining, "the day's limit was charged only what the group admitted")
+	require.Zero(t, d.Limits()[2].Remaining)
 }

@@ -213,7 +213,7 @@ func Example_group() {
 		log.Fatal(err) // Redis failed: deny or allow is the caller's choice
 	}
 	if !d.Allowed {
-		fmt.Println("retry after", d.RetryAfter, "left today:", d.Limits[1].Remaining)
+		fmt.Println("retry after", d.RetryAfter, "left today:", d.Limits()[1].Remaining)
 		return
 	}
 	g, err := global.Allow(ctx, "global", 1) // another slot: a call of its own

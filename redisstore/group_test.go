@@ -353,7 +353,7 @@ func TestGroupOfLimitersIsChargedOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
 	require.Equal(t, 200*time.Millisecond, d.RetryAfter)
-	require.Equal(t, 995.0, d.Limits[1].Remaining, "the day is charged for the five admitted only")
+	require.Equal(t, 995.0, d.Limits()[1].Remaining, "the day is charged for the five admitted only")
 
 	r, err := api.Reserve(ctx, keys, 1, time.Second)
 	require.NoError(t, err)
@@ -362,7 +362,7 @@ func TestGroupOfLimitersIsChargedOnce(t *testing.T) {
 	require.NoError(t, r.Cancel(ctx))
 	d, err = api.CanAccept(ctx, keys, 1)
 	require.NoError(t, err)
-	require.InDelta(t, 995.0, d.Limits[1].Remaining, 1e-9, "the cancel gave the day its unit back (a nanosecond late)")
+	require.InDelta(t, 995.0, d.Limits()[1].Remaining, 1e-9, "the cancel gave the day its unit back (a nanosecond late)")
 
 	withGlobal, err := sluice.NewGroup(perSecond, perDay, global)
 	require.NoError(t, err)

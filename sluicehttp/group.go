@@ -138,7 +138,7 @@ func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *htt
 		}
 	}
 	for i, p := range g.policies {
-		each := d.Limits[i]
+		each := d.Limits()[i]
 		if turn != nil {
 			each = servedAt(each)
 		}

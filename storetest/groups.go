@@ -46,8 +46,13 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 	for trace := range max(Traces()/5, 4) {
 		seed := uint64(trace)
 		rng := rand.New(rand.NewPCG(seed, 0x6709))
-		// Each key belongs to one limit, as a limiter's keys do.
+		// Each key belongs to one limit, as a limiter's keys do. Most
+		// groups are of the usual sizes; every fourth is of the most
+		// limits a group takes.
 		n := 2 + rng.IntN(3)
+		if trace%4 == 3 {
+			n = sluice.MaxGroup
+		}
 		limits := make([]sluice.Params, n)
 		keys := make([]string, n)
 		var reservables []sluice.Params
