@@ -83,7 +83,7 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 func checkGroupOps(ops []GroupOp) error {
 	for i := range ops {
 		g := &ops[i]
-		if !g.Params.usualOp(&g.Op) {
+		if !g.Params.usual(g.Op.Verb, g.Op.Cost, g.Op.Now) {
 			if err := g.Params.checkOp(g.Op); err != nil {
 				return err
 			}

@@ -141,7 +141,7 @@ func (l *limiter) Close() error {
 // would without the feature: op.Now, read anyway, is when the decision
 // began, and the clock is read again only for an observer.
 func (l *limiter) do(ctx context.Context, key string, op Op, d *Decision) (err error) {
-	if !l.params.usual(op) {
+	if !l.params.usual(op.Verb, op.Cost, op.Now) {
 		if err = l.params.checkOp(op); err != nil {
 			d.Limit = l.params.Limit
 			if l.observer != nil {
