@@ -105,8 +105,9 @@ func reserves(p peer) bool {
 // CancelAt. On one hot key and 10,000 keys, sequentially and from
 // GOMAXPROCS goroutines, and with two contexts: one that can end, as a
 // request's (ctx=request), and context.Background() (ctx=background), for
-// which sluice's Cancel sets a timeout of its own (x/time/rate takes no
-// context). Names read ctx/keys/lib/mode.
+// which sluice's Cancel on a store that could hang sets a timeout of its
+// own, and on this in-memory one none (x/time/rate takes no context).
+// Names read ctx/keys/lib/mode.
 func BenchmarkReserve(b *testing.B) {
 	pa := queued()
 	request, cancel := context.WithCancel(context.Background())
