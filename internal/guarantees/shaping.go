@@ -302,13 +302,20 @@ func (k *Key) randomShaping(rng *rand.Rand, start, horizon int64, cost float64, 
 		if err != nil {
 			return err
 		}
-		switch rng.IntN(4) {
-		case 0: // another request at the same instant
-		case 1:
-			now += 1 + rng.Int64N(1000)
-		default:
-			now += rng.Int64N(max(period*2/max(int64(p.Limit), 1), 1))
-		}
+		now = nextNow(rng, now, period, p.Limit)
 	}
 	return nil
+}
+
+// nextNow returns the instant of a random trace's next request after now:
+// the same instant, a few nanoseconds later, or up to twice the time the
+// limit's period gives each unit.
+func nextNow(rng *rand.Rand, now, period int64, limit float64) int64 {
+	switch rng.IntN(4) {
+	case 0: // another request at the same instant
+		return now
+	case 1:
+		return now + 1 + rng.Int64N(1000)
+	}
+	return now + rng.Int64N(max(period*2/max(int64(limit), 1), 1))
 }

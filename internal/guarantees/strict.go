@@ -192,13 +192,7 @@ func (k *StrictKey) randomMix(rng *rand.Rand, start, horizon int64, cost float64
 		if err != nil {
 			return err
 		}
-		switch rng.IntN(4) {
-		case 0: // another request at the same instant
-		case 1:
-			now += 1 + rng.Int64N(1000)
-		default:
-			now += rng.Int64N(max(period*2/max(int64(p.Limit), 1), 1))
-		}
+		now = nextNow(rng, now, period, p.Limit)
 	}
 	return nil
 }
