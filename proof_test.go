@@ -303,28 +303,8 @@ func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
 	if err != nil {
 		return got, c.fail("%v\ngot  %+v\nwant %+v", err, got, want)
 	}
-	switch {
-	case lenient:
-		// The float code took a side the exact decision was too close to
-		// call: follow it.
-		c.stats.lenient[op.Verb]++
+	if c.tally(op, got, lenient, want.At) {
 		defer c.model.Load(next)
-	case got.At != want.At:
-		// A booked instant that the float code rounded to the next
-		// nanosecond (within the tolerance Compare allows): follow it,
-		// so that a cancel of this booking means the same on both sides.
-		c.stats.exact[op.Verb]++
-		c.stats.followed++
-		defer c.model.Load(next)
-	default:
-		c.stats.exact[op.Verb]++
-	}
-	c.stats.count(op, got)
-	if op.Verb == sluice.VerbReserve {
-		c.lastRefused = int64(got.RetryAfter)
-		if got.At != 0 {
-			c.booked = append(c.booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: got.At})
-		}
 	}
 	if !recorded(op.Verb, got) {
 		if !reflect.DeepEqual(next, before) {
@@ -337,6 +317,35 @@ func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
 	}
 	c.state = next
 	return got, nil
+}
+
+// tally counts decision got on op, which Compare found lenient or not
+// against a model that booked at wantAt, and keeps a booked reservation's
+// cancel for the trace. It reports whether the model must then follow the
+// production state: when the float code took a side the exact decision
+// was too close to call, or rounded a booked instant to the next
+// nanosecond (within the tolerance Compare allows), so that a cancel of
+// that booking means the same on both sides.
+func (c *checker) tally(op sluice.Op, got sluice.Decision, lenient bool, wantAt int64) (follow bool) {
+	switch {
+	case lenient:
+		c.stats.lenient[op.Verb]++
+		follow = true
+	case got.At != wantAt:
+		c.stats.exact[op.Verb]++
+		c.stats.followed++
+		follow = true
+	default:
+		c.stats.exact[op.Verb]++
+	}
+	c.stats.count(op, got)
+	if op.Verb == sluice.VerbReserve {
+		c.lastRefused = int64(got.RetryAfter)
+		if got.At != 0 {
+			c.booked = append(c.booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: got.At})
+		}
+	}
+	return follow
 }
 
 // recorded reports whether the Store contract says decision d on verb

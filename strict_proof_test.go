@@ -203,23 +203,8 @@ func (c *strictChecker) apply(op sluice.Op) (sluice.Decision, error) {
 	if err != nil {
 		return got, c.fail("%v\ngot  %+v\nwant %+v (Used %v)\nstate before %+v, after %+v", err, got, want, ratString(want.Used), before, next)
 	}
-	switch {
-	case lenient:
-		c.stats.lenient[op.Verb]++
+	if c.tally(op, got, lenient, want.At) {
 		defer c.strict.Load(next)
-	case got.At != want.At:
-		c.stats.exact[op.Verb]++
-		c.stats.followed++
-		defer c.strict.Load(next)
-	default:
-		c.stats.exact[op.Verb]++
-	}
-	c.stats.count(op, got)
-	if op.Verb == sluice.VerbReserve {
-		c.lastRefused = int64(got.RetryAfter)
-		if got.At != 0 {
-			c.booked = append(c.booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: got.At})
-		}
 	}
 	recorded := c.p.Records(op.Verb, got)
 	if err := c.blockRules(op, before, next, got, recorded); err != nil {
