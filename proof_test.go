@@ -131,6 +131,18 @@ func testAlgorithms(t testing.TB) []testAlgorithm {
 	return algs
 }
 
+// reservingAlgorithms returns the test algorithms that book reservations:
+// the GCRA and the buckets.
+func reservingAlgorithms(t testing.TB) []testAlgorithm {
+	var algs []testAlgorithm
+	for _, alg := range testAlgorithms(t) {
+		if alg.params.Reservable() {
+			algs = append(algs, alg)
+		}
+	}
+	return algs
+}
+
 func TestStepMatchesReference(t *testing.T) {
 	for ai, alg := range testAlgorithms(t) {
 		t.Run(alg.name, func(t *testing.T) {

@@ -244,11 +244,8 @@ func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decisi
 // tell it from a later booking, report no At and give nothing back.
 func TestABookingFromALaterInstantIsKeptAndCancellable(t *testing.T) {
 	realistic := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
-	for _, alg := range testAlgorithms(t) {
+	for _, alg := range reservingAlgorithms(t) {
 		p := alg.params
-		if !p.Reservable() {
-			continue
-		}
 		for _, now := range []int64{realistic, 100} {
 			for _, cost := range []float64{0, 1} {
 				t.Run(fmt.Sprintf("%s/cost %v from %d", alg.name, cost, now), func(t *testing.T) {
