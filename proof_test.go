@@ -178,6 +178,23 @@ func stepTrace(p sluice.Params, seed uint64) (traceStats, error) {
 	if err != nil {
 		return traceStats{}, err
 	}
+	err = runTrace(rng, p, c)
+	return c.stats, err
+}
+
+// A tracer checks one random trace's decisions: a checker, or a
+// strictChecker.
+type tracer interface {
+	nextTime(rng *rand.Rand, now int64, last sluice.Decision) int64
+	reset()
+	invalid(rng *rand.Rand, now int64) error
+	drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op
+	apply(op sluice.Op) (sluice.Decision, error)
+}
+
+// runTrace drives c through a random trace of p drawn from rng: decisions
+// of every verb, with now and then a reset or an invalid call.
+func runTrace(rng *rand.Rand, p sluice.Params, c tracer) error {
 	costs := costMode(rng.IntN(int(numCostModes)))
 	now := startTime(rng, p)
 	var last sluice.Decision
@@ -189,15 +206,16 @@ func stepTrace(p sluice.Params, seed uint64) (traceStats, error) {
 			continue
 		case r < 5:
 			if err := c.invalid(rng, now); err != nil {
-				return c.stats, err
+				return err
 			}
 			continue
 		}
+		var err error
 		if last, err = c.apply(c.drawOp(rng, costs, now)); err != nil {
-			return c.stats, err
+			return err
 		}
 	}
-	return c.stats, nil
+	return nil
 }
 
 // algorithmVerbs returns the verbs p runs.

@@ -110,26 +110,8 @@ func strictTrace(base sluice.Params, v strictVariant, seed uint64) (strictStats,
 		return strictStats{}, err
 	}
 	c := &strictChecker{checker: checker{p: p, model: m, where: fmt.Sprintf("strict seed %d", seed)}, strict: m}
-	costs := costMode(rng.IntN(int(numCostModes)))
-	now := startTime(rng, p)
-	var last sluice.Decision
-	for range 30 + rng.IntN(120) {
-		now = c.nextTime(rng, now, last)
-		switch r := rng.IntN(100); {
-		case r < 3:
-			c.reset()
-			continue
-		case r < 5:
-			if err := c.invalid(rng, now); err != nil {
-				return c.results(), err
-			}
-			continue
-		}
-		if last, err = c.apply(c.drawOp(rng, costs, now)); err != nil {
-			return c.results(), err
-		}
-	}
-	return c.results(), nil
+	err = runTrace(rng, p, c)
+	return c.results(), err
 }
 
 // results returns what the trace decided.

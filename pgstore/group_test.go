@@ -250,14 +250,7 @@ func groupWaitForALockedRowWithinTheirContext(t *testing.T, url string) {
 	_, err := st.Apply(ctx, "b", &p, allow(1, base))
 	require.NoError(t, err)
 
-	holder, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{table}.Sanitize()+" WHERE key = 'b' FOR UPDATE")
-	require.NoError(t, err)
+	tx, _ := lockRow(t, url, table, "b")
 
 	ops := []sluice.GroupOp{{Key: "a", Params: &p, Op: allow(1, base)}, {Key: "b", Params: &p, Op: allow(1, base)}}
 	short, cancel := context.WithTimeout(ctx, lockTimeout)

@@ -22,6 +22,24 @@ const (
 
 // waiting returns the number of backends waiting for a lock that the
 // backend holder holds.
+// lockRow has another transaction, on a connection of its own, hold the
+// row of key in table locked, as a long migration or a stuck session
+// would. It returns the transaction and its connection; the test's end
+// rolls the one back and closes the other.
+func lockRow(t *testing.T, url, table, key string) (pgx.Tx, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{table}.Sanitize()+" WHERE key = $1 FOR UPDATE", key)
+	require.NoError(t, err)
+	return tx, conn
+}
+
 func waiting(t *testing.T, conn *pgx.Conn, holder uint32) int {
 	t.Helper()
 	var n int
@@ -40,16 +58,7 @@ func TestLockedRowGivesTimeoutsAndStoreRecovers(t *testing.T) {
 	_, err = lim.Allow(ctx, "k", 1)
 	require.NoError(t, err)
 
-	// Another transaction holds the key's row, as a long migration or a
-	// stuck session would.
-	holder, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer holder.Close(ctx)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{table}.Sanitize()+" WHERE key = 'k' FOR UPDATE")
-	require.NoError(t, err)
+	tx, holder := lockRow(t, url, table, "k")
 
 	for i := range 3 {
 		begin := time.Now()
