@@ -92,41 +92,59 @@ func TestPenaltiesAreBitIdenticalToStep(t *testing.T) {
 
 // TestBlockedKeyLivesUntilItsBlockEnds requires a key blocked by a
 // penalty to expire no earlier than its block ends, however soon its
-// algorithm alone would be fresh, and its value to carry the block.
+// algorithm alone would be fresh, and its value to carry the block. On the
+// caller's clock both decisions come at one instant and the algorithms'
+// states are fresh a millisecond later; on the server's clock the calls
+// are some time apart, so the intervals are an hour: no pause of the
+// machine running the test reaches the next admission, and the block
+// still outlives the state by far.
 func TestBlockedKeyLivesUntilItsBlockEnds(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
-	st := newStore(t, c)
 	ctx := t.Context()
-	for pi, p := range []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Millisecond), Penalty: int64(time.Hour)},
-		{Kind: sluice.KindFixedWindow, Limit: 1, Interval: int64(time.Second), Penalty: int64(time.Hour), CountDenied: true},
-		{Kind: sluice.KindSlidingLog, Limit: 1, Interval: int64(time.Second), MaxEntries: 1, Penalty: int64(time.Hour)},
+	for _, clock := range []struct {
+		name     string
+		opts     []redisstore.Option
+		now      int64 // Op.Now, the same for both decisions; 0 on the server's clock
+		interval time.Duration
+		penalty  time.Duration
+	}{
+		{"caller_clock", []redisstore.Option{redisstore.WithCallerClock(0)}, base, time.Millisecond, time.Hour},
+		{"server_clock", nil, 0, time.Hour, 10 * time.Hour},
 	} {
-		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
-			key := fmt.Sprint("blocked", pi)
-			d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
-			require.NoError(t, err)
-			require.True(t, d.Allowed)
-			before, err := c.Time(ctx).Result()
-			require.NoError(t, err)
-			d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
-			require.NoError(t, err)
-			require.False(t, d.Allowed)
-			require.True(t, d.Blocked)
-			require.Equal(t, time.Hour, d.ResetAfter)
-			expiry, err := c.PExpireTime(ctx, st.Key(key)).Result()
-			require.NoError(t, err)
-			require.GreaterOrEqual(t, expiry, time.Duration(before.UnixMilli())*time.Millisecond+time.Hour,
-				"the key expires no earlier than its block ends")
-			v, err := c.Get(ctx, st.Key(key)).Bytes()
-			require.NoError(t, err)
-			require.Equal(t, byte(p.Kind)+128, v[0], "the value carries the block")
+		st := newStore(t, c, clock.opts...)
+		interval, penalty := int64(clock.interval), int64(clock.penalty)
+		for pi, p := range []sluice.Params{
+			{Kind: sluice.KindGCRA, Limit: 1, Interval: interval, Penalty: penalty},
+			{Kind: sluice.KindFixedWindow, Limit: 1, Interval: interval, Anchored: true, Penalty: penalty, CountDenied: true},
+			{Kind: sluice.KindSlidingLog, Limit: 1, Interval: interval, MaxEntries: 1, Penalty: penalty},
+		} {
+			t.Run(fmt.Sprintf("%s_%d_%v", clock.name, pi, p.Kind), func(t *testing.T) {
+				key := fmt.Sprint("blocked", pi)
+				allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: clock.now}
+				d, err := st.Apply(ctx, key, &p, allow)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+				before, err := c.Time(ctx).Result()
+				require.NoError(t, err)
+				d, err = st.Apply(ctx, key, &p, allow)
+				require.NoError(t, err)
+				require.False(t, d.Allowed)
+				require.True(t, d.Blocked)
+				require.Equal(t, clock.penalty, d.ResetAfter)
+				expiry, err := c.PExpireTime(ctx, st.Key(key)).Result()
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, expiry, time.Duration(before.UnixMilli())*time.Millisecond+clock.penalty,
+					"the key expires no earlier than its block ends")
+				v, err := c.Get(ctx, st.Key(key)).Bytes()
+				require.NoError(t, err)
+				require.Equal(t, byte(p.Kind)+128, v[0], "the value carries the block")
 
-			require.NoError(t, st.Reset(ctx, key))
-			d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
-			require.NoError(t, err)
-			require.True(t, d.Allowed, "Reset lifts the block")
-		})
+				require.NoError(t, st.Reset(ctx, key))
+				d, err = st.Apply(ctx, key, &p, allow)
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "Reset lifts the block")
+			})
+		}
 	}
 }
 
