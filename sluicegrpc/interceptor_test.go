@@ -313,8 +313,11 @@ func TestDeadlinePassingWhileDecidingEndsTheCall(t *testing.T) {
 	require.NoError(t, err)
 
 	// The deadline travels with the call; the stalled store gives up when
-	// it passes on the server, whatever the clocks say.
-	ctx, cancel := context.WithTimeout(withKey("k"), 250*time.Millisecond)
+	// it passes on the server, whatever the clocks say. The test waits it
+	// out: two seconds, so that no pause of a loaded machine lets it pass
+	// before the call reaches the store, which would then never be
+	// entered.
+	ctx, cancel := context.WithTimeout(withKey("k"), 2*time.Second)
 	defer cancel()
 	_, err = check(client, ctx)
 	requireCode(t, codes.DeadlineExceeded, err)

@@ -30,12 +30,17 @@ func (c sleepClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// pace is the time between two paced calls: an hour, so that a call's
+// deadline, which is real time, can be a minute, far shorter than a turn
+// and far longer than any pause of the machine running the tests.
+const pace = time.Hour
+
 // paced returns a client of a health server whose calls are paced by a
-// GCRA limiter of one call per second (burst 1) on a fake clock.
+// GCRA limiter of one call per pace (burst 1) on a fake clock.
 func paced(t *testing.T, opts ...sluicegrpc.PacerOption) (healthpb.HealthClient, sleepClock, *testServer) {
 	t.Helper()
 	c := sleepClock{Mock: newClock(), sleeping: make(chan time.Duration)}
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(c))
+	lim, err := sluice.NewGCRA(sluice.Per(1, pace), 1, sluice.WithClock(c))
 	require.NoError(t, err)
 	pacer, err := sluicegrpc.NewPacer(lim, opts...)
 	require.NoError(t, err)
@@ -54,9 +59,9 @@ func TestPacerWaitsForTheLimiterBeforeEachCall(t *testing.T) {
 		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		done <- err
 	}()
-	require.Equal(t, time.Second, <-c.sleeping, "the second waits a whole emission interval")
+	require.Equal(t, pace, <-c.sleeping, "the second waits a whole emission interval")
 	require.Equal(t, int32(1), ts.served.Load(), "and is not sent meanwhile")
-	c.Add(time.Second)
+	c.Add(pace)
 	require.NoError(t, <-done)
 	require.Equal(t, int32(2), ts.served.Load())
 }
@@ -74,8 +79,8 @@ func TestPacerPacesStreams(t *testing.T) {
 	require.NoError(t, watch())
 	done := make(chan error, 1)
 	go func() { done <- watch() }()
-	require.Equal(t, time.Second, <-c.sleeping)
-	c.Add(time.Second)
+	require.Equal(t, pace, <-c.sleeping)
+	c.Add(pace)
 	require.NoError(t, <-done)
 	require.Equal(t, int32(2), ts.served.Load())
 }
@@ -85,9 +90,9 @@ func TestPacerFailsAtOnceWhenTheDeadlineComesFirst(t *testing.T) {
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
 
-	// The next call would be admitted in 1 s, after its deadline: the
-	// pacer fails it at once instead of sleeping.
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The next call would be admitted in an hour, after its deadline a
+	// minute away: the pacer fails it at once instead of sleeping.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
 	requireCode(t, codes.DeadlineExceeded, err)
@@ -113,11 +118,12 @@ func TestPacerReturnsCanceledWhenTheCallerGivesUp(t *testing.T) {
 
 func TestPacerKeysAndCosts(t *testing.T) {
 	// Each method has its own pace: a List right after a Check is not
-	// held back, which a deadline shorter than the pace would show.
+	// held back, which a deadline shorter than the pace would show. The
+	// deadline, a minute, leaves the List all the real time it could need.
 	client, _, _ := paced(t, sluicegrpc.PaceByMethod())
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = client.List(ctx, &healthpb.HealthListRequest{})
 	require.NoError(t, err, "another method, another pace")
