@@ -14,14 +14,18 @@ import (
 )
 
 // limits returns a daily window of 1000 and a token bucket of 5 on one
-// store, as a new user would configure an API's two limits.
+// store, as a new user would configure an API's two limits, on a fake
+// clock at start: the bucket's token a second would otherwise come back
+// whenever the machine paused a second between requests, and the day's
+// window would end midway if the test ran across midnight UTC.
 func limits(t *testing.T) (daily, burst sluice.Limiter) {
 	t.Helper()
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
 	t.Cleanup(func() { st.Close() })
-	d, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st))
+	c := newClock()
+	d, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
-	b, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st))
+	b, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
 	return d, b
 }
@@ -42,9 +46,12 @@ func get(t *testing.T, url string, n int) ([]int, *http.Response) {
 }
 
 func TestStackedMiddlewaresChargeTheOuterLimitForRequestsTheInnerDenies(t *testing.T) {
-	daily, err := sluice.NewFixedWindow(1000, 24*time.Hour)
+	// On a fake clock, so that no pause of the machine refills the
+	// bucket between the requests (see limits).
+	c := newClock()
+	daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithClock(c))
 	require.NoError(t, err)
-	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5))
+	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithClock(c))
 	require.NoError(t, err)
 	h := sluicehttp.Middleware(daily, sluicehttp.WithPolicyName("day"))(
 		sluicehttp.Middleware(burst, sluicehttp.WithPolicyName("burst"))(http.NotFoundHandler()))
@@ -74,7 +81,7 @@ func TestAGroupMiddlewareChargesEveryPolicyOnlyForWhatItServes(t *testing.T) {
 	require.Equal(t, []string{`"day";q=1000;w=86400`, `"burst";q=5;w=5`}, last.Header.Values("RateLimit-Policy"))
 	fields := last.Header.Values("RateLimit")
 	require.Len(t, fields, 2)
-	require.Regexp(t, `^"day";r=995;t=\d+$`, fields[0], "every policy with its own remaining allowance")
+	require.Equal(t, `"day";r=995;t=43200`, fields[0], "every policy with its own remaining allowance, the day's until midnight UTC")
 	require.Equal(t, `"burst";r=0;t=5`, fields[1])
 	require.Equal(t, "1", last.Header.Get("Retry-After"))
 }
@@ -82,9 +89,12 @@ func TestAGroupMiddlewareChargesEveryPolicyOnlyForWhatItServes(t *testing.T) {
 func TestAGroupMiddlewareKeysEachPolicyItsOwnWay(t *testing.T) {
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
 	defer st.Close()
-	perClient, err := sluice.NewGCRA(sluice.PerSecond(10), 10, sluice.WithStore(st))
+	// On a fake clock: the global cap must not regain a unit when the
+	// machine pauses a second between the requests.
+	c := newClock()
+	perClient, err := sluice.NewGCRA(sluice.PerSecond(10), 10, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
-	global, err := sluice.NewGCRA(sluice.PerSecond(1), 3, sluice.WithStore(st))
+	global, err := sluice.NewGCRA(sluice.PerSecond(1), 3, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
 	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{
 		{Limiter: perClient, Name: "client", Key: sluicehttp.HeaderKey("X-Api-Key")},
