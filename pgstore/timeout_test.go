@@ -14,14 +14,14 @@ import (
 )
 
 // lockTimeout is the limiters' timeout in the tests of a locked row, and
-// lockSlack how much later a call may return on a loaded machine.
+// lockSlack how much later than it a call may return on a loaded machine:
+// ten times as much, and still a bound, since a call that waited for the
+// lock would never return while the test holds it.
 const (
 	lockTimeout = 200 * time.Millisecond
 	lockSlack   = 2 * time.Second
 )
 
-// waiting returns the number of backends waiting for a lock that the
-// backend holder holds.
 // lockRow has another transaction, on a connection of its own, hold the
 // row of key in table locked, as a long migration or a stuck session
 // would. It returns the transaction and its connection; the test's end
@@ -40,6 +40,8 @@ func lockRow(t *testing.T, url, table, key string) (pgx.Tx, *pgx.Conn) {
 	return tx, conn
 }
 
+// waiting returns the number of backends waiting for a lock that the
+// backend holder holds.
 func waiting(t *testing.T, conn *pgx.Conn, holder uint32) int {
 	t.Helper()
 	var n int
@@ -54,8 +56,14 @@ func TestLockedRowGivesTimeoutsAndStoreRecovers(t *testing.T) {
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(lockTimeout))
 	require.NoError(t, err)
+	// The calls that must be decided go through a limiter on the same
+	// store with a timeout of a minute: each may first have to dial a
+	// connection (the pool's first, or one in place of those the timeouts
+	// closed), which a loaded machine may not do within lockTimeout.
+	patient, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(time.Minute))
+	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = lim.Allow(ctx, "k", 1)
+	_, err = patient.Allow(ctx, "k", 1)
 	require.NoError(t, err)
 
 	tx, holder := lockRow(t, url, table, "k")
@@ -70,21 +78,23 @@ func TestLockedRowGivesTimeoutsAndStoreRecovers(t *testing.T) {
 		require.Less(t, took, lockTimeout+lockSlack, "call %d", i)
 		t.Logf("call %d on the locked row: error after %v", i, took.Round(time.Millisecond))
 	}
-	d, err := lim.Allow(ctx, "other", 1)
+	d, err := patient.Allow(ctx, "other", 1)
 	require.NoError(t, err, "other keys are decided meanwhile")
 	require.True(t, d.Allowed)
 
 	// pgx closes the connection of a statement whose context ended, and
 	// sends the server a cancel request: the abandoned statements do not
-	// wait on, to run when the lock is released.
+	// wait on, to run when the lock is released. Left waiting, they would
+	// wait as long as the test holds the lock: the minute is only how long
+	// the cancel requests, sent in the background, may take to arrive.
 	observer, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer observer.Close(ctx)
 	require.Eventually(t, func() bool { return waiting(t, observer, holder.PgConn().PID()) == 0 },
-		lockSlack, 10*time.Millisecond, "the server cancelled the abandoned statements")
+		time.Minute, 10*time.Millisecond, "the server cancelled the abandoned statements")
 
 	require.NoError(t, tx.Commit(ctx))
-	d, err = lim.Allow(ctx, "k", 1)
+	d, err = patient.Allow(ctx, "k", 1)
 	require.NoError(t, err, "the store recovers by itself")
 	require.True(t, d.Allowed)
 }
