@@ -186,10 +186,12 @@ func TestGroupRefusesInvalidOpsBeforeRedis(t *testing.T) {
 func TestGroupWaitsForReplicas(t *testing.T) {
 	nodes := testserver.StartRedisWithReplicas(t, 1)
 	c := newClient(t, nodes[0].Addr)
-	st := newStore(t, c, redisstore.WithReplicaAcks(1, 100*time.Millisecond))
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
 	ctx := t.Context()
+	// On the server's clock: the day's window starts at the group's first
+	// request, so that no day ends between the decisions whatever the hour.
 	second := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	day := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1000, Interval: int64(24 * time.Hour)}
+	day := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1000, Interval: int64(24 * time.Hour), Anchored: true}
 	ops := func(verb sluice.Verb) []sluice.GroupOp {
 		return []sluice.GroupOp{
 			{Key: "{k}:second", Params: &second, Op: sluice.Op{Verb: verb, Cost: 1}},

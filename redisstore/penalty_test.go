@@ -167,6 +167,9 @@ func TestServerClockPenaltiesAreBitIdenticalToStep(t *testing.T) {
 			for range 2 {
 				require.True(t, k.applyOnServerClock(allow, "within the limit").Allowed)
 			}
+			// The block ends a penalty after the overflow, which the server
+			// decided after this reading of its clock.
+			endsAfter := serverTime(t, c) + p.Penalty
 			d := k.applyOnServerClock(allow, "the overflow")
 			require.True(t, d.Blocked)
 			require.Equal(t, time.Duration(p.Penalty), d.RetryAfter)
@@ -174,8 +177,13 @@ func TestServerClockPenaltiesAreBitIdenticalToStep(t *testing.T) {
 			require.False(t, k.applyOnServerClock(allow, "an allow in the block").Allowed)
 			if p.Reservable() {
 				d := k.applyOnServerClock(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 10 * hour}, "a reservation behind the block")
+				// Its turn comes its delay after the decision, made before
+				// this reading: however long the calls took, the turn is no
+				// earlier than the block's end only if the delay reaches from
+				// this reading to endsAfter.
+				decidedBy := serverTime(t, c)
 				require.True(t, d.Allowed)
-				require.GreaterOrEqual(t, d.Delay, time.Duration(p.Penalty)-time.Second, "booked no earlier than the block's end")
+				require.GreaterOrEqual(t, int64(d.Delay), endsAfter-decidedBy, "booked no earlier than the block's end")
 			}
 		})
 	}

@@ -13,9 +13,18 @@ import (
 	"github.com/sluice-go/sluice/redisstore"
 )
 
-// hourly is a token bucket of 10 requests an hour: nothing refills while
-// a test runs.
-var hourly = sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: int64(time.Hour), Amount: 10}
+// monthly is a token bucket of 10 requests in 30 days: nothing measurable
+// refills while a test runs, however long a loaded machine takes over its
+// pauses, waits and failovers (a hundredth of a request in 43 minutes).
+var monthly = sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: int64(30 * 24 * time.Hour), Amount: 10}
+
+// ackTimeout is how long the tests' stores wait for a replica's
+// acknowledgement when one is expected: a replica on the same machine
+// acknowledges within a millisecond when the machine is idle, and this
+// allows for a loaded one, where a process can wait 100 ms and more for a
+// core. A decision whose replica is paused waits all of it, which is why
+// it is not longer.
+const ackTimeout = time.Second
 
 // TestReplicaAcksCountTheReplicasOfTheKeysMaster pauses the replica of
 // one master of a Cluster: decisions on that master's keys are recorded
@@ -26,7 +35,7 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 	cluster := testserver.StartRedisClusterWithReplicas(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	st := newStore(t, c, redisstore.WithReplicaAcks(1, 50*time.Millisecond))
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
 
 	// Five keys on each master.
 	keysOf := map[*testserver.Redis][]string{}
@@ -41,25 +50,25 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 
 	// The Cluster client's first script call fetches COMMAND's table from
 	// a node it picks, which may be the replica about to be paused: that
-	// would cost 5 s each time, time in which the buckets refill. Have it
-	// fetched now, by a check, which records nothing.
-	_, err := st.Apply(t.Context(), keysOf[paused][0], &hourly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
+	// would cost 5 s each time. Have it fetched now, by a check, which
+	// records nothing.
+	_, err := st.Apply(t.Context(), keysOf[paused][0], &monthly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
 	require.NoError(t, err)
 
 	replica.Pause(t)
 	for _, m := range cluster.Nodes[:3] {
 		for _, key := range keysOf[m][:5] {
-			d, err := st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			d, err := st.Apply(t.Context(), key, &monthly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
 			require.True(t, d.Allowed, "the master decided")
 			require.Equal(t, 9.0, d.Remaining)
 			if m == paused {
 				require.ErrorIs(t, err, redisstore.ErrNotReplicated, "key %s on the paused replica's master", key)
-				require.ErrorContains(t, err, "0 of 1 replicas acknowledged within 50ms")
+				require.ErrorContains(t, err, fmt.Sprintf("0 of 1 replicas acknowledged within %v", ackTimeout))
 			} else {
 				require.NoError(t, err, "key %s on another master", key)
 			}
 			// A check records nothing, and waits for nothing.
-			d, err = st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
+			d, err = st.Apply(t.Context(), key, &monthly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
 			require.NoError(t, err)
 			require.InDelta(t, 2, d.Used, 0.05, "the decision was recorded on the master: one used, one checked")
 		}
@@ -69,10 +78,10 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 	var reqs []redisstore.Request
 	for _, m := range cluster.Nodes[:3] {
 		for _, key := range keysOf[m][:5] {
-			reqs = append(reqs, redisstore.Request{Key: key, Params: &hourly, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}})
+			reqs = append(reqs, redisstore.Request{Key: key, Params: &monthly, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}})
 		}
 	}
-	reqs = append(reqs, redisstore.Request{Key: keysOf[paused][0], Params: &hourly, Op: sluice.Op{Verb: sluice.VerbCheck, Cost: 1}})
+	reqs = append(reqs, redisstore.Request{Key: keysOf[paused][0], Params: &monthly, Op: sluice.Op{Verb: sluice.VerbCheck, Cost: 1}})
 	results := st.ApplyBatch(t.Context(), reqs)
 	for i, r := range results[:15] {
 		require.True(t, r.Decision.Allowed)
@@ -87,7 +96,7 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 
 	replica.Resume(t)
 	for _, key := range keysOf[paused][:5] {
-		d, err := st.Apply(t.Context(), key, &hourly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+		d, err := st.Apply(t.Context(), key, &monthly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
 		require.NoError(t, err, "the replica is back")
 		require.InDelta(t, 7, d.Remaining, 0.01)
 	}
@@ -110,44 +119,47 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 	c := newClient(t, nodes[0].Addr)
 	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
 
-	st := newStore(t, c, redisstore.WithReplicaAcks(1, 100*time.Millisecond))
-	d, err := st.Apply(t.Context(), "a", &hourly, allow)
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
+	d, err := st.Apply(t.Context(), "a", &monthly, allow)
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	require.Equal(t, "1", replicaGet(t, nodes[1], st.Key("a")), "the replica has the state")
 
 	nodes[1].Pause(t)
-	d, err = st.Apply(t.Context(), "a", &hourly, allow)
+	d, err = st.Apply(t.Context(), "a", &monthly, allow)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
 	require.True(t, d.Allowed, "the decision is returned with the error")
 	require.InDelta(t, 2, d.Used, 0.01, "and was recorded")
 	nodes[1].Resume(t)
 
-	two := newStore(t, c, redisstore.WithReplicaAcks(2, time.Millisecond))
-	_, err = two.Apply(t.Context(), "b", &hourly, allow)
+	// Two replicas asked of a master that has one: the one acknowledges in
+	// the time a loaded machine may need, and the decision waits all of it.
+	_, err = newStore(t, c, redisstore.WithReplicaAcks(2, ackTimeout)).Apply(t.Context(), "b", &monthly, allow)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
-	require.ErrorContains(t, err, "1 of 2 replicas acknowledged within 1ms")
+	require.ErrorContains(t, err, fmt.Sprintf("1 of 2 replicas acknowledged within %v", ackTimeout))
 
 	// A denial records nothing: it has nothing a failover could lose, and
-	// comes without an error however many replicas acknowledge.
-	all := sluice.Op{Verb: sluice.VerbAllow, Cost: hourly.Limit}
-	_, err = two.Apply(t.Context(), "c", &hourly, all)
+	// comes without an error however many replicas acknowledge. Two never
+	// do here, so a millisecond of waiting is as good as any.
+	two := newStore(t, c, redisstore.WithReplicaAcks(2, time.Millisecond))
+	all := sluice.Op{Verb: sluice.VerbAllow, Cost: monthly.Limit}
+	_, err = two.Apply(t.Context(), "c", &monthly, all)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "the whole limit, admitted")
-	d, err = two.Apply(t.Context(), "c", &hourly, allow)
+	d, err = two.Apply(t.Context(), "c", &monthly, allow)
 	require.NoError(t, err, "a denial")
 	require.False(t, d.Allowed)
-	results := two.ApplyBatch(t.Context(), []redisstore.Request{{Key: "c", Params: &hourly, Op: allow}})
+	results := two.ApplyBatch(t.Context(), []redisstore.Request{{Key: "c", Params: &monthly, Op: allow}})
 	require.NoError(t, results[0].Err, "a denial in a batch")
 	require.False(t, results[0].Decision.Allowed)
-	gd, err := two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "c", Params: &hourly, Op: allow}, {Key: "e", Params: &hourly, Op: allow}}, make([]sluice.Decision, 2))
+	gd, err := two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "c", Params: &monthly, Op: allow}, {Key: "e", Params: &monthly, Op: allow}}, make([]sluice.Decision, 2))
 	require.NoError(t, err, "a group denied, which records on none of its keys")
 	require.False(t, gd.Allowed)
 
-	penalized := hourly
+	penalized := monthly
 	penalized.Penalty = int64(time.Minute)
 	_, err = two.Apply(t.Context(), "f", &penalized, all)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
-	gd, err = two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "f", Params: &penalized, Op: allow}, {Key: "g", Params: &hourly, Op: allow}}, make([]sluice.Decision, 2))
+	gd, err = two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "f", Params: &penalized, Op: allow}, {Key: "g", Params: &monthly, Op: allow}}, make([]sluice.Decision, 2))
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "a group denied by a limit whose penalty it records")
 	require.True(t, gd.Blocked)
 }
@@ -160,7 +172,7 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 func TestReplicaAcksCoverReservationsCancelsAndGrants(t *testing.T) {
 	nodes := testserver.StartRedisWithReplicas(t, 1)
 	c := newClient(t, nodes[0].Addr)
-	st := newStore(t, c, redisstore.WithReplicaAcks(1, 100*time.Millisecond))
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
 	ctx := t.Context()
 	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
 	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)}
@@ -260,7 +272,7 @@ func TestReplicaAcksFollowAManualFailover(t *testing.T) {
 	cluster := testserver.StartRedisClusterWithReplicas(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	st := newStore(t, c, redisstore.WithReplicaAcks(1, time.Second))
+	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
 	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
 	slot := cluster.Slot(t, st.Key("k"))
 
@@ -277,18 +289,18 @@ func TestReplicaAcksFollowAManualFailover(t *testing.T) {
 		testserver.WaitForSync(t, replica, old) // the old master follows the new one
 	}
 
-	d, err := st.Apply(t.Context(), "k", &hourly, allow)
+	d, err := st.Apply(t.Context(), "k", &monthly, allow)
 	require.NoError(t, err)
 	require.InDelta(t, 9, d.Remaining, 0.01)
 
 	first := cluster.MasterOf(t, slot)
 	promote(cluster.ReplicaOf(t, first))
-	d, err = st.Apply(t.Context(), "k", &hourly, allow)
+	d, err = st.Apply(t.Context(), "k", &monthly, allow)
 	require.NoError(t, err)
 	require.InDelta(t, 8, d.Remaining, 0.01, "the new master has the first decision")
 
 	promote(first)
-	results := st.ApplyBatch(t.Context(), []redisstore.Request{{Key: "k", Params: &hourly, Op: allow}})
+	results := st.ApplyBatch(t.Context(), []redisstore.Request{{Key: "k", Params: &monthly, Op: allow}})
 	require.NoError(t, results[0].Err)
 	require.InDelta(t, 7, results[0].Decision.Remaining, 0.01)
 }

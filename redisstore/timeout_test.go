@@ -20,9 +20,18 @@ import (
 const stallTimeout = 200 * time.Millisecond
 
 // stallSlack is how much later than its timeout a call may return on a
-// loaded machine. Without a deadline, go-redis's own defaults (a read
-// timeout of 5s, 3 retries) would keep a call waiting for over 20s.
+// loaded machine, where a goroutine can wait 100 ms and more for a core.
+// A call that missed its deadline would return far later: with the
+// settings of these tests, at go-redis's read timeout (5 s); without a
+// deadline, go-redis's own defaults (that read timeout, 3 retries) would
+// keep it waiting for over 20 s.
 const stallSlack = 2 * time.Second
+
+// patientTimeout is the timeout of a limiter that shares the stalled
+// server's store and client, for the calls that must not time out on a
+// loaded machine (loading the script, the first decision after the server
+// resumes), and to show a caller's earlier deadline winning over it.
+const patientTimeout = 10 * time.Second
 
 func TestStalledServerGivesTimeoutsAndStoreRecovers(t *testing.T) {
 	srv := testserver.StartRedis(t)
@@ -36,16 +45,18 @@ func TestStalledServerGivesTimeoutsAndStoreRecovers(t *testing.T) {
 		mu       sync.Mutex
 		outcomes = map[sluice.Outcome]int{}
 	)
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000,
-		sluice.WithStore(newStore(t, c, redisstore.WithCallerClock(testSkew))), sluice.WithTimeout(stallTimeout),
-		sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes[e.Outcome]++
-		})))
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	observer := sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes[e.Outcome]++
+	}))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(stallTimeout), observer)
+	require.NoError(t, err)
+	patient, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(patientTimeout), observer)
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = lim.Allow(ctx, "k", 1) // the script is loaded, a connection open
+	_, err = patient.Allow(ctx, "k", 1) // the script is loaded, a connection open
 	require.NoError(t, err)
 
 	srv.Pause(t)
@@ -71,16 +82,20 @@ func TestStalledServerGivesTimeoutsAndStoreRecovers(t *testing.T) {
 		require.Less(t, took[i], stallTimeout+stallSlack, "caller %d", i)
 		t.Logf("caller %2d: error after %v", i, took[i].Round(time.Millisecond))
 	}
-	// An earlier deadline of the caller's wins over the limiter's timeout.
-	short, cancel := context.WithTimeout(ctx, stallTimeout/4)
-	defer cancel()
+	// An earlier deadline of the caller's wins over the limiter's timeout:
+	// the call returns at the caller's deadline, give or take what a loaded
+	// machine adds, and far from the limiter's timeout.
 	begin := time.Now()
-	_, err = lim.Allow(short, "k", 1)
+	short, cancel := context.WithTimeout(ctx, stallTimeout)
+	defer cancel()
+	_, err = patient.Allow(short, "k", 1)
+	elapsed := time.Since(begin)
 	require.ErrorIs(t, err, sluice.ErrTimeout)
-	require.Less(t, time.Since(begin), stallTimeout)
+	require.GreaterOrEqual(t, elapsed, stallTimeout, "returned before the caller's deadline")
+	require.Less(t, elapsed, stallTimeout+stallSlack, "the caller's deadline was ignored")
 
 	srv.Resume(t)
-	d, err := lim.Allow(ctx, "k", 1)
+	d, err := patient.Allow(ctx, "k", 1)
 	require.NoError(t, err, "the store recovers by itself")
 	require.True(t, d.Allowed)
 	mu.Lock()
@@ -96,11 +111,16 @@ func TestStalledServerHoldsACallWithoutTheTimeout(t *testing.T) {
 	const readTimeout = 100 * time.Millisecond
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: readTimeout, MaxRetries: 2, MinRetryBackoff: -1})
 	t.Cleanup(func() { c.Close() })
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000,
-		sluice.WithStore(newStore(t, c, redisstore.WithCallerClock(testSkew))), sluice.WithTimeout(readTimeout/4))
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(readTimeout/4))
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = lim.Allow(ctx, "k", 1)
+	// The script is loaded and a connection open by a limiter without a
+	// timeout: dialing and loading the script within 25 ms would be a race
+	// on a loaded machine.
+	untimed, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st))
+	require.NoError(t, err)
+	_, err = untimed.Allow(ctx, "k", 1)
 	require.NoError(t, err)
 
 	srv.Pause(t)
