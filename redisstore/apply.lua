@@ -226,14 +226,6 @@ end
 
 -- Integer arithmetic on doubles, for operands below 2^53.
 
--- imod returns a mod m in [0, m). a / m rounds at most up to the next
--- whole quotient, which leaves a negative remainder.
-local function imod(a, m)
-  local r = a - math.floor(a / m) * m
-  if r < 0 then r = r + m end
-  return r
-end
-
 -- addmod returns (x + y) mod m for x, y in [0, m) without forming x + y,
 -- which may exceed 2^53.
 local function addmod(x, y, m)
@@ -242,26 +234,15 @@ local function addmod(x, y, m)
   return x + y
 end
 
--- mulmod returns a * b mod m for a in [0, m) and an integer b >= 1, by
--- doubling, which is exact.
-local function mulmod(a, b, m)
-  local bit = 1
-  while bit * 2 <= b do bit = bit * 2 end
-  local r = 0
-  while bit >= 1 do
-    r = addmod(r, r, m)
-    if b >= bit then
-      b = b - bit
-      r = addmod(r, a, m)
-    end
-    bit = bit / 2
-  end
-  return r
-end
-
--- tmod returns (s * 1e9 + n) mod m for the pair (s, n), s >= 0, exactly.
+-- tmod returns (s * 1e9 + n) mod m for the pair (s, n), 0 <= s < 2^46,
+-- exactly. C's fmod is exact, so it is given exact operands only: each
+-- half of s, split at 2^23, times 1e9 stays below 2^53, and the high
+-- half's product is then scaled by a power of two, which is exact.
 local function tmod(s, n, m)
-  return addmod(mulmod(imod(s, m), 1e9, m), imod(n, m), m)
+  local hi = math.floor(s / 2^23)
+  local lo = s - hi * 2^23
+  local r = addmod(math.fmod(hi * 1e9 * 2^23, m), math.fmod(lo * 1e9, m), m)
+  return addmod(r, math.fmod(n, m), m)
 end
 
 -- @section window
@@ -813,11 +794,13 @@ local function decideKind(verb, cost, atS, atN, mdS, mdN)
   end
   local remaining = limit - used
   if gcraRemaining and remaining > 0 then remaining = gcraRemaining end
+  local rS, rN = after(retryS, retryN)
+  local eS, eN = after(resetS, resetN)
+  local wS, wN = after(waitS, waitN)
+  -- One constructor: the table is sized once for every field.
   local d = {allowed = allowed, limit = limit, used = used, remaining = remaining,
-    blocked = false, granted = 0, aS = markS or 0, aN = markN or 0}
-  d.rS, d.rN = after(retryS, retryN)
-  d.eS, d.eN = after(resetS, resetN)
-  d.wS, d.wN = after(waitS, waitN)
+    blocked = false, granted = 0, rS = rS, rN = rN, eS = eS, eN = eN, wS = wS, wN = wN,
+    aS = markS or 0, aN = markN or 0}
   if d.eS == 0 and d.eN == 0 and records(verb, d) then
     stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
   end

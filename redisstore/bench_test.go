@@ -18,8 +18,9 @@ import (
 )
 
 // BenchmarkApply measures one decision's round trip to a local Redis, one
-// at a time, and the throughput of 16 and 64 concurrent callers, with the
-// server's clock, on 1024 keys.
+// at a time, with the time the server spent running its script (INFO
+// commandstats), and the throughput of 16 and 64 concurrent callers, with
+// the server's clock, on 1024 keys per algorithm.
 func BenchmarkApply(b *testing.B) {
 	srv := testserver.StartRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
@@ -28,21 +29,25 @@ func BenchmarkApply(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys := make([]string, 1024)
-	for i := range keys {
-		keys[i] = "user:" + strconv.Itoa(i)
-	}
 	for _, p := range []sluice.Params{
 		{Kind: sluice.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)},
+		{Kind: sluice.KindTokenBucket, Limit: 100, Interval: int64(time.Second), Amount: 100},
+		{Kind: sluice.KindFixedWindow, Limit: 1e6, Interval: int64(24 * time.Hour)},
 		{Kind: sluice.KindSlidingLog, Limit: 100, Interval: int64(time.Second), MaxEntries: 100},
 	} {
+		keys := make([]string, 1024)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%v:user:%d", p.Kind, i)
+		}
 		b.Run(fmt.Sprintf("%v/Sequential", p.Kind), func(b *testing.B) {
 			b.ReportAllocs()
+			usec := scriptMicros(b, c)
 			for i := 0; b.Loop(); i++ {
 				if _, err := st.Apply(b.Context(), keys[i%len(keys)], &p, allow(1, 0)); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(scriptMicros(b, c)-usec)/float64(b.N), "script-µs/op")
 		})
 		for _, callers := range []int{16, 64} {
 			b.Run(fmt.Sprintf("%v/Callers%d", p.Kind, callers), func(b *testing.B) {
