@@ -207,3 +207,20 @@ func BenchmarkApplyGroup(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNew measures creating a store, which builds no statement until
+// a decision needs one (each algorithm's are built on its first decision).
+// It needs no server: the pool dials on first use.
+func BenchmarkNew(b *testing.B) {
+	pool, err := pgxpool.New(b.Context(), "postgres://sluice@127.0.0.1:1/sluice")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pgstore.New(pool); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

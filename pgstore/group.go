@@ -156,7 +156,9 @@ func (g *group) begin(ctx context.Context) error {
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(g.st.lock, g.keys)
 	if g.st.callerClock {
-		g.queue(b, g.checks)
+		if err := g.queue(b, g.checks); err != nil {
+			return err
+		}
 	}
 	br := g.conn.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -239,7 +241,9 @@ func (g *group) run(ctx context.Context, calls []call) error {
 		return nil
 	}
 	b := &pgx.Batch{}
-	g.queue(b, calls)
+	if err := g.queue(b, calls); err != nil {
+		return err
+	}
 	br := g.conn.SendBatch(ctx, b)
 	g.read(br, calls)
 	if err := br.Close(); err != nil {
@@ -249,12 +253,16 @@ func (g *group) run(ctx context.Context, calls []call) error {
 }
 
 // queue queues the statements of calls in b.
-func (g *group) queue(b *pgx.Batch, calls []call) {
+func (g *group) queue(b *pgx.Batch, calls []call) error {
 	for _, c := range calls {
 		o := g.ops[c.i]
-		sql, args := statement(g.st.grouped, true, o.Key, o.Params, c.op)
+		sql, args, err := statement(g.st.grouped, true, o.Key, o.Params, c.op)
+		if err != nil {
+			return err
+		}
 		b.Queue(sql, args...)
 	}
+	return nil
 }
 
 // read reads the results of calls, queued in that order, from br.

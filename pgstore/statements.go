@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
 )
@@ -38,6 +39,46 @@ type statements struct {
 	apply  string // VerbAllow, VerbFill, VerbReserve, VerbCancel: the atomic upsert
 	atMost string // VerbAtMost: the same, trying several costs
 	check  string // VerbCheck: a plain SELECT
+}
+
+// statementSet holds a table's statements on one clock, each variant's
+// built when a decision first needs it: building them all takes tens of
+// milliseconds of CPU, which New should not cost a process that decides
+// with one algorithm or two.
+type statementSet struct {
+	table       string
+	callerClock bool
+	built       []atomic.Pointer[statements] // by variantIndex
+}
+
+func newStatementSet(table string, callerClock bool) *statementSet {
+	return &statementSet{table: table, callerClock: callerClock, built: make([]atomic.Pointer[statements], len(variants))}
+}
+
+// variantIndex numbers the valid variants.
+var variantIndex = func() map[variant]int {
+	index := make(map[variant]int, len(variants))
+	for i, v := range variants {
+		index[v] = i
+	}
+	return index
+}()
+
+// of returns the statements of v.
+func (s *statementSet) of(v variant) (*statements, error) {
+	i, ok := variantIndex[v]
+	if !ok {
+		return nil, fmt.Errorf("%w: pgstore: no statements for %+v", sluice.ErrInvalidConfig, v)
+	}
+	if built := s.built[i].Load(); built != nil {
+		return built, nil
+	}
+	// Callers racing here build the same text: the first stored is kept.
+	built := buildStatements(s.table, v, s.callerClock)
+	if !s.built[i].CompareAndSwap(nil, &built) {
+		return s.built[i].Load(), nil
+	}
+	return &built, nil
 }
 
 // A decider is the chain of steps deciding one request (Params.decide,
@@ -242,25 +283,39 @@ RETURNING %[9]s`,
 // whole request and state, to run the algorithm a second time.
 func chain(steps []string, innermost string, columns []string, reads string) string {
 	// live[i] holds the names that steps[i:] and reads use from below
-	// steps[i].
+	// steps[i]; defs[i] the columns steps[i] defines.
 	live := make([]map[string]bool, len(steps)+1)
+	defs := make([][]string, len(steps))
 	live[len(steps)] = names(reads)
 	for i := len(steps) - 1; i >= 0; i-- {
+		defs[i] = defined(steps[i])
 		live[i] = names(aliases.ReplaceAllString(steps[i], ""))
 		for name := range live[i+1] {
-			if !slices.Contains(defined(steps[i]), name) {
+			if !slices.Contains(defs[i], name) {
 				live[i][name] = true
 			}
 		}
 	}
-	sql := innermost
+	// Each step selects from the one before it: its SELECT list goes
+	// before the SQL so far, and its subquery's end after. The lists are
+	// written outermost first, so the text is copied once.
+	selects := make([]string, len(steps))
 	for i, step := range steps {
-		def := defined(step)
-		kept := slices.DeleteFunc(slices.Clone(columns), func(c string) bool { return !live[i+1][c] || slices.Contains(def, c) })
-		sql = "SELECT " + strings.Join(append(kept, step), ",\n\t") + "\nFROM (" + sql + " OFFSET 0) AS x"
-		columns = append(kept, def...)
+		kept := slices.DeleteFunc(slices.Clone(columns), func(c string) bool { return !live[i+1][c] || slices.Contains(defs[i], c) })
+		selects[i] = "SELECT " + strings.Join(append(kept, step), ",\n\t") + "\nFROM ("
+		columns = append(kept, defs[i]...)
 	}
-	return "(" + sql + ") AS x"
+	var b strings.Builder
+	b.WriteString("(")
+	for i := len(selects) - 1; i >= 0; i-- {
+		b.WriteString(selects[i])
+	}
+	b.WriteString(innermost)
+	for range selects {
+		b.WriteString(" OFFSET 0) AS x")
+	}
+	b.WriteString(") AS x")
+	return b.String()
 }
 
 var (

@@ -43,8 +43,8 @@ type Store struct {
 	batch       int
 	// statements decide by the store's clock; grouped by the caller's,
 	// which a group (ApplyGroup) sets to the store's, read once.
-	statements map[variant]statements
-	grouped    map[variant]statements
+	statements *statementSet
+	grouped    *statementSet
 	schema     schema
 	reset      string
 	prune      string
@@ -171,22 +171,16 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		pool:        pool,
 		callerClock: c.callerClock,
 		batch:       c.batch,
-		statements:  make(map[variant]statements, len(variants)),
+		statements:  newStatementSet(table, c.callerClock),
 		schema:      newSchema(c.table),
 		reset:       "DELETE FROM " + table + " WHERE key = $1",
 		prune:       pruneStatement(table, c.callerClock),
 		lock:        lockStatement(table),
 		unlock:      unlockStatement(table),
 	}
-	for _, v := range variants {
-		st.statements[v] = buildStatements(table, v, c.callerClock)
-	}
 	st.grouped = st.statements
 	if !c.callerClock {
-		st.grouped = make(map[variant]statements, len(variants))
-		for _, v := range variants {
-			st.grouped[v] = buildStatements(table, v, true)
-		}
+		st.grouped = newStatementSet(table, true)
 	}
 	return st, nil
 }
@@ -205,14 +199,20 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 	if err := checkKey(key); err != nil {
 		return d, err
 	}
-	sql, args := statement(st.statements, st.callerClock, key, p, op)
+	sql, args, err := statement(st.statements, st.callerClock, key, p, op)
+	if err != nil {
+		return d, err
+	}
 	return scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p)
 }
 
 // statement returns the SQL of op under p among stmts, and its arguments
 // on key. It passes op.Now as the time with callerClock.
-func statement(stmts map[variant]statements, callerClock bool, key string, p *sluice.Params, op sluice.Op) (string, []any) {
-	v := stmts[variantOf(p)]
+func statement(stmts *statementSet, callerClock bool, key string, p *sluice.Params, op sluice.Op) (string, []any, error) {
+	v, err := stmts.of(variantOf(p))
+	if err != nil {
+		return "", nil, err
+	}
 	sql := v.apply
 	switch op.Verb {
 	case sluice.VerbCheck:
@@ -220,7 +220,7 @@ func statement(stmts map[variant]statements, callerClock bool, key string, p *sl
 	case sluice.VerbAtMost:
 		sql = v.atMost
 	}
-	return sql, args(key, p, op, callerClock)
+	return sql, args(key, p, op, callerClock), nil
 }
 
 // scanDecision reads the decision a statement on key under p returned.
