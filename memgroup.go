@@ -162,24 +162,21 @@ func (g *memGroup) allow(m *MemStore, ops []GroupOp, each []Decision, d *Decisio
 // state.
 func (sh *shard) load(id keyID, p *Params, now int64, s *State) error {
 	*s = State{}
+	var other Kind // of another algorithm's live state that holds the key
 	if p.Kind == KindGCRA {
 		if i, ok := sh.tats.find(id); ok {
 			sh.tats.slots[i].used()
 			s.Time = sh.tats.slots[i].expires
-		} else if other := claim(sh, &sh.slots, id, now); other != 0 {
-			return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
+		} else {
+			other = claim(sh, &sh.slots, id, now)
 		}
 	} else {
 		i, ok := sh.slots.find(id)
 		switch {
 		case !ok:
-			if other := claim(sh, &sh.tats, id, now); other != 0 {
-				return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
-			}
+			other = claim(sh, &sh.tats, id, now)
 		case sh.slots.slots[i].kind() != p.Kind:
-			if other := claimAt(sh, &sh.slots, i, now); other != 0 {
-				return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
-			}
+			other = claimAt(sh, &sh.slots, i, now)
 		default:
 			e := &sh.slots.slots[i]
 			e.used()
@@ -188,6 +185,9 @@ func (sh *shard) load(id keyID, p *Params, now int64, s *State) error {
 				s.Log = sh.logs[id]
 			}
 		}
+	}
+	if other != 0 {
+		return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
 	}
 	if sh.blocks != nil {
 		sh.blocked(id, s, p.Kind == KindGCRA)

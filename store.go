@@ -193,9 +193,10 @@ type Decision struct {
 	// after this one: Limit - Used, never negative.
 	Remaining float64
 	// RetryAfter is zero when the request was admitted, and for Fillup,
-	// which records its cost either way, unless a penalty blocks the key. Otherwise it is how long until
-	// the same cost would be admitted, if nothing else is recorded
-	// meanwhile: one nanosecond earlier it would still be denied.
+	// which records its cost either way, unless a penalty blocks the key.
+	// Otherwise it is how long until the same cost would be admitted, if
+	// nothing else is recorded meanwhile: one nanosecond earlier it would
+	// still be denied.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full allowance
 	// (fresh), if nothing else is recorded meanwhile.

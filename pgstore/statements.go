@@ -255,10 +255,11 @@ RETURNING %[9]s`,
 			written(asWas), decide(rowState, written(asWas)),
 			kind, nowForWhere(callerClock), decisionColumns)
 	}
-	checked := fmt.Sprintf("WHERE held_kind IS NULL OR held_kind = %s OR held_expiry <= now", kind)
+	checked := "held_kind IS NULL OR held_kind = " + kind + " OR held_expiry <= now"
 	if v.strict != lenient {
-		checked = "WHERE prio = 1 AND (" + checked[len("WHERE "):] + ")"
+		checked = pick + " AND (" + checked + ")"
 	}
+	checked = "WHERE " + checked
 	return statements{
 		apply:  upsert(requested),
 		atMost: upsert(atMost),

@@ -75,6 +75,9 @@ func strictSteps(alg algorithm, counted bool) []string {
 	// A blocked Allow or check that would fit is described by the check
 	// of no cost: the key as it stands.
 	stands := "until0 <> 0 AND o_verb IN (" + verbAllow + ", " + verbCheck + ", " + verbAtMost + ") AND k_allowed"
+	// A reservation's retry is until one as long as it would book: its
+	// MaxDelay before the block's end.
+	lead := "CASE WHEN o_verb = " + verbReserve + " THEN max_delay ELSE 0 END"
 	steps := []string{
 		`k_allowed AND NOT (` + denied + `) AS allowed1,
 		CASE WHEN ` + denied + ` THEN greatest(k_retry, until0 - now) ELSE k_retry END AS retry1,
@@ -103,8 +106,7 @@ func strictSteps(alg algorithm, counted bool) []string {
 		steps = append(steps, alg.decision("e_")...)
 		used, remaining = "CASE WHEN counts THEN e_used ELSE used1 END", "CASE WHEN counts THEN e_remaining ELSE remaining1 END"
 		// In a block, until a reservation as long would book.
-		retry = "CASE WHEN NOT counts THEN retry1 WHEN until0 <> 0 THEN greatest(e_retry, until0 - now - CASE WHEN o_verb = " +
-			verbReserve + " THEN max_delay ELSE 0 END) ELSE e_retry END"
+		retry = "CASE WHEN NOT counts THEN retry1 WHEN until0 <> 0 THEN greatest(e_retry, until0 - now - " + lead + ") ELSE e_retry END"
 		reset = "CASE WHEN counts THEN e_reset ELSE reset1 END"
 		granted = "0::float8" // no partial grant is counted
 		for i, col := range []string{"time", "a", "b", "lt", "lc"} {
@@ -122,7 +124,7 @@ func strictSteps(alg algorithm, counted bool) []string {
 	}
 	return append(steps,
 		`CASE WHEN starts THEN now + penalty ELSE until0 END AS until1,
-		CASE WHEN starts THEN greatest(`+retry+`, penalty - CASE WHEN o_verb = `+verbReserve+` THEN max_delay ELSE 0 END) ELSE `+retry+` END AS d_retry,
+		CASE WHEN starts THEN greatest(`+retry+`, penalty - `+lead+`) ELSE `+retry+` END AS d_retry,
 		`+reset+` AS reset2, `+used+` AS d_used, `+remaining+` AS d_remaining`,
 		`allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,

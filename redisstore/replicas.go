@@ -46,8 +46,8 @@ type acks struct {
 // error wrapping [ErrNotReplicated]: it was recorded on the master all the
 // same. A decision that records nothing (a check, a denial without a
 // penalty or counted denials, a group denied) comes without that error:
-// it has nothing to lose. timeout must be shorter than the client's ReadTimeout, which
-// bounds the wait for the reply.
+// it has nothing to lose. timeout must be shorter than the client's
+// ReadTimeout, which bounds the wait for the reply.
 func WithReplicaAcks(n int, timeout time.Duration) Option {
 	return optionFunc(func(s *Store) error {
 		ms := timeout.Truncate(time.Millisecond)
