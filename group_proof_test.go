@@ -16,13 +16,14 @@ import (
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
-// The group property tests drive groups of two to four limiters of mixed
-// algorithms (some under a penalty, some counting denials) through
-// sluice.NewGroup on one MemStore with a simulated clock, and the same
-// requests through a model of groups written from DecideGroup's
-// documentation over each limit's own model, Params.Step on a state the
-// model keeps per key (Step itself is held to the exact reference models
-// by the property tests). The model decides a group as documented:
+// The group property tests drive groups of two to sluice.MaxGroup
+// limiters of mixed algorithms (some under a penalty, some counting
+// denials) through sluice.NewGroup on one MemStore with a simulated clock,
+// and the same requests through a model of groups written from
+// DecideGroup's documentation over each limit's own model, Params.Step on
+// a state the model keeps per key (Step itself is held to the exact
+// reference models by the property tests). The model decides a group as
+// documented:
 //
 //   - Allow checks every limit; if all admit, it admits the cost in each;
 //     otherwise nothing is admitted anywhere: the limits that denied
@@ -155,11 +156,9 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 
 	// As many limiters as a group takes, each with keys of its own;
 	// groups of two to all of them in any order.
-	var pool []testAlgorithm
-	for _, alg := range testAlgorithms(t) {
-		if !reservable || alg.params.Reservable() {
-			pool = append(pool, alg)
-		}
+	pool := testAlgorithms(t)
+	if reservable {
+		pool = reservingAlgorithms(t)
 	}
 	limits := make([]*groupLimit, sluice.MaxGroup)
 	var log []string

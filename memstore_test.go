@@ -215,11 +215,12 @@ func TestMemStoreHugeShardCountIsCapped(t *testing.T) {
 	require.True(t, d.Allowed)
 }
 
-// TestMemStoreGroupsWhoseKeysShareShards decides groups on stores of one
-// and two shards, where most groups hold several keys of one shard: each
-// shard is locked once, whatever the order of the keys, and concurrent
-// groups neither deadlock nor lose a decision.
-func TestMemStoreGroupsWhoseKeysShareShards(t *testing.T) {
+// TestMemStoreGroupsSharingShardsDecideExactlyWithoutDeadlock decides
+// groups on stores of one and two shards, where most groups hold several
+// keys of one shard: each shard is locked once, whatever the order of the
+// keys, so the groups decide as DecideGroup does, bit for bit, and
+// concurrent groups neither deadlock nor lose a decision.
+func TestMemStoreGroupsSharingShardsDecideExactlyWithoutDeadlock(t *testing.T) {
 	for _, shards := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
 			st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: shards})

@@ -229,20 +229,19 @@ func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decisi
 	return nil
 }
 
-// TestABookingFromALaterInstantIsKeptAndCancellable books a reservation
-// no earlier than an instant later than the algorithm needs (Op.At, as a
-// group of limits books), from rest, and cancels it before that instant,
-// as its caller would with the Decision.At it was given: the booking must
-// be kept in the state the decision describes (a ResetAfter that is not
-// zero on a state that is) and the cancel must find it and give it back.
-// The costs include zero, and the times one just after the epoch, where
-// GCRA's mark of the booking (its TAT less the tolerance) would fall
-// before it.
-// A booking from a later instant than the algorithm needed (a group's
-// common instant) is kept; the meter, whose point is its instant, gives it
-// back, while the GCRA and the interval-refill bucket, whose state cannot
-// tell it from a later booking, report no At and give nothing back.
-func TestABookingFromALaterInstantIsKeptAndCancellable(t *testing.T) {
+// TestABookingFromALaterInstantIsKeptAndOnlyAMeterGivesItBack books a
+// reservation, from rest, no earlier than an instant later than the
+// algorithm needs (Op.At, as a group books its limits at their common
+// instant), with costs of zero and one, at a realistic time and at one
+// just after the epoch. Every reserving algorithm books it from that
+// instant and keeps it in the state the decision describes (a ResetAfter
+// that is not zero, on a state that is not empty). A meter (the leaky
+// bucket, the continuously refilled token bucket), whose point is the
+// booking's instant, reports that instant as At, and a cancel by it before
+// the instant gives the booking back. The GCRA and the interval-refill
+// token bucket, whose state cannot tell the booking from a later one,
+// report no At: nothing to cancel by, so nothing is given back.
+func TestABookingFromALaterInstantIsKeptAndOnlyAMeterGivesItBack(t *testing.T) {
 	realistic := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	for _, alg := range reservingAlgorithms(t) {
 		p := alg.params

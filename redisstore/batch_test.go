@@ -74,7 +74,7 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 		for i, r := range reqs {
 			where := fmt.Sprintf("batch %d request %d: %+v", batch, i, r)
 			require.NoError(t, results[i].Err, where)
-			requireIdenticalDecision(t, wants[i], results[i].Decision, where)
+			storetest.RequireIdenticalDecision(t, wants[i], results[i].Decision, where)
 		}
 	}
 	require.Positive(t, waited, "some reservations wait for their turn")

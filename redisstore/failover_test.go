@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -372,9 +373,10 @@ func TestFailoverLosesWhatWasNotReplicated(t *testing.T) {
 	// may need; hasty gives up after 5 ms where no replica can answer (cut
 	// off, then none after the failover), rather than have each of those
 	// decisions wait all of ackTimeout.
-	acked := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
-	hasty, err := redisstore.New(c, redisstore.WithPrefix(strings.TrimSuffix(acked.Key(""), "{}")),
-		redisstore.WithReplicaAcks(1, 5*time.Millisecond))
+	prefix := fmt.Sprintf("test:%s:%d:", t.Name(), rand.Uint64())
+	acked, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithReplicaAcks(1, ackTimeout))
+	require.NoError(t, err)
+	hasty, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithReplicaAcks(1, 5*time.Millisecond))
 	require.NoError(t, err)
 	master := cluster.MasterOf(t, 0)
 	replica := cluster.ReplicaOf(t, master)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
+	"github.com/sluice-go/sluice/storetest"
 )
 
 // commandCalls returns how many times the server at addr has run each of
@@ -286,9 +287,9 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 				return d, err
 			}, want)
 			require.NoError(t, err)
-			same := identicalDecision(wantD, gotD)
+			same := storetest.IdenticalDecision(wantD, gotD)
 			for i := range want {
-				same = same && identicalDecision(want[i], got[i]) && sameState(next[i], stored[i])
+				same = same && storetest.IdenticalDecision(want[i], got[i]) && sameState(next[i], stored[i])
 			}
 			if same {
 				copy(spec, next)

@@ -113,7 +113,13 @@ func minLen(m map[*testserver.Redis][]string) int {
 }
 
 // TestReplicaAcksOnOneMaster waits for the replicas of a single master,
-// through a plain client.
+// through a plain client: an admission the replica holds comes without an
+// error, and one that fewer replicas than asked acknowledge (the replica
+// paused, or two asked of one) comes with ErrNotReplicated, recorded all
+// the same. It also pins that a denial, which records nothing, comes
+// without an error however many replicas acknowledge, alone, in a batch
+// and as a group, while a group denied by a limit whose penalty it
+// records comes with ErrNotReplicated.
 func TestReplicaAcksOnOneMaster(t *testing.T) {
 	nodes := testserver.StartRedisWithReplicas(t, 1)
 	c := newClient(t, nodes[0].Addr)

@@ -49,7 +49,7 @@ func (k *twin) apply(op sluice.Op, what string) sluice.Decision {
 		return got
 	}
 	require.NoError(k.t, err, where)
-	requireIdenticalDecision(k.t, want, got, where)
+	storetest.RequireIdenticalDecision(k.t, want, got, where)
 	if k.p.Records(op.Verb, want) {
 		k.s = next
 	}
@@ -79,7 +79,7 @@ func (k *twin) applyOnServerClock(op sluice.Op, what string) sluice.Decision {
 		if !k.p.Records(op.Verb, want) {
 			next = k.s
 		}
-		if identicalDecision(want, got) && sameState(next, stored) {
+		if storetest.IdenticalDecision(want, got) && sameState(next, stored) {
 			k.s = next
 			return got
 		}
@@ -156,18 +156,6 @@ func sameState(a, b sluice.State) bool {
 		}
 	}
 	return true
-}
-
-// identicalDecision reports whether got is want bit for bit, as
-// storetest.IdenticalDecision does, and blocked alike.
-func identicalDecision(want, got sluice.Decision) bool {
-	return storetest.IdenticalDecision(want, got) && want.Blocked == got.Blocked
-}
-
-func requireIdenticalDecision(t testing.TB, want, got sluice.Decision, where string) {
-	t.Helper()
-	storetest.RequireIdenticalDecision(t, want, got, where)
-	require.Equal(t, want.Blocked, got.Blocked, "Blocked: %s", where)
 }
 
 func requireSameState(t *testing.T, want, got sluice.State, where string) {
@@ -622,7 +610,7 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 					continue
 				}
 				require.NoError(t, err, where)
-				requireIdenticalDecision(t, want, got, where)
+				storetest.RequireIdenticalDecision(t, want, got, where)
 				if !p.Records(op.Verb, want) {
 					next = s
 				}

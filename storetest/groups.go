@@ -30,10 +30,11 @@ func Strict() []sluice.Params {
 
 // RunGroups replays random group decisions over st, which must implement
 // [sluice.GroupStore], against [sluice.DecideGroup] over the
-// specification's steps, bit for bit: groups of two to four limits of
-// mixed algorithms (penalized and strict ones among them), each on a key of
-// its own from a small pool, with checks, admissions, reservations (when
-// every limit books them) and cancels of earlier group reservations.
+// specification's steps, bit for bit: groups of two to four limits, and in
+// every fourth trace [sluice.MaxGroup], of mixed algorithms (penalized and
+// strict ones among them), each on a key of its own from a small pool,
+// with checks, admissions, reservations (when every limit books them) and
+// cancels of earlier group reservations.
 //
 // Options: [GroupHashTags].
 func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {

@@ -92,7 +92,8 @@ func configure(opts []Option) config {
 }
 
 // Exact requires every decision to equal Step's bit for bit: Allowed, the
-// float64 bits of every amount, and every duration to the nanosecond. A
+// float64 bits of every amount, every duration to the nanosecond, and
+// Blocked. A
 // store that runs the Go step itself, or translates it operation for
 // operation (sluice's Redis and PostgreSQL stores), promises this.
 func Exact() Option { return func(c *config) { c.exact = true } }
@@ -378,8 +379,8 @@ func randomCost(rng *rand.Rand, p sluice.Params) float64 {
 }
 
 // SameDecision reports whether got equals want within the suite's
-// tolerances: Allowed exactly, amounts within AmountTolerance times the
-// limit, durations exactly or, for the float algorithms, within
+// tolerances: Allowed and Blocked exactly, amounts within AmountTolerance
+// times the limit, durations exactly or, for the float algorithms, within
 // DurationTolerance.
 func SameDecision(p sluice.Params, want, got sluice.Decision) bool {
 	return difference(p, want, got) == ""
@@ -394,7 +395,8 @@ func RequireSameDecision(t testing.TB, p sluice.Params, want, got sluice.Decisio
 }
 
 // IdenticalDecision reports whether got is want bit for bit: Allowed, the
-// float64 bits of every amount (so 0 and -0 differ), and every duration.
+// float64 bits of every amount (so 0 and -0 differ), every duration, and
+// Blocked.
 func IdenticalDecision(want, got sluice.Decision) bool {
 	return want.Allowed == got.Allowed &&
 		math.Float64bits(want.Limit) == math.Float64bits(got.Limit) &&

@@ -209,6 +209,7 @@ func Adversaries(p sluice.Params, cost float64) []Adversary {
 			})
 		}
 	}
+	gap := period * int64(math.Ceil(cost)) / int64(burst)
 	for seed := range uint64(4) {
 		advs = append(advs, Adversary{fmt.Sprintf("random traffic, seed %d", seed), func(k *Key, start int64) error {
 			rng := rand.New(rand.NewPCG(seed, 0xad5e))
@@ -216,14 +217,7 @@ func Adversaries(p sluice.Params, cost float64) []Adversary {
 				if _, err := k.Apply(sluice.VerbAllow, now, cost); err != nil {
 					return err
 				}
-				switch r := rng.IntN(4); {
-				case r == 0:
-					// another request at the same instant
-				case r == 1:
-					now += 1 + rng.Int64N(1000)
-				default:
-					now += rng.Int64N(max(period*int64(math.Ceil(cost))/int64(burst), 1))
-				}
+				now = nextNow(rng, now, gap)
 			}
 			return nil
 		}})

@@ -270,7 +270,7 @@ func (k *Key) cancelAndThen(now int64, n int, then func() error) error {
 // whose answer it did not get.
 func (k *Key) randomShaping(rng *rand.Rand, start, horizon int64, cost float64, retries bool) error {
 	p := k.params
-	period := Period(p)
+	period, gap := Period(p), unitGap(p)
 	var booked []int // every reservation that waited, in booking order
 	for now := start; now < start+horizon; {
 		var err error
@@ -302,20 +302,26 @@ func (k *Key) randomShaping(rng *rand.Rand, start, horizon int64, cost float64, 
 		if err != nil {
 			return err
 		}
-		now = nextNow(rng, now, period, p.Limit)
+		now = nextNow(rng, now, gap)
 	}
 	return nil
 }
 
 // nextNow returns the instant of a random trace's next request after now:
-// the same instant, a few nanoseconds later, or up to twice the time the
-// limit's period gives each unit.
-func nextNow(rng *rand.Rand, now, period int64, limit float64) int64 {
+// the same instant, a few nanoseconds later, or less than gap (at least
+// one nanosecond) later.
+func nextNow(rng *rand.Rand, now, gap int64) int64 {
 	switch rng.IntN(4) {
 	case 0: // another request at the same instant
 		return now
 	case 1:
 		return now + 1 + rng.Int64N(1000)
 	}
-	return now + rng.Int64N(max(period*2/max(int64(limit), 1), 1))
+	return now + rng.Int64N(max(gap, 1))
+}
+
+// unitGap is twice the time p's period gives each unit of its limit: the
+// gap nextNow draws within for a random trace of p.
+func unitGap(p sluice.Params) int64 {
+	return Period(p) * 2 / max(int64(p.Limit), 1)
 }

@@ -159,7 +159,7 @@ func StrictAdversaries(p sluice.Params, cost float64) []StrictAdversary {
 // (partial grants of up to three times the limit, in whole units of it).
 func (k *StrictKey) randomMix(rng *rand.Rand, start, horizon int64, cost float64) error {
 	p := k.params
-	period := Period(p)
+	period, gap := Period(p), unitGap(p)
 	var waiting []int // reservations that waited, not cancelled yet
 	for now := start; now < start+horizon; {
 		var err error
@@ -192,7 +192,7 @@ func (k *StrictKey) randomMix(rng *rand.Rand, start, horizon int64, cost float64
 		if err != nil {
 			return err
 		}
-		now = nextNow(rng, now, period, p.Limit)
+		now = nextNow(rng, now, gap)
 	}
 	return nil
 }

@@ -61,20 +61,18 @@ func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) 
 	for _, dur := range []struct {
 		name      string
 		got, want int64
+		slack     float64 // added to the tolerance, when there is one
 	}{
-		{"RetryAfter", int64(got.RetryAfter), want.RetryAfter},
-		{"ResetAfter", int64(got.ResetAfter), want.ResetAfter},
-		{"Delay", int64(got.Delay), want.Delay},
+		{"RetryAfter", int64(got.RetryAfter), want.RetryAfter, 0},
+		// A reservation's reset counts from its booked instant: the
+		// instant's own rounding (within Delay's tolerance, which the
+		// caller then follows) carries into it.
+		{"ResetAfter", int64(got.ResetAfter), want.ResetAfter, math.Abs(float64(got.At - want.At))},
+		{"Delay", int64(got.Delay), want.Delay, 0},
 	} {
 		tol := 0.0
 		if want.Drain > 0 {
-			tol = 1 + Band*p.Limit*want.Drain + float64(dur.want)*durationSlack
-			if dur.name == "ResetAfter" {
-				// A reservation's reset counts from its booked instant:
-				// the instant's own rounding (within Delay's tolerance,
-				// which the caller then follows) carries into it.
-				tol += math.Abs(float64(got.At - want.At))
-			}
+			tol = 1 + Band*p.Limit*want.Drain + float64(dur.want)*durationSlack + dur.slack
 		}
 		if diff := math.Abs(float64(dur.got) - float64(dur.want)); diff > tol {
 			return false, fmt.Errorf("%s = %v, want %v (tolerance %.3gns)", dur.name, time.Duration(dur.got), time.Duration(dur.want), tol)
