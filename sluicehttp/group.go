@@ -31,10 +31,12 @@ type Policy struct {
 // policy as one decision ([sluice.Group]): a request is served only if
 // every policy admits it, and it is then recorded in all of them; a
 // request one policy denies is recorded in none, where two stacked
-// middlewares would have charged the outer policy for it. The response's
-// RateLimit-Policy and RateLimit fields list every policy, each with its
-// own remaining allowance; a denial's Retry-After is when every policy
-// would admit the request.
+// middlewares would have charged the outer policy for it. RateLimit-Policy
+// lists every policy, in order, one field line each, on every response but
+// a skipped request's ([WithSkip]), the 400, 413 and 503 answers included;
+// a decided response's RateLimit lists each policy's remaining allowance
+// the same way. A denial's Retry-After is when every policy would admit
+// the request.
 //
 // The options apply to the whole middleware, except those that name a
 // policy ([WithPolicyName]: the policies' Names do). [WithMaxDelay] holds a
@@ -59,6 +61,7 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 		return nil, err
 	}
 	g := &groupMiddleware{middleware: m, policies: make([]groupPolicy, len(policies))}
+	m.policies = make([]*Fields, len(policies))
 	for i, p := range policies {
 		if p.Name == "" {
 			return nil, fmt.Errorf("%w: policy %d has no name", sluice.ErrInvalidConfig, i)
@@ -82,6 +85,7 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 			key = m.key
 		}
 		g.policies[i] = groupPolicy{name: p.Name, key: key, fields: fields}
+		m.policies[i] = fields
 	}
 	if g.group, err = sluice.NewGroup(lims...); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -126,5 +127,62 @@ func TestNewGroupRefusesPoliciesItCannotDecideAsOne(t *testing.T) {
 	} {
 		_, err := sluicehttp.NewGroup(policies)
 		require.ErrorIs(t, err, sluice.ErrInvalidConfig, name)
+	}
+}
+
+// failingGroupStore is a store that is down, for groups.
+type failingGroupStore struct{ failingStore }
+
+func (failingGroupStore) ApplyGroup(context.Context, []sluice.GroupOp, []sluice.Decision) (sluice.Decision, error) {
+	return sluice.Decision{}, errStoreDown
+}
+
+// TestEveryAnswerOfAGroupListsEveryPolicy pins that the answers a group
+// middleware gives without a decision (no key, a cost over the limit, a
+// store that is down) list every policy in RateLimit-Policy, as its
+// decided answers do, not only the first.
+func TestEveryAnswerOfAGroupListsEveryPolicy(t *testing.T) {
+	group := func(t *testing.T, st sluice.Store) func(http.Handler) http.Handler {
+		t.Helper()
+		c := newClock()
+		daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))
+		require.NoError(t, err)
+		burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st), sluice.WithClock(c))
+		require.NoError(t, err)
+		mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{{Limiter: daily, Name: "day"}, {Limiter: burst, Name: "burst"}},
+			sluicehttp.WithKey(sluicehttp.HeaderKey("X-Client")),
+			sluicehttp.WithCost(func(r *http.Request) (float64, error) { return strconv.ParseFloat(r.Header.Get("X-Cost"), 64) }))
+		require.NoError(t, err)
+		return mw
+	}
+	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
+	t.Cleanup(func() { mem.Close() })
+	up, down := wrap(group(t, mem)), wrap(group(t, failingGroupStore{}))
+	every := []string{`"day";q=1000;w=86400`, `"burst";q=5;w=5`}
+	// In order, on one key: the first request spends the burst.
+	steps := []struct {
+		name   string
+		server *server
+		client string // "" sends no key
+		cost   string
+		status int
+	}{
+		{"admitted", up, "a", "5", http.StatusOK},
+		{"denied", up, "a", "1", http.StatusTooManyRequests},
+		{"no key", up, "", "1", http.StatusBadRequest},
+		{"a cost over the limit", up, "b", "6", http.StatusRequestEntityTooLarge},
+		{"the store down", down, "a", "1", http.StatusServiceUnavailable},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if step.client != "" {
+				r.Header.Set("X-Client", step.client)
+			}
+			r.Header.Set("X-Cost", step.cost)
+			w := step.server.do(r)
+			require.Equal(t, step.status, w.Code)
+			require.Equal(t, every, w.Header().Values("RateLimit-Policy"))
+		})
 	}
 }

@@ -162,6 +162,9 @@ type middleware struct {
 	config
 	lim    sluice.Limiter
 	fields *Fields // nil when misconfigured
+	// policies holds every policy's fields, so that an answer without a
+	// decision lists them all too; nil when misconfigured.
+	policies []*Fields
 	// retryAfter is the Retry-After of a 503, in seconds; 0 leaves it out.
 	retryAfter int64
 }
@@ -194,6 +197,7 @@ func newMiddleware(lim sluice.Limiter, opts []Option) (*middleware, error) {
 		return m, err
 	}
 	m.fields = fields
+	m.policies = []*Fields{fields}
 	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
 	return m, nil
 }
@@ -288,8 +292,10 @@ func (m *middleware) fail(next http.Handler, w http.ResponseWriter, r *http.Requ
 	if m.errorHook != nil {
 		m.errorHook(r, err)
 	}
-	if m.fields != nil && !decided {
-		m.fields.writePolicy(w.Header())
+	if !decided {
+		for _, f := range m.policies {
+			f.writePolicy(w.Header())
+		}
 	}
 	if m.dryRun || m.failOpen && limiterErr {
 		next.ServeHTTP(w, r)
