@@ -14,7 +14,9 @@ import (
 
 // KeyFunc returns the limiter key of a request: requests with the same key
 // share one allowance. An error makes the middleware answer 400 Bad
-// Request (see [WithErrorHandler]).
+// Request, or 500 Internal Server Error when it wraps
+// [sluice.ErrInvalidConfig], the server's mistake (see [ErrorStatus] and
+// [WithErrorHandler]).
 //
 // Limiters that share a store share its key space: a KeyFunc for such a
 // limiter should prefix its keys ("login:" + user).

@@ -45,7 +45,10 @@
 //
 // # Errors
 //
-// A request without a key is answered 400 Bad Request. A request whose
+// A request without a key is answered 400 Bad Request, or 500 Internal
+// Server Error when the key function's error wraps
+// [sluice.ErrInvalidConfig]: a misconfigured [ClientIP], say, is the
+// server's mistake, neither the client's nor an outage. A request whose
 // cost cannot be computed is charged the minimum cost and, if that is
 // admitted, answered 400 (413 Content Too Large when its body is larger
 // than the cost function would read, see [ReadBody]), so that a flood of

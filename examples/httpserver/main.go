@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -44,29 +45,63 @@ type config struct {
 const maxBody = 1 << 20
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen `address`")
-	perSecond := flag.Float64("rate", 1, "units each client regains per second")
-	burst := flag.Float64("burst", 5, "units each client may spend at once")
-	var trusted []netip.Prefix
-	flag.Func("trust", "trust X-Forwarded-For from the proxies in `CIDR` (repeatable)", func(s string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command with the arguments args until ctx ends, and returns
+// its exit status: 2 for a bad command line, reported on stderr with the
+// usage before anything listens, as the flag package does; 1 when the
+// server cannot start or stops with an error.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	addr, cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	logger := log.New(stderr, "", log.LstdFlags)
+	handler, err := newHandler(cfg)
+	if err == nil {
+		err = serve(ctx, addr, handler, logger.Printf)
+	}
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	return 0
+}
+
+// parseFlags returns the listen address and the limits args ask for. A
+// flag it cannot use, a trusted proxy range ClientIP cannot read safely
+// among them, is reported on stderr, naming the flag and its value, and
+// returned.
+func parseFlags(args []string, stderr io.Writer) (addr string, cfg config, err error) {
+	fs := flag.NewFlagSet("httpserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen `address`")
+	perSecond := fs.Float64("rate", 1, "units each client regains per second")
+	fs.Float64Var(&cfg.burst, "burst", 5, "units each client may spend at once")
+	fs.Func("trust", "trust X-Forwarded-For from the proxies in `CIDR` (repeatable)", func(s string) error {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return err
 		}
-		trusted = append(trusted, p)
+		// Now, not at each request, which would all fail with it.
+		if err := (sluicehttp.ClientIP{TrustedProxies: []netip.Prefix{p}}).Validate(); err != nil {
+			return err
+		}
+		cfg.trustedProxies = append(cfg.trustedProxies, p)
 		return nil
 	})
-	flag.Parse()
-
-	handler, err := newHandler(config{rate: sluice.PerSecond(*perSecond), burst: *burst, trustedProxies: trusted})
-	if err != nil {
-		log.Fatal(err)
+	if err := fs.Parse(args); err != nil {
+		return "", config{}, err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := serve(ctx, *addr, handler, log.Printf); err != nil {
-		log.Fatal(err)
-	}
+	cfg.rate = sluice.PerSecond(*perSecond)
+	return addr, cfg, nil
 }
 
 // serve serves h on addr until ctx ends, then shuts down gracefully. It
@@ -95,7 +130,15 @@ func serve(ctx context.Context, addr string, h http.Handler, logf func(format st
 // newHandler returns the API: GET /items and POST /batch, limited per
 // client IP by one token bucket, so that both endpoints spend the same
 // allowance.
+//
+// It fails with an error wrapping sluice.ErrInvalidConfig for trusted
+// proxy ranges ClientIP cannot read safely, which would otherwise fail
+// every request.
 func newHandler(cfg config) (http.Handler, error) {
+	clientIP := sluicehttp.ClientIP{TrustedProxies: cfg.trustedProxies}
+	if err := clientIP.Validate(); err != nil {
+		return nil, err
+	}
 	opts := []sluice.Option{sluice.WithBurst(cfg.burst)}
 	if cfg.clock != nil {
 		opts = append(opts, sluice.WithClock(cfg.clock))
@@ -105,7 +148,7 @@ func newHandler(cfg config) (http.Handler, error) {
 		return nil, err
 	}
 	common := []sluicehttp.Option{
-		sluicehttp.WithKey(sluicehttp.ClientIP{TrustedProxies: cfg.trustedProxies}.Key),
+		sluicehttp.WithKey(clientIP.Key),
 		sluicehttp.WithPolicyName("per-ip"),
 		sluicehttp.WithDenyHandler(denied),
 		sluicehttp.WithErrorHandler(failed),
@@ -168,11 +211,19 @@ func denied(w http.ResponseWriter, _ *http.Request, _ sluice.Decision) {
 }
 
 // failed answers a request that could not be decided with a JSON body and
-// sluicehttp's default status.
+// sluicehttp's default status. The error hook has logged err.
 func failed(w http.ResponseWriter, _ *http.Request, err error) {
-	code, msg := sluicehttp.ErrorStatus(err), "limiter unavailable"
-	if code < 500 {
+	code := sluicehttp.ErrorStatus(err)
+	var msg string
+	switch {
+	case code < 500:
 		msg = err.Error() // the client's own fault: tell it what
+	case code == http.StatusInternalServerError:
+		// The server's mistake (sluice.ErrInvalidConfig), which no retry
+		// mends: never report it as an outage.
+		msg = "server misconfigured: see the server's log"
+	default:
+		msg = "limiter unavailable"
 	}
 	writeJSON(w, code, map[string]any{"error": msg})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/sluicehttp"
 )
 
 // testServer runs the API on a loopback listener with the default limits
@@ -132,4 +134,98 @@ func TestServeLogsTheAddressTheSystemChose(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-served, "the server shuts down when its context ends")
+}
+
+func TestFlagsParseTrustedProxiesAndLimits(t *testing.T) {
+	var stderr strings.Builder
+	addr, cfg, err := parseFlags([]string{"-addr", ":9000", "-rate", "10", "-burst", "20",
+		"-trust", "10.0.0.0/8", "-trust", "::ffff:192.0.2.0/120", "-trust", "2001:db8::/32"}, &stderr)
+	require.NoError(t, err)
+	require.Empty(t, stderr.String())
+	require.Equal(t, ":9000", addr)
+	require.Equal(t, config{
+		rate:  sluice.PerSecond(10),
+		burst: 20,
+		trustedProxies: []netip.Prefix{
+			netip.MustParsePrefix("10.0.0.0/8"),
+			netip.MustParsePrefix("::ffff:192.0.2.0/120"),
+			netip.MustParsePrefix("2001:db8::/32"),
+		},
+	}, cfg)
+}
+
+// TestUnreadableTrustedProxyRangeStopsTheCommandAtStart pins that a
+// -trust range ClientIP cannot read safely is a bad command line, exit
+// status 2 with a message naming the value, before the server listens:
+// never a server that answers every request 500 or "unavailable".
+func TestUnreadableTrustedProxyRangeStopsTheCommandAtStart(t *testing.T) {
+	tests := []struct {
+		value string
+		why   string
+	}{
+		{"::/0", "covers IPv4-mapped addresses"},
+		{"::ffff:0:0/80", "covers IPv4-mapped addresses"},
+		{"::/64", "covers IPv4-mapped addresses"},
+		{"10.0.0.0", "no '/'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			// Ended already: were the range let through, the server would
+			// shut down at once and run would return 0.
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			var stderr strings.Builder
+			code := run(ctx, []string{"-addr", "127.0.0.1:0", "-trust", tt.value}, &stderr)
+			require.Equal(t, 2, code, stderr.String())
+			first, _, _ := strings.Cut(stderr.String(), "\n")
+			require.Contains(t, first, fmt.Sprintf("invalid value %q for flag -trust: ", tt.value))
+			require.Contains(t, first, tt.why)
+			require.Contains(t, stderr.String(), "Usage of httpserver:")
+			require.NotContains(t, stderr.String(), "listening on")
+		})
+	}
+}
+
+func TestNewHandlerRefusesAnUnreadableTrustedProxyRange(t *testing.T) {
+	_, err := newHandler(config{rate: sluice.PerSecond(1), burst: 5, trustedProxies: []netip.Prefix{netip.MustParsePrefix("::/0")}})
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+}
+
+// TestErrorAnswersNeverCallAConfigurationErrorUnavailable pins the body of
+// each error answer: a server misconfigured says so, and only a limiter
+// that failed is "unavailable".
+func TestErrorAnswersNeverCallAConfigurationErrorUnavailable(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		body   string
+	}{
+		{
+			"a key function misconfigured",
+			fmt.Errorf("%w: %w", sluicehttp.ErrKey, fmt.Errorf("%w: trusted proxy range ::/0", sluice.ErrInvalidConfig)),
+			http.StatusInternalServerError,
+			"server misconfigured: see the server's log",
+		},
+		{"the store down", errors.New("connection refused"), http.StatusServiceUnavailable, "limiter unavailable"},
+		{"no key", fmt.Errorf("%w: bad peer", sluicehttp.ErrKey), http.StatusBadRequest, "sluicehttp: no key for request: bad peer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			failed(rec, httptest.NewRequest(http.MethodGet, "/items", nil), tt.err)
+			require.Equal(t, tt.status, rec.Code)
+			var payload map[string]string
+			require.NoError(t, json.NewDecoder(rec.Body).Decode(&payload))
+			require.Equal(t, map[string]string{"error": tt.body}, payload)
+		})
+	}
+}
+
+func TestRunServesUntilItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // shuts the server down as soon as it listens
+	var stderr strings.Builder
+	require.Equal(t, 0, run(ctx, []string{"-addr", "127.0.0.1:0", "-trust", "10.0.0.0/8"}, &stderr), stderr.String())
+	require.Regexp(t, `listening on http://127\.0\.0\.1:[1-9][0-9]*\n$`, stderr.String())
 }
