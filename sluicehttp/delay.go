@@ -20,11 +20,17 @@ import (
 // the instants the algorithm allows, and sleep on the limiter's clock
 // ([sluice.WithClock]).
 //
-// A client that goes away while its request is held gives the turn back
+// A held request whose context is cancelled gives the turn back
 // ([sluice.Reservation.Cancel]: the turn is freed for the next request
 // if nothing was booked after it) and is not served; the error hook sees
-// [ErrRequestCanceled]. A request whose cost cannot be computed is never
-// held: it is decided at once, as without the option.
+// [ErrRequestCanceled]. The server cancels it when it sees the client go:
+// over HTTP/2 at once, over HTTP/1.x only once the request's body has been
+// read to its end (at once for a request without a body, or after a cost
+// function that reads the whole body with [ReadBody]). A client that
+// leaves an HTTP/1.x request whose body is unread cannot be seen leaving:
+// the request keeps its turn and is served at it, to nobody. A request
+// whose cost cannot be computed is never held: it is decided at once, as
+// without the option.
 //
 // The response to a held request carries the RateLimit fields of its
 // reservation as they stand when it is served: t counts from then, and r

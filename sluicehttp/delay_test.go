@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,8 @@ type shaper struct {
 	errs    chan error           // from the error hook
 
 	mu     sync.Mutex
-	served []served // in the order the handler ran
+	served []served          // in the order the handler ran
+	protos map[string]string // of the served requests, by id
 }
 
 // served is a request that reached the handler, and when.
@@ -58,15 +60,23 @@ type reply struct {
 	err        error
 }
 
-// newShaper serves requests limited by the limiter that newLimiter makes
-// on the clock it is given.
+// newShaper serves requests over HTTP/1.1, limited by the limiter that
+// newLimiter makes on the clock it is given.
 func newShaper(t *testing.T, newLimiter func(sluice.Clock) (sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
+	t.Helper()
+	return newShaperOver(t, "HTTP/1.1", newLimiter, opts...)
+}
+
+// newShaperOver is newShaper over proto: "HTTP/1.1", or "HTTP/2.0" (over
+// TLS).
+func newShaperOver(t *testing.T, proto string, newLimiter func(sluice.Clock) (sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
 	t.Helper()
 	s := &shaper{
 		t:       t,
 		clock:   sleepClock{Mock: newClock(), sleeps: make(chan time.Duration, 1)},
 		decided: make(chan sluice.Decision, 1),
 		errs:    make(chan error, 1),
+		protos:  map[string]string{},
 	}
 	lim, err := newLimiter(s.clock)
 	require.NoError(t, err)
@@ -75,11 +85,22 @@ func newShaper(t *testing.T, newLimiter func(sluice.Clock) (sluice.Limiter, erro
 		sluicehttp.WithErrorHook(func(_ *http.Request, err error) { s.errs <- err }))
 	mw, err := sluicehttp.New(lim, opts...)
 	require.NoError(t, err)
-	s.srv = httptest.NewServer(mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewUnstartedServer(mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.served = append(s.served, served{id: r.URL.Query().Get("id"), at: s.clock.Now().Sub(start)})
+		id := r.URL.Query().Get("id")
+		s.served = append(s.served, served{id: id, at: s.clock.Now().Sub(start)})
+		s.protos[id] = r.Proto
 	})))
+	switch proto {
+	case "HTTP/1.1":
+		s.srv.Start()
+	case "HTTP/2.0":
+		s.srv.EnableHTTP2 = true
+		s.srv.StartTLS()
+	default:
+		t.Fatalf("no server for %s", proto)
+	}
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -89,7 +110,14 @@ func newShaper(t *testing.T, newLimiter func(sluice.Clock) (sluice.Limiter, erro
 // the channel.
 func (s *shaper) send(ctx context.Context, id string) (sluice.Decision, <-chan reply) {
 	s.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL+"/?id="+id, nil)
+	return s.sendBody(ctx, http.MethodGet, id, "")
+}
+
+// sendBody is send for a request of method with body, which the client
+// sends whole.
+func (s *shaper) sendBody(ctx context.Context, method, id, body string) (sluice.Decision, <-chan reply) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+"/?id="+id, strings.NewReader(body))
 	require.NoError(s.t, err)
 	replies := make(chan reply, 1)
 	go func() {
@@ -106,6 +134,13 @@ func (s *shaper) send(ctx context.Context, id string) (sluice.Decision, <-chan r
 		require.Equal(s.t, d.Delay, <-s.clock.sleeps, "request %s sleeps its delay", id)
 	}
 	return d, replies
+}
+
+// protoOf returns the protocol request id was served over.
+func (s *shaper) protoOf(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.protos[id]
 }
 
 // servedSoFar returns the requests served so far.
@@ -266,6 +301,70 @@ func TestClientLeavingWhileHeldGivesItsTurnBack(t *testing.T) {
 				require.NotEqual(t, "leaving", got.id, "nobody is there to serve")
 			}
 			require.Len(t, s.servedSoFar(), 2+tt.ahead+tt.behind)
+		})
+	}
+}
+
+// TestHeldClientThatLeavesGivesItsTurnBackOnceTheServerCanTell pins when
+// a client that hangs up while held gives its turn back: when the server
+// sees it leave, which cancels the request's context. Go's HTTP/1.1
+// server watches the connection only once the request's body is read to
+// its end; HTTP/2 sees the stream reset at once. An HTTP/1.1 request
+// whose body is unread keeps its turn, and is served to nobody.
+func TestHeldClientThatLeavesGivesItsTurnBackOnceTheServerCanTell(t *testing.T) {
+	readBody := sluicehttp.WithCost(func(r *http.Request) (float64, error) {
+		_, err := sluicehttp.ReadBody(r, 1<<10)
+		return 1, err
+	})
+	tests := []struct {
+		name         string
+		proto        string
+		method, body string
+		opts         []sluicehttp.Option
+		givenBack    bool
+	}{
+		{name: "HTTP/1.1, no body", proto: "HTTP/1.1", method: http.MethodGet, givenBack: true},
+		{name: "HTTP/1.1, a body read to its end", proto: "HTTP/1.1", method: http.MethodPost, body: `{"items":[1]}`,
+			opts: []sluicehttp.Option{readBody}, givenBack: true},
+		{name: "HTTP/2, a body unread", proto: "HTTP/2.0", method: http.MethodPost, body: `{"items":[1]}`, givenBack: true},
+		{name: "HTTP/1.1, a body unread: not seen, so kept", proto: "HTTP/1.1", method: http.MethodPost, body: `{"items":[1]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newShaperOver(t, tt.proto, gcra(sluice.PerSecond(1), 1), append(tt.opts, sluicehttp.WithMaxDelay(time.Minute))...)
+			_, first := s.sendBody(t.Context(), tt.method, "first", tt.body)
+			require.Equal(t, 200, (<-first).status)
+			require.Equal(t, tt.proto, s.protoOf("first"))
+
+			ctx, hangUp := context.WithCancel(t.Context())
+			leaving, left := s.sendBody(ctx, tt.method, "leaving", tt.body)
+			require.Equal(t, time.Second, leaving.Delay)
+			hangUp()
+			require.ErrorIs(t, (<-left).err, context.Canceled)
+			want := []string{"first", "next"}
+			if tt.givenBack {
+				// The hook runs once the turn is given back.
+				err := <-s.errs
+				require.ErrorIs(t, err, sluicehttp.ErrRequestCanceled)
+				require.ErrorIs(t, err, context.Canceled)
+			} else {
+				want = []string{"first", "leaving", "next"}
+			}
+
+			next, r := s.sendBody(t.Context(), tt.method, "next", tt.body)
+			if tt.givenBack {
+				require.Equal(t, time.Second+1, next.Delay, "the next request books the freed turn, a nanosecond late")
+			} else {
+				require.Equal(t, 2*time.Second, next.Delay, "the next request books the turn after the one kept")
+			}
+			s.clock.Add(time.Minute)
+			require.Equal(t, 200, (<-r).status)
+			s.srv.Close() // waits for every handler to return
+			var got []string
+			for _, sv := range s.servedSoFar() {
+				got = append(got, sv.id)
+			}
+			require.ElementsMatch(t, want, got)
 		})
 	}
 }

@@ -20,7 +20,8 @@
 // booked with the limiter's Reserve, and then served; held requests on a
 // key are served in the order they came, and only those whose turn is
 // further away get a 429. A client that leaves while held gives its turn
-// back.
+// back once the server sees it leave: over HTTP/1.x, only after the
+// request's body has been read to its end (see [WithMaxDelay]).
 //
 // # Headers
 //
