@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +187,52 @@ func TestEveryAnswerOfAGroupListsEveryPolicy(t *testing.T) {
 			require.Equal(t, every, w.Header().Values("RateLimit-Policy"))
 		})
 	}
+}
+
+// TestLimitsGuideShowsWhatAGroupSends runs the group of docs/limits.md's
+// "Over HTTP" section and compares the fields it sends, one field line per
+// policy, with the lines the guide shows.
+func TestLimitsGuideShowsWhatAGroupSends(t *testing.T) {
+	shown := sectionFields(t, "../docs/limits.md", "## Over HTTP")
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	t.Cleanup(func() { st.Close() })
+	c := newClock() // noon UTC: the day's window ends in 43,200 s
+	perSecond, err := sluice.NewGCRA(sluice.PerSecond(10), 10, sluice.WithStore(st), sluice.WithClock(c))
+	require.NoError(t, err)
+	perDay, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))
+	require.NoError(t, err)
+	global, err := sluice.NewTokenBucket(sluice.PerSecond(50), sluice.WithStore(st), sluice.WithClock(c))
+	require.NoError(t, err)
+	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{ // as in the guide
+		{Limiter: perSecond, Name: "second", Key: sluicehttp.HeaderKey("X-Api-Key")},
+		{Limiter: perDay, Name: "day", Key: sluicehttp.HeaderKey("X-Api-Key")},
+		{Limiter: global, Name: "all", Key: func(*http.Request) (string, error) { return "all", nil }},
+	})
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-Api-Key", "k-123")
+	w := wrap(mw).do(r)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, shown["RateLimit-Policy"], w.Header().Values("RateLimit-Policy"))
+	require.Equal(t, shown["RateLimit"], w.Header().Values("RateLimit"))
+}
+
+// sectionFields returns every RateLimit-Policy and RateLimit line a
+// guide shows in the section that heading begins.
+func sectionFields(t *testing.T, path, heading string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	require.True(t, ok, "the guide has %q", heading)
+	section, _, _ = strings.Cut(section, "\n## ")
+	fields := map[string][]string{}
+	for line := range strings.Lines(section) {
+		name, value, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		if ok && (name == "RateLimit-Policy" || name == "RateLimit") {
+			fields[name] = append(fields[name], value)
+		}
+	}
+	require.Len(t, fields, 2, "the section shows both fields")
+	return fields
 }
