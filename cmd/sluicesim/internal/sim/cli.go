@@ -52,7 +52,8 @@ Traffic (several -traffic flags are offered together):
   uniform rate=10/s            poisson rate=10/s [seed=1]
   bursts n=20 every=2s         edge n=5 [window=1s] [gap=1ms]
   greedy                       csv file=log.csv (rows timestamp,key,cost)
-each but csv with optional cost=1, clients=1, key=client, start=0s.
+each but csv with optional cost=1, clients=1, key=client, start=0s; a rate=
+is each client's.
 
 A config file holds the same settings, one per line: "limiter gcra rate=10/s
 burst=5", "traffic greedy", "duration 5s", ...; flags add to it.
@@ -105,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "sluicesim-out", "write CSV and figures into `dir` (\"\" writes only the table)")
 	formats := fs.String("format", "svg,png", "figure formats: svg, png or both")
 	every := fs.Int64("progress", 1_000_000, "report progress on stderr every `n` requests (0: never)")
+	most := fs.Int64("max-requests", DefaultMaxRequests,
+		"refuse a simulation that would offer a limiter more than `n` requests (each takes up to about 100 bytes)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -152,7 +155,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *every < 0 {
 		return usageError{fmt.Errorf("-progress %d: want 0 or more", *every)}
 	}
-	o := Options{ProgressEvery: *every}
+	if *most < 1 {
+		return usageError{fmt.Errorf("-max-requests %d: want 1 or more", *most)}
+	}
+	o := Options{ProgressEvery: *every, MaxRequests: *most}
 	if *every > 0 {
 		o.Progress = stderr
 	}

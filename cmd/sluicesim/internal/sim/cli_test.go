@@ -45,6 +45,9 @@ func TestMainRefusesBadInputWithExitCode2(t *testing.T) {
 			`watch "k": no traffic uses that key (its keys: k-1, k-2)`},
 		"a duration past 2100": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-duration", "1000000h"}, "duration 1000000h0m0s: at most 700800h0m0s"},
 		"a negative progress":  {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-progress", "-1"}, "-progress -1: want 0 or more"},
+		"no requests allowed":  {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "greedy", "-max-requests", "0"}, "-max-requests 0: want 1 or more"},
+		"a run too large": {[]string{"-limiter", "gcra rate=1/s burst=1", "-traffic", "uniform rate=1e12/s", "-duration", "1ms"},
+			"cannot simulate: the traffic would offer a limiter about 1,000,000,000 requests in 1ms (up to about 100 GB of memory)"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -73,7 +73,7 @@ func parseCSV(r io.Reader) ([]Request, error) {
 		if kind == "" || kind == "header" {
 			kind = k
 		} else if k != kind {
-			return nil, fmt.Errorf("line %d: timestamp %q mixes a %s with the earlier rows' %ss", line, ts, k, kind)
+			return nil, fmt.Errorf("line %d: timestamp %q mixes %s with the earlier rows' %ss", line, ts, aKind[k], kind)
 		}
 		req := Request{At: off, Key: "client", Cost: 1}
 		if len(rec) > 1 && strings.TrimSpace(rec[1]) != "" {
@@ -111,6 +111,9 @@ func parseCSV(r io.Reader) ([]Request, error) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].At < rows[j].At })
 	return rows, nil
 }
+
+// aKind names a kind of timestamp with its article, for messages.
+var aKind = map[string]string{"time": "a time", "offset": "an offset"}
 
 // parseTimestamp reads a CSV timestamp: a time, or an offset from the start.
 func parseTimestamp(ts string) (at time.Time, off time.Duration, kind string, err error) {

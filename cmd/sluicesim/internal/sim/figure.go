@@ -71,7 +71,7 @@ func LimiterFigure(r Run, c *Config) Figure {
 	top := requestsPlot(r, c)
 	top.Title.Text = wrap(r.Name+"  ·  traffic: "+c.Title, 100)
 	bottom := statePlot(r, c)
-	bottom.Title.Text = r.Series.StateName + ", key " + r.Series.Key
+	bottom.Title.Text = stateTitle(r.Series)
 	return Figure{8 * vg.Inch, 5.6 * vg.Inch, func(dc draw.Canvas) {
 		fill(dc)
 		plots := [][]*plot.Plot{{top}, {bottom}}
@@ -91,7 +91,7 @@ func CompareFigure(runs []Run, c *Config) Figure {
 	for i, r := range runs {
 		left, right := requestsPlot(r, c), statePlot(r, c)
 		left.Title.Text = r.Name
-		right.Title.Text = r.Series.StateName + ", key " + r.Series.Key
+		right.Title.Text = stateTitle(r.Series)
 		if i < len(runs)-1 {
 			left.X.Label.Text, right.X.Label.Text = "", ""
 		}
@@ -209,6 +209,38 @@ func statePlot(r Run, c *Config) *plot.Plot {
 		p.Legend.Add("denied", denied)
 	}
 	return p
+}
+
+// stateTitle heads a state panel, saying what a long run left out of it.
+func stateTitle(s Series) string {
+	title := s.StateName + ", key " + s.Key
+	var thinned []string
+	if s.StateStride > 1 {
+		thinned = append(thinned, "state drawn around every "+ordinal(s.StateStride)+" request")
+	}
+	if s.DenialStride > 1 {
+		thinned = append(thinned, "every "+ordinal(s.DenialStride)+" denial shown")
+	}
+	if len(thinned) > 0 {
+		title += "\n(" + strings.Join(thinned, ", ") + ")"
+	}
+	return title
+}
+
+// ordinal returns "1st", "2nd", "3rd", "4th", ... for n.
+func ordinal(n int64) string {
+	suffix := "th"
+	if n%100/10 != 1 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.FormatInt(n, 10) + suffix
 }
 
 // headroom returns the top of a y axis showing values up to v with room

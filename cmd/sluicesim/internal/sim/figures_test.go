@@ -89,7 +89,8 @@ func TestFiguresRenderTheSameBytesEveryTime(t *testing.T) {
 }
 
 // TestGuideShowsWhatTheCommandsPrint requires docs/simulator.md to show
-// the table its first command prints and each committed scenario's table.
+// the table its first command prints, each committed scenario's table, and
+// the refusal of a simulation too large.
 func TestGuideShowsWhatTheCommandsPrint(t *testing.T) {
 	guide, err := os.ReadFile("../../../../docs/simulator.md")
 	require.NoError(t, err)
@@ -105,4 +106,8 @@ func TestGuideShowsWhatTheCommandsPrint(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, strings.Contains(string(guide), "```\n"+string(table)+"```\n"), "docs/simulator.md shows %s:\n%s", name, table)
 	}
+	code, _, stderr = runMain(t, "-limiter", "gcra rate=10/s burst=5", "-traffic", "uniform rate=1e12/s", "-duration", "1ms")
+	require.Equal(t, exitUsage, code)
+	refusal, _, _ := strings.Cut(stderr, "\n")
+	require.True(t, strings.Contains(string(guide), "```\n"+refusal+"\n```\n"), "docs/simulator.md shows the refusal:\n%s", refusal)
 }

@@ -239,7 +239,8 @@ func TestCSVTrafficSaysWhichLineIsWrong(t *testing.T) {
 		"a bad timestamp":     {"0,a,1\nlater,a,1\n", `line 2: timestamp "later" is neither an RFC 3339 time nor seconds since the start`},
 		"a bad cost":          {"0,a,1\n1,a,-2\n", `line 2: cost "-2" is not a finite number of at least 0`},
 		"too many columns":    {"0,a,1,extra\n", "line 1: 4 columns, want timestamp,key,cost"},
-		"mixed kinds of time": {"0,a,1\n2026-11-22T10:00:00Z,a,1\n", "mixes a time with the earlier rows' offsets"},
+		"times after offsets": {"0,a,1\n2026-11-22T10:00:00Z,a,1\n", `line 2: timestamp "2026-11-22T10:00:00Z" mixes a time with the earlier rows' offsets`},
+		"offsets after times": {"2026-11-22T10:00:00Z,a,1\n0.5,a,1\n", `line 2: timestamp "0.5" mixes an offset with the earlier rows' times`},
 		"a negative offset":   {"-1,a,1\n", "is before the start"},
 	}
 	for name, tt := range tests {

@@ -20,9 +20,9 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Caps on what a run keeps for its figures, so that a simulation of
 // millions of requests draws in bounded memory: the watched key's state
-// is drawn around each of its requests up to maxStatePoints points, and
-// sampled twice per bin throughout; denials are marked up to
-// maxDenialMarks.
+// is sampled twice per bin, and drawn around its requests in at most
+// maxStatePoints points; at most maxDenialMarks of its denials are marked.
+// A run with more keeps every other, every 4th, ..., over the whole run.
 const (
 	maxStatePoints = 20_000
 	maxDenialMarks = 5_000
@@ -59,25 +59,41 @@ type Options struct {
 	ProgressEvery int64
 	// Trace keeps every decision in Run.Trace.
 	Trace bool
+	// MaxRequests refuses, before it starts, a simulation whose traffic
+	// would offer a limiter more requests than this (DefaultMaxRequests
+	// when zero or less), since each holds memory until the run ends.
+	MaxRequests int64
 }
 
 // Simulate runs every limiter of c on its traffic, in turn, until done or
-// ctx ends. c's defaults are filled in.
+// ctx ends. c's defaults are filled in. A simulation too large for
+// o.MaxRequests is an error before any work.
 func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	if c.Window == 0 {
-		for _, ls := range c.Limiters {
-			l, err := ls.New(simclock.New(Epoch))
-			if err != nil {
-				return nil, err
-			}
-			c.Window = max(c.Window, time.Duration(guarantees.Period(l.Params())))
-			if err := l.Close(); err != nil {
-				return nil, err
-			}
+	params := make([]sluice.Params, len(c.Limiters))
+	for i, ls := range c.Limiters {
+		l, err := ls.New(simclock.New(Epoch))
+		if err != nil {
+			return nil, err
 		}
+		params[i] = l.Params()
+		if err := l.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if c.Window == 0 {
+		for _, p := range params {
+			c.Window = max(c.Window, time.Duration(guarantees.Period(p)))
+		}
+	}
+	most := o.MaxRequests
+	if most <= 0 {
+		most = DefaultMaxRequests
+	}
+	if err := c.checkSize(params, most); err != nil {
+		return nil, err
 	}
 	runs := make([]Run, 0, len(c.Limiters))
 	for _, ls := range c.Limiters {
@@ -116,32 +132,32 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 	var n int64
 	var sample time.Duration  // the next sample of the watched key's state
 	last := time.Duration(-1) // the latest time the clock was set to
-	watch := func(at time.Duration) error {
+	watch := func(at time.Duration, detail bool) error {
 		clk.Set(Epoch.Add(at))
 		d, err := lim.CanAccept(ctx, c.Watch, 0)
 		if err == nil {
-			sh.state(at, d)
+			sh.state(at, d, detail)
 		}
 		return err
 	}
 	for q.Len() > 0 {
 		e := q.pop()
 		for ; sample < e.req.At; sample += sh.sampleEvery {
-			if err := watch(sample); err != nil {
+			if err := watch(sample, false); err != nil {
 				return run, err
 			}
 			last = max(last, sample)
 		}
-		detail := e.req.Key == c.Watch && sh.detailed()
+		detail := e.req.Key == c.Watch && sh.detailNext()
 		if detail {
 			// The state a nanosecond before and at the request's instant,
 			// so that a window turning over draws as a vertical drop.
 			if before := e.req.At - 1; before > last {
-				if err := watch(before); err != nil {
+				if err := watch(before, true); err != nil {
 					return run, err
 				}
 			}
-			if err := watch(e.req.At); err != nil {
+			if err := watch(e.req.At, true); err != nil {
 				return run, err
 			}
 		}
@@ -169,7 +185,7 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 		q.add(e, &e.prev, c.Duration)
 	}
 	for ; sample <= c.Duration; sample += sh.sampleEvery {
-		if err := watch(sample); err != nil {
+		if err := watch(sample, false); err != nil {
 			return run, err
 		}
 	}
@@ -177,8 +193,7 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 		fmt.Fprintf(o.Progress, "sluicesim: %s: done, %d requests in %v simulated\n", ls.Name, n, c.Duration)
 	}
 	run.Summary = m.summary(ls.Name)
-	run.Series = sh.Series
-	run.Series.State = simplify(run.Series.State, p.Limit)
+	run.Series = sh.series(p.Limit)
 	return run, nil
 }
 

@@ -25,6 +25,11 @@ type Series struct {
 	State     []Point
 	// Denials are the watched key's denied requests, at its state then.
 	Denials []Point
+	// StateStride and DenialStride say how a long run was thinned to
+	// draw in bounded memory: State holds the watched key's state around
+	// every StateStride-th of its requests (and twice per bin throughout),
+	// Denials every DenialStride-th of its denials. 1 is every one.
+	StateStride, DenialStride int64
 }
 
 // Point is a value at a time since the start of the simulation.
@@ -38,6 +43,9 @@ type sheet struct {
 	Series
 	sampleEvery time.Duration
 	stateOf     func(sluice.Decision) float64
+	samples     []Point // the watched key's state, twice per bin
+	detail      thinned // its state around its requests
+	denials     thinned // its denials
 }
 
 func newSheet(c *Config, p sluice.Params) *sheet {
@@ -50,6 +58,8 @@ func newSheet(c *Config, p sluice.Params) *sheet {
 		},
 		sampleEvery: max(c.Bin/samplesPerBin, 1),
 		stateOf:     func(d sluice.Decision) float64 { return d.Used },
+		detail:      thinned{stride: 1, max: maxStatePoints},
+		denials:     thinned{stride: 1, max: maxDenialMarks},
 	}
 	sh.StateName = stateName(p)
 	if p.Kind == sluice.KindTokenBucket {
@@ -78,13 +88,19 @@ func stateName(p sluice.Params) string {
 	return "used"
 }
 
-// detailed reports whether the watched key's state is still drawn around
-// each of its requests.
-func (sh *sheet) detailed() bool { return len(sh.State) < maxStatePoints }
+// detailNext counts a request of the watched key and reports whether its
+// state is drawn around it: before, at and after it.
+func (sh *sheet) detailNext() bool { return sh.detail.keep(3) }
 
-// state records the watched key's state at a time.
-func (sh *sheet) state(at time.Duration, d sluice.Decision) {
-	sh.State = append(sh.State, Point{at, sh.stateOf(d)})
+// state records the watched key's state at a time: around a request when
+// detail is set, else as a sample.
+func (sh *sheet) state(at time.Duration, d sluice.Decision, detail bool) {
+	p := Point{at, sh.stateOf(d)}
+	if detail {
+		sh.detail.add(p)
+	} else {
+		sh.samples = append(sh.samples, p)
+	}
 }
 
 // record counts a decided request, and draws the watched key's state
@@ -96,13 +112,83 @@ func (sh *sheet) record(r Request, d sluice.Decision, detail bool) {
 		sh.Admitted[b]++
 	} else {
 		sh.Denied[b]++
-		if r.Key == sh.Key && len(sh.Denials) < maxDenialMarks {
-			sh.Denials = append(sh.Denials, Point{r.At, sh.stateOf(d)})
+		if r.Key == sh.Key && sh.denials.keep(1) {
+			sh.denials.add(Point{r.At, sh.stateOf(d)})
 		}
 	}
 	if detail {
-		sh.state(r.At, d)
+		sh.state(r.At, d, true)
 	}
+}
+
+// series returns the Series recorded, its state line simplified for a
+// ceiling of limit.
+func (sh *sheet) series(limit float64) Series {
+	s := sh.Series
+	s.State = simplify(merge(sh.detail.points, sh.samples), limit)
+	s.Denials = sh.denials.points
+	s.StateStride, s.DenialStride = sh.detail.stride, sh.denials.stride
+	return s
+}
+
+// merge interleaves a and b, each in time order, into one line in time
+// order, a's points first at equal times: a sample at a request's instant
+// is taken after the request.
+func merge(a, b []Point) []Point {
+	out := make([]Point, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].At <= b[0].At {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// thinned keeps the points of every stride-th of a run's events (the
+// watched key's requests, its denials) in at most max points: when full
+// it drops the points of every other event it kept and doubles stride, so
+// that what it keeps spans the whole run evenly however long the run.
+type thinned struct {
+	points []Point
+	events []int64 // the event of each point, counted from 0
+	stride int64
+	n      int64 // the events so far
+	max    int
+}
+
+// keep counts an event and reports whether its points, at most width of
+// them, are kept: then add keeps them.
+func (t *thinned) keep(width int) bool {
+	e := t.n
+	t.n++
+	for e%t.stride == 0 {
+		if len(t.points)+width <= t.max {
+			return true
+		}
+		t.halve()
+	}
+	return false
+}
+
+// add keeps a point of the event keep last kept.
+func (t *thinned) add(p Point) {
+	t.points = append(t.points, p)
+	t.events = append(t.events, t.n-1)
+}
+
+// halve doubles the stride, dropping the points of the events off it.
+func (t *thinned) halve() {
+	t.stride *= 2
+	kept := 0
+	for i, e := range t.events {
+		if e%t.stride == 0 {
+			t.points[kept], t.events[kept] = t.points[i], e
+			kept++
+		}
+	}
+	t.points, t.events = t.points[:kept], t.events[:kept]
 }
 
 // WriteSeries writes the runs' bins as CSV: one row per limiter and bin.

@@ -23,6 +23,7 @@ import (
 // Every pattern but csv also takes cost= (1 by default), clients= (1),
 // key= (the key of the client, "client" by default; with several clients,
 // key-1, key-2, ...) and start= (when the pattern starts, 0s by default).
+// A rate is each client's: uniform rate=10/s clients=3 offers 30/s.
 type TrafficSpec struct {
 	// Text is the spec as written.
 	Text    string
