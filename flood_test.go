@@ -106,3 +106,79 @@ func TestKeyFloodAtAMillionKeys(t *testing.T) {
 		require.Equal(t, res.allowed, res.admitted)
 	}
 }
+
+// TestKeyFloodDoesNotLiftPenalties blocks a key, then floods a bounded
+// store with new keys, twenty times its bound: the blocked key is idle
+// while its client waits, yet no eviction may lift its block or forgive
+// what it spent.
+func TestKeyFloodDoesNotLiftPenalties(t *testing.T) {
+	maxKeys, floodKeys := 10_000, 200_000
+	if raceEnabled {
+		floodKeys /= 4
+	}
+	ctx := context.Background()
+	for _, p := range floodParams() {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			p.Penalty = int64(time.Hour)
+			st := sluice.NewMemStore(sluice.MemStoreConfig{MaxKeys: maxKeys})
+			defer st.Close()
+			now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
+			var blocked sluice.State // the blocked key as Step, never evicting, keeps it
+			allow := func(key string) sluice.Decision {
+				op := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}
+				d, err := st.Apply(ctx, key, &p, op)
+				require.NoError(t, err)
+				if key == "blocked" {
+					var want sluice.Decision
+					blocked, want, err = p.Step(blocked, op)
+					require.NoError(t, err)
+					require.Equal(t, want, d)
+				}
+				return d
+			}
+			for range 11 {
+				allow("blocked")
+			}
+			require.True(t, allow("blocked").Blocked)
+			for i := range floodKeys {
+				now += int64(time.Microsecond)
+				allow("flood-" + strconv.Itoa(i))
+			}
+			d := allow("blocked") // as Step decides on the key never evicted
+			t.Logf("%v after %d new keys: allowed %v, blocked %v, remaining %v, retry after %v; %+v",
+				p.Kind, floodKeys, d.Allowed, d.Blocked, d.Remaining, d.RetryAfter, st.Stats())
+			require.False(t, d.Allowed, "the flood lifted the penalty")
+			require.True(t, d.Blocked)
+			require.Positive(t, st.Stats().Evicted)
+			require.Zero(t, st.Stats().EvictedBlocked, "no blocked key is evicted while the shard holds others")
+		})
+	}
+}
+
+// TestBlockedKeysAreEvictedOnlyFromAShardOfBlockedKeys fills a one-shard
+// store with blocked keys: the next new key evicts the one whose block
+// ends first, and the store counts it.
+func TestBlockedKeysAreEvictedOnlyFromAShardOfBlockedKeys(t *testing.T) {
+	ctx := context.Background()
+	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour), Penalty: int64(time.Hour)}
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1, MaxKeys: 8})
+	defer st.Close()
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
+	allow := func(key string) sluice.Decision {
+		d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+		require.NoError(t, err)
+		return d
+	}
+	for i := range 8 {
+		now += int64(time.Second) // key 0's block ends first
+		allow("blocked-" + strconv.Itoa(i))
+		require.True(t, allow("blocked-"+strconv.Itoa(i)).Blocked)
+	}
+	require.Equal(t, 8, st.Len())
+	require.Zero(t, st.Stats().Evicted)
+
+	allow("newcomer")
+	require.Equal(t, sluice.MemStats{Evicted: 1, EvictedBlocked: 1}, st.Stats())
+	require.True(t, allow("blocked-7").Blocked, "the latest block is kept")
+	require.True(t, allow("blocked-0").Allowed, "the block that ends first is the one lifted")
+}

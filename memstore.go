@@ -90,6 +90,8 @@ type shardData struct {
 	logs   map[keyID][]Entry // sliding log entries, beside their key's slot
 	blocks map[keyID]block   // the penalty blocks of keys blocked
 	now    int64             // latest time seen, for sweeps
+
+	evicted, evictedBlocked uint64 // keys evicted by MaxKeys, and those of them blocked
 }
 
 // maxShards bounds MemStoreConfig.Shards: more cannot spread the lock
@@ -131,11 +133,14 @@ func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (d Dec
 	if err := p.Validate(); err != nil {
 		return Decision{}, err
 	}
-	if err := p.checkOp(op); err != nil {
-		return Decision{Limit: p.Limit}, err
+	refused := p.checkOp(op)
+	if refused != nil && !p.Overflows(op, refused) {
+		return Decision{Limit: p.Limit}, refused
 	}
-	err = m.apply(key, p, op, &d)
-	return d, err
+	if err = m.apply(key, p, op, &d); err != nil {
+		return d, err
+	}
+	return d, refused
 }
 
 // apply is Apply for params and op already validated, deciding into *d,
@@ -317,6 +322,11 @@ func dropIn[S slotType](sh *shard, t *table[S], i int) {
 // each of which has just spent its whole limit. A key in use is set back
 // to idle age zero at each of its decisions, while the flood's keys, used
 // once, age with every sampling.
+//
+// A key under a penalty's block is idle while its client waits, and
+// evicting it would lift the penalty: when every sampled key is blocked,
+// the whole shard is searched for one that is not, and a blocked key is
+// evicted (and counted) only when the shard holds no other.
 func (sh *shard) makeRoom(id keyID, bound int, now int64) {
 	full := bound > 0 && sh.tats.n+sh.slots.n >= bound
 	sample := sweepSample
@@ -328,12 +338,18 @@ func (sh *shard) makeRoom(id keyID, bound int, now int64) {
 	if !full || sh.tats.n+sh.slots.n < bound {
 		return
 	}
-	switch {
-	case tat.found && !other.before(tat):
-		forget(sh, &sh.tats, tat.id)
-	case other.found:
-		forget(sh, &sh.slots, other.id)
+	v := tat.or(other)
+	if v.blocked {
+		v = expireSample(sh, &sh.tats, id, sh.tats.n, now).or(expireSample(sh, &sh.slots, id, sh.slots.n, now))
 	}
+	if !v.found || sh.tats.n+sh.slots.n < bound {
+		return // the search removed expired keys: room enough
+	}
+	sh.evicted++
+	if v.blocked {
+		sh.evictedBlocked++
+	}
+	_ = forget(sh, &sh.tats, v.id) || forget(sh, &sh.slots, v.id) // in one at most
 }
 
 // A victim is the key eviction would take from a sample.
@@ -341,16 +357,31 @@ type victim struct {
 	id      keyID
 	idle    uint64
 	expires int64
+	until   int64 // the end of its block, for a blocked key
+	blocked bool
 	found   bool
 }
 
-// before reports whether v is a better victim than w: idle longer, or as
-// long and closer to fresh.
-func (v victim) before(w victim) bool {
-	if v.found != w.found {
-		return v.found
+// or returns the better victim of v and w.
+func (v victim) or(w victim) victim {
+	if w.before(v) {
+		return w
 	}
-	if v.idle != w.idle {
+	return v
+}
+
+// before reports whether v is a better victim than w: not blocked, or
+// blocked and freed sooner; then idle longer, or as long and closer to
+// fresh.
+func (v victim) before(w victim) bool {
+	switch {
+	case v.found != w.found:
+		return v.found
+	case v.blocked != w.blocked:
+		return !v.blocked
+	case v.until != w.until:
+		return v.until < w.until
+	case v.idle != w.idle:
 		return v.idle > w.idle
 	}
 	return v.expires < w.expires
@@ -372,7 +403,11 @@ func expireSample[S slotType](sh *shard, t *table[S], id keyID, sample int, now 
 		case e.expires <= now:
 			dropIn(sh, t, i) // a later slot may have moved into i: look again
 		default:
-			if v := (victim{e.id(), e.idle(), e.expires, true}); v.before(best) {
+			v := victim{id: e.id(), idle: e.idle(), expires: e.expires, found: true}
+			if b, ok := sh.blocks[v.id]; ok && b.until > now {
+				v.blocked, v.until = true, b.until
+			}
+			if v.before(best) {
 				best = v
 			}
 			e.aged()
@@ -405,6 +440,32 @@ func (m *MemStore) Len() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// MemStats counts what a [MemStore]'s bound on keys (MemStoreConfig.MaxKeys)
+// has cost: keys evicted before they were fresh again, each of which was
+// forgiven what it had spent.
+type MemStats struct {
+	// Evicted counts the keys evicted to make room for new ones.
+	Evicted uint64
+	// EvictedBlocked counts those of them that were under a penalty's
+	// block, which their eviction lifted. A blocked key is evicted only
+	// when every key its shard holds is blocked: a non-zero count means
+	// MaxKeys is too small for the clients being penalized at once.
+	EvictedBlocked uint64
+}
+
+// Stats returns the store's counts since it was made.
+func (m *MemStore) Stats() MemStats {
+	var st MemStats
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		st.Evicted += sh.evicted
+		st.EvictedBlocked += sh.evictedBlocked
+		sh.mu.Unlock()
+	}
+	return st
 }
 
 // Sweep removes every key that has expired by the latest time the store
