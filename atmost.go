@@ -24,8 +24,10 @@ func (l *limiter) AllowAtMost(ctx context.Context, key string, cost float64) (d 
 func (p *Params) stepAtMost(s *State, op Op, d *Decision) {
 	whole := math.Ceil(op.Cost) - 1 // the most whole units less than cost
 	if op.Cost == 0 {
-		// Nothing to grant, and nothing recorded: what a check says.
+		// Nothing to grant, and nothing recorded: what a check says, but
+		// not admitted, since nothing was.
 		p.decide(s, Op{Verb: VerbCheck, Now: op.Now}, d)
+		d.Allowed = false
 		return
 	}
 	if op.Cost <= p.Limit && p.fits(s, op.Now, op.Cost) {

@@ -141,17 +141,21 @@ func (l *limiter) Close() error {
 // would without the feature: op.Now, read anyway, is when the decision
 // began, and the clock is read again only for an observer.
 func (l *limiter) do(ctx context.Context, key string, op Op, d *Decision) (err error) {
+	var refused error // a cost above the limit that is decided all the same
 	if !l.params.usual(op.Verb, op.Cost, op.Now) {
-		if err = l.params.checkOp(op); err != nil {
+		if refused = l.params.checkOp(op); refused != nil && !l.params.Overflows(op, refused) {
 			d.Limit = l.params.Limit
 			if l.observer != nil {
-				l.observe(ctx, key, op, d, err)
+				l.observe(ctx, key, op, d, refused)
 			}
-			return err
+			return refused
 		}
 	}
 	if l.mem != nil {
 		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
+		if err == nil {
+			err = refused
+		}
 	} else {
 		err = l.apply(ctx, key, op, d)
 	}

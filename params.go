@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -211,8 +212,12 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 // (with [CheckTime]): the verb and cost as [Params.CheckCost] does, a
 // reservation's MaxDelay (0 to 2^60 ns) and a cancel's At (0 to 2^62 +
 // 2^60 ns), with errors wrapping [ErrInvalidDelay] and [ErrTimeOutOfRange].
+//
+// A cost above the limit is reported last, after every other error, so
+// that [Params.Overflows] can tell an op that is otherwise valid.
 func (p *Params) CheckOp(op Op) error {
-	if err := p.CheckCost(op.Verb, op.Cost); err != nil {
+	err := p.CheckCost(op.Verb, op.Cost)
+	if err != nil && !errors.Is(err, ErrCostExceedsLimit) {
 		return err
 	}
 	switch {
@@ -221,7 +226,17 @@ func (p *Params) CheckOp(op Op) error {
 	case (op.Verb == VerbCancel || op.Verb == VerbReserve) && (op.At < 0 || op.At > maxTime+maxSpan):
 		return fmt.Errorf("%w: reservation instant %d ns", ErrTimeOutOfRange, op.At)
 	}
-	return nil
+	return err
+}
+
+// Overflows reports whether op, which [Params.CheckOp] refused with err,
+// is still to be decided: an Allow or a reservation whose cost exceeds
+// the limit, under a penalty. Such a request can never fit, and a client
+// that sends it is the client a penalty exists for, so a store decides it
+// as [Params.Step] does, which starts the key's block, and returns the
+// decision with err.
+func (p *Params) Overflows(op Op, err error) bool {
+	return p.Penalty > 0 && (op.Verb == VerbAllow || op.Verb == VerbReserve) && errors.Is(err, ErrCostExceedsLimit)
 }
 
 // Reservable reports whether p's algorithm books reservations
@@ -248,17 +263,19 @@ func CheckTime(ns int64) error {
 // and the request, it returns the key's new state and the decision. It
 // never reads a clock and keeps no state of its own, so callers can keep
 // State wherever they like; a denied request and VerbCheck return s
-// unchanged. Every [Store] gives the same decisions as Step.
+// unchanged. Every [Store] gives the same decisions as Step. An op that
+// [Params.Overflows] comes back decided, with its error.
 func (p Params) Step(s State, op Op) (State, Decision, error) {
 	if err := p.Validate(); err != nil {
 		return s, Decision{}, err
 	}
-	if err := p.checkOp(op); err != nil {
+	err := p.checkOp(op)
+	if err != nil && !p.Overflows(op, err) {
 		return s, Decision{Limit: p.Limit}, err
 	}
 	var d Decision
 	p.step(&s, op, &d)
-	return s, d, nil
+	return s, d, err
 }
 
 // step runs the algorithm on validated params and op. A state that is

@@ -398,6 +398,12 @@ func formatOp(op sluice.Op) string {
 // invalid sends an operation Step must reject, and requires the error and
 // an unchanged state.
 func (c *checker) invalid(rng *rand.Rand, now int64) error {
+	op, want := c.drawInvalid(rng, now)
+	return c.rejects(op, want)
+}
+
+// drawInvalid draws an operation Step must reject, and the error it gives.
+func (c *checker) drawInvalid(rng *rand.Rand, now int64) (sluice.Op, error) {
 	type invalidOp struct {
 		op   sluice.Op
 		want error
@@ -445,11 +451,17 @@ func (c *checker) invalid(rng *rand.Rand, now int64) error {
 		)
 	}
 	o := ops[rng.IntN(len(ops))]
-	c.ops = append(c.ops, "invalid "+formatOp(o.op))
+	return o.op, o.want
+}
+
+// rejects requires Step to reject op with want, leaving the state as it
+// was.
+func (c *checker) rejects(op sluice.Op, want error) error {
+	c.ops = append(c.ops, "invalid "+formatOp(op))
 	before := cloneState(c.state)
-	next, _, err := c.p.Step(cloneState(c.state), o.op)
-	if !errors.Is(err, o.want) {
-		return c.fail("Step(%+v) error = %v, want %v", o.op, err, o.want)
+	next, _, err := c.p.Step(cloneState(c.state), op)
+	if !errors.Is(err, want) {
+		return c.fail("Step(%+v) error = %v, want %v", op, err, want)
 	}
 	if !reflect.DeepEqual(next, before) {
 		return c.fail("a rejected operation changed the state from %+v to %+v", before, next)

@@ -149,7 +149,8 @@ func (c *checker) nextTime(rng *rand.Rand, now int64, last sluice.Decision) int6
 
 // TestPartialGrantOfNothingRecordsNothing asks for a partial grant of a
 // cost of zero on a key whose state is older than its reset: the whole
-// cost, zero, fits, so the grant is Allowed with Granted 0. The Store
+// cost, zero, fits, yet nothing is granted, so the grant is not Allowed
+// (as go-redis/redis_rate's AllowAtMost reports 0 allowed). The Store
 // contract records a partial grant only when Granted > 0 (Verb.Records),
 // and stores write nothing back then, so Step must return the state
 // unchanged, as it does for a check; a Step that moves or forgets it
@@ -166,7 +167,7 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 			later := start + int64(d.ResetAfter) + 10*guarantees.Period(p)
 			next, d, err := p.Step(cloneState(s), sluice.Op{Verb: sluice.VerbAtMost, Cost: 0, Now: later})
 			require.NoError(t, err)
-			require.True(t, d.Allowed, "a cost of zero fits")
+			require.False(t, d.Allowed, "a grant of nothing is not admitted")
 			require.Zero(t, d.Granted)
 			require.False(t, p.Records(sluice.VerbAtMost, d), "the contract records nothing")
 			require.Equal(t, s, next, "Step changed the state of a decision that records nothing")
@@ -189,7 +190,7 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 //     unchanged;
 //   - a partial grant of g > 0 is Allow of g: the same decision and state,
 //     with Granted g; one of nothing is a check of one unit (or of the
-//     cost, if less), with the state unchanged.
+//     cost, if less), not admitted, with the state unchanged.
 func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decision) error {
 	switch op.Verb {
 	case sluice.VerbReserve:
@@ -222,6 +223,7 @@ func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decisi
 			return err
 		}
 		want.Granted = got.Granted
+		want.Allowed = want.Allowed && got.Granted > 0 // a grant of nothing is not admitted
 		if got != want || !reflect.DeepEqual(next, then) {
 			return fmt.Errorf("a partial grant of %v decided %+v with state %+v; %v of %v decides %+v with state %+v", got.Granted, got, next, verb, cost, want, then)
 		}

@@ -15,6 +15,10 @@ import (
 // fill-up still records its cost (the work was done) but is reported as
 // not fitting. A check reports a block in force, never one it would start,
 // since it records nothing; nor does it clear a block that has ended.
+//
+// An Allow or a reservation whose cost exceeds the limit (which only a
+// penalty lets through, see Overflows) is an overflow that never fits: it
+// is denied, describing the key as it stands, and starts the block.
 func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 	until := s.Until
 	if until <= op.Now {
@@ -22,7 +26,14 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 	}
 	kept := *s
 	kop := op // the op the algorithm decides
+	never := op.Cost > p.Limit && (op.Verb == VerbAllow || op.Verb == VerbReserve)
 	switch {
+	case never:
+		p.decideKind(s, Op{Verb: VerbCheck, Now: op.Now}, d)
+		d.Allowed = false
+		if until != 0 {
+			d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
+		}
 	case until != 0 && (op.Verb == VerbAllow || op.Verb == VerbCheck):
 		p.decideKind(s, Op{Verb: VerbCheck, Cost: op.Cost, Now: op.Now}, d)
 		if d.Allowed {
@@ -47,7 +58,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 	}
 	d.Blocked = until != 0
 	overflow := !d.Allowed && (op.Verb == VerbAllow || op.Verb == VerbReserve || op.Verb == VerbFill)
-	if overflow && p.CountDenied && op.Verb != VerbFill {
+	if overflow && p.CountDenied && op.Verb != VerbFill && !never {
 		p.fillUp(s, kop, d)
 		if until != 0 {
 			wait := time.Duration(until - op.Now)
@@ -61,7 +72,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 		until = op.Now + p.Penalty
 		d.Blocked = true
 		wait := time.Duration(p.Penalty)
-		if op.Verb == VerbReserve {
+		if op.Verb == VerbReserve && !never {
 			wait -= time.Duration(op.MaxDelay) // until a reservation as long would book
 		}
 		d.RetryAfter = max(d.RetryAfter, wait)

@@ -89,6 +89,7 @@ func TestStrictStepMatchesReference(t *testing.T) {
 					require.Greater(t, total.exact[verb], 10, "%v decided exactly", verb)
 				}
 				if v.penalty {
+					require.Positive(t, total.never, "costs that never fit decided")
 					require.Positive(t, total.started, "blocks started")
 					require.Positive(t, total.inBlock, "decisions in a block")
 				}
@@ -114,6 +115,19 @@ func strictTrace(base sluice.Params, v strictVariant, seed uint64) (strictStats,
 	return c.results(), err
 }
 
+// invalid sends an operation Step rejects, as the property tests do; one
+// that overflows under the penalty is still decided, and is checked as any
+// other decision.
+func (c *strictChecker) invalid(rng *rand.Rand, now int64) error {
+	op, want := c.drawInvalid(rng, now)
+	if c.p.Overflows(op, want) {
+		c.strictStats.never++
+		_, err := c.apply(op)
+		return err
+	}
+	return c.rejects(op, want)
+}
+
 // results returns what the trace decided.
 func (c *strictChecker) results() strictStats {
 	s := c.strictStats
@@ -133,8 +147,9 @@ type strictChecker struct {
 // strictStats counts what a strict trace decided, beside traceStats.
 type strictStats struct {
 	traceStats
-	// Blocks started, decisions made in a block, and denials counted.
-	started, inBlock, counted int
+	// Blocks started, decisions made in a block, denials counted, and
+	// costs that never fit decided under a penalty.
+	started, inBlock, counted, never int
 }
 
 func (s *strictStats) add(o strictStats) {
@@ -142,11 +157,12 @@ func (s *strictStats) add(o strictStats) {
 	s.started += o.started
 	s.inBlock += o.inBlock
 	s.counted += o.counted
+	s.never += o.never
 }
 
 func (s strictStats) String() string {
-	return fmt.Sprintf("%v; %d blocks started, %d decisions in a block, %d denials counted",
-		s.traceStats, s.started, s.inBlock, s.counted)
+	return fmt.Sprintf("%v; %d blocks started, %d decisions in a block, %d denials counted, %d costs that never fit",
+		s.traceStats, s.started, s.inBlock, s.counted, s.never)
 }
 
 // nextTime draws the time of the next operation: as the checker does, and
@@ -177,7 +193,7 @@ func (c *strictChecker) apply(op sluice.Op) (sluice.Decision, error) {
 	c.ops = append(c.ops, formatOp(op))
 	before := cloneState(c.state)
 	next, got, err := c.p.Step(cloneState(c.state), op)
-	if err != nil {
+	if err != nil && !c.p.Overflows(op, err) {
 		return got, c.fail("Step: %v", err)
 	}
 	want := c.strict.Decide(op)
@@ -202,7 +218,7 @@ func (c *strictChecker) apply(op sluice.Op) (sluice.Decision, error) {
 		}
 		c.state = next
 	}
-	if !lenient {
+	if !lenient && op.Cost <= c.p.Limit { // a cost that never fits is neither counted nor retried
 		if err := c.countedDenial(op, got); err != nil {
 			return got, c.fail("%v\ndecision %+v, state %+v", err, got, c.state)
 		}

@@ -209,7 +209,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// zero State when it is fresh again (Step's normalisation; the row
 	// then stands for an absent key until Prune deletes it), or the row
 	// as it was when nothing is recorded. Then the decision.
-	written := func(kept [8]string) string {
+	written := func(kept [8]string, values string) string {
 		col := func(i int, recorded, freshAgain string) string {
 			return fmt.Sprintf("CASE WHEN NOT d_recorded THEN %s WHEN d_reset > 0 THEN %s ELSE %s END", kept[i], recorded, freshAgain)
 		}
@@ -241,7 +241,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// would return no row: the state is unchanged, the row gets a new
 	// version. A key holding another algorithm's live state is left
 	// alone: DO UPDATE's WHERE is false, and the statement returns no row.
-	upsert := func(decide func(state, reads string) string) string {
+	upsert := func(decide func(state, reads string) string, values string) string {
 		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
@@ -251,8 +251,8 @@ ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
 FROM %[6]s)
 WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
-			table, columns, written(absent), decide(freshState, "key "+written(absent)),
-			written(asWas), decide(rowState, written(asWas)),
+			table, columns, written(absent, values), decide(freshState, "key "+written(absent, values)),
+			written(asWas, values), decide(rowState, written(asWas, values)),
 			kind, nowForWhere(callerClock), decisionColumns)
 	}
 	checked := "held_kind IS NULL OR held_kind = " + kind + " OR held_expiry <= now"
@@ -261,8 +261,9 @@ RETURNING %[9]s`,
 	}
 	checked = "WHERE " + checked
 	return statements{
-		apply:  upsert(requested),
-		atMost: upsert(atMost),
+		apply: upsert(requested, values),
+		// A partial grant of nothing is not admitted, though its check is.
+		atMost: upsert(atMost, strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1)),
 		check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true).steps,
 			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
 			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked) + "\n" + checked,

@@ -193,8 +193,9 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 		return sluice.Decision{}, err
 	}
 	d := sluice.Decision{Limit: p.Limit}
-	if err := st.checkOp(p, op); err != nil {
-		return d, err
+	refused := st.checkOp(p, op)
+	if refused != nil && !p.Overflows(op, refused) {
+		return d, refused
 	}
 	if err := checkKey(key); err != nil {
 		return d, err
@@ -203,7 +204,10 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 	if err != nil {
 		return d, err
 	}
-	return scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p)
+	if d, err = scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p); err != nil {
+		return d, err
+	}
+	return d, refused
 }
 
 // statement returns the SQL of op under p among stmts, and its arguments

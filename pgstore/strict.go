@@ -47,9 +47,13 @@ func strictnessOf(p *sluice.Params) strictness {
 // algorithm decides instead of the op's own, whose verb stays in o_verb:
 // during a block an Allow (or a partial grant's candidate) is decided as
 // a check, and a reservation is booked no earlier than the block's end.
+// An Allow or a reservation above the limit, which never fits (never), is
+// decided as a check of no cost: the key as it stands.
 func gate() string {
-	return `verb AS o_verb, CASE WHEN u0 > now THEN u0 ELSE 0::int8 END AS until0,
-	CASE WHEN u0 > now AND verb IN (` + verbAllow + `, ` + verbAtMost + `) THEN ` + verbCheck + `::int2 ELSE verb END AS verb,
+	never := `verb IN (` + verbAllow + `, ` + verbReserve + `) AND cost > lim`
+	return `verb AS o_verb, CASE WHEN u0 > now THEN u0 ELSE 0::int8 END AS until0, ` + never + ` AS never,
+	CASE WHEN ` + never + ` OR u0 > now AND verb IN (` + verbAllow + `, ` + verbAtMost + `) THEN ` + verbCheck + `::int2 ELSE verb END AS verb,
+	CASE WHEN ` + never + ` THEN 0::float8 ELSE cost END AS cost, CASE WHEN ` + never + ` THEN 0::int8 ELSE cn END AS cn,
 	CASE WHEN u0 > now AND verb = ` + verbReserve + ` THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at`
 }
 
@@ -72,15 +76,17 @@ func strictSteps(alg algorithm, counted bool) []string {
 	// Verbs a block denies, and those that overflow a key when denied.
 	denied := "until0 <> 0 AND o_verb IN (" + strings.Join([]string{verbAllow, verbCheck, verbFill, verbAtMost}, ", ") + ")"
 	overflow := "NOT allowed1 AND o_verb IN (" + strings.Join([]string{verbAllow, verbReserve, verbFill}, ", ") + ")"
+	// A request that never fits is denied, and waits for the block's end.
+	waits := "(" + denied + " OR never)"
 	// A blocked Allow or check that would fit is described by the check
 	// of no cost: the key as it stands.
 	stands := "until0 <> 0 AND o_verb IN (" + verbAllow + ", " + verbCheck + ", " + verbAtMost + ") AND k_allowed"
 	// A reservation's retry is until one as long as it would book: its
 	// MaxDelay before the block's end.
-	lead := "CASE WHEN o_verb = " + verbReserve + " THEN max_delay ELSE 0 END"
+	lead := "CASE WHEN o_verb = " + verbReserve + " AND NOT never THEN max_delay ELSE 0 END"
 	steps := []string{
-		`k_allowed AND NOT (` + denied + `) AS allowed1,
-		CASE WHEN ` + denied + ` THEN greatest(k_retry, until0 - now) ELSE k_retry END AS retry1,
+		`k_allowed AND NOT ` + waits + ` AS allowed1,
+		CASE WHEN ` + waits + ` THEN greatest(k_retry, until0 - now) ELSE k_retry END AS retry1,
 		CASE WHEN ` + stands + ` THEN z_used ELSE k_used END AS used1,
 		CASE WHEN ` + stands + ` THEN z_remaining ELSE k_remaining END AS remaining1,
 		CASE WHEN ` + stands + ` THEN z_reset ELSE k_reset END AS reset1, ` +
@@ -98,7 +104,7 @@ func strictSteps(alg algorithm, counted bool) []string {
 		// than the block's end.
 		fill := alg.fill("remaining1")
 		steps[1] += `,
-		` + overflow + ` AND count_denied AND o_verb <> ` + verbFill + ` AS counts,
+		` + overflow + ` AND count_denied AND o_verb <> ` + verbFill + ` AND NOT never AS counts,
 		` + fill[0] + ` AS f_time, ` + fill[1] + ` AS f_a, ` + fill[2] + ` AS f_b, ` + fill[3] + ` AS f_lt, ` + fill[4] + ` AS f_lc`
 		steps = append(steps, `CASE WHEN o_verb = `+verbAllow+` THEN `+verbCheck+`::int2 ELSE o_verb END AS verb,
 		f_time AS t0, f_a AS a0, f_b AS b0, coalesce(f_lt, '{}') AS lt, coalesce(f_lc, '{}') AS lc`)

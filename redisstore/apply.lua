@@ -828,13 +828,20 @@ end
 -- block, with denials counted. While a block lasts, an Allow or a check
 -- is denied, describing the key as it stands; a reservation books no
 -- earlier than the block's end; a fill-up records but does not fit. A
--- step that records nothing leaves the block as it was.
+-- step that records nothing leaves the block as it was. An Allow or a
+-- reservation above the limit never fits: denied, describing the key as
+-- it stands, it starts the block.
 local function decideStrict(verb, cost, atS, atN, mdS, mdN)
   local uS, uN = stUS, stUN
   if not tless(nowS, nowN, uS, uN) then uS, uN = nil, nil end -- ended: not blocked
   local keptS, keptN = stUS, stUN
+  local never = cost > limit and (verb == ALLOW or verb == RESERVE)
   local d
-  if uS and (verb == ALLOW or verb == CHECK) then
+  if never then
+    d = decideKind(CHECK, 0, 0, 0, 0, 0)
+    d.allowed = false
+    if uS then d.rS, d.rN = tmax(d.rS, d.rN, tsub(uS, uN, nowS, nowN)) end
+  elseif uS and (verb == ALLOW or verb == CHECK) then
     d = decideKind(CHECK, cost, 0, 0, 0, 0)
     if d.allowed then
       -- The cost would fit but for the block: the key as it stands.
@@ -856,7 +863,7 @@ local function decideStrict(verb, cost, atS, atN, mdS, mdN)
   end
   d.blocked = uS ~= nil
   local overflow = not d.allowed and (verb == ALLOW or verb == RESERVE or verb == FILL)
-  if overflow and countDenied and verb ~= FILL then
+  if overflow and countDenied and verb ~= FILL and not never then
     -- Decided again as the algorithm decided it: a reservation from the
     -- block's end.
     countDenial(verb, cost, atS, atN, mdS, mdN, d)
@@ -876,7 +883,7 @@ local function decideStrict(verb, cost, atS, atN, mdS, mdN)
     d.blocked = true
     -- Retry once the block ends; a reservation as long as this one would
     -- book MaxDelay before that.
-    if verb ~= RESERVE then
+    if verb ~= RESERVE or never then
       d.rS, d.rN = tmax(d.rS, d.rN, penS, penN)
     elseif tless(mdS, mdN, penS, penN) then
       d.rS, d.rN = tmax(d.rS, d.rN, tsub(penS, penN, mdS, mdN))
@@ -954,7 +961,11 @@ if conflict then return struct.pack('<BBB', CONFLICT, conflict, 1) end
 -- worth granting. Checks record nothing, so only the grant changes the
 -- state.
 local function atMost()
-  if cost == 0 then return decide(CHECK, 0, 0, 0, 0, 0) end -- nothing to grant
+  if cost == 0 then -- nothing to grant: a check, not admitted
+    local d = decide(CHECK, 0, 0, 0, 0, 0)
+    d.allowed = false
+    return d
+  end
   local whole = math.ceil(cost) - 1
   local function fits(c) return decide(CHECK, c, 0, 0, 0, 0).allowed end
   local function grant(c)

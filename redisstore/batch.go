@@ -42,11 +42,12 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 	results := make([]Result, len(reqs))
 	calls := make([]call, 0, len(reqs))
 	for i, r := range reqs {
-		if d, err := s.check(r.Params, r.Op); err != nil {
+		d, err := s.check(r.Params, r.Op)
+		if err != nil && !r.Params.Overflows(r.Op, err) {
 			results[i] = Result{Decision: d, Err: err}
 			continue
 		}
-		calls = append(calls, call{req: i, script: scriptOf(r.Params)})
+		calls = append(calls, call{req: i, script: scriptOf(r.Params), refused: err})
 	}
 	// A script that the server has not cached (after a restart, a
 	// failover or SCRIPT FLUSH) fails with NOSCRIPT without running: load
@@ -79,18 +80,21 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 					loaded[c.script] = loadErr
 				}
 				if err = loadErr; err == nil {
-					retry = append(retry, call{req: c.req, script: c.script})
+					retry = append(retry, call{req: c.req, script: c.script, refused: c.refused})
 					continue
 				}
 			}
 			if attempt < 2 && err != nil && s.moved(ctx, s.Key(r.Key), err) {
-				retry = append(retry, call{req: c.req, script: c.script})
+				retry = append(retry, call{req: c.req, script: c.script, refused: c.refused})
 				continue
 			}
 			s.reload.failed(err)
 			d, err := outcome(r.Key, r.Params, r.Op.Verb, reply, err)
 			if err == nil && s.acks.records(r.Op.Verb) && r.Params.Records(r.Op.Verb, d) {
 				err = s.acks.verdict(keyName(r.Key), c.wait)
+			}
+			if err == nil {
+				err = c.refused
 			}
 			results[c.req] = Result{Decision: d, Err: err}
 		}
@@ -100,13 +104,15 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 }
 
 // A call is a request sent in the pipeline: its index in the batch, its
-// script, and once sent, its command and, with WithReplicaAcks, the WAIT
-// that followed it.
+// script, the error that comes with its decision (a cost that overflows
+// under a penalty), and once sent, its command and, with WithReplicaAcks,
+// the WAIT that followed it.
 type call struct {
-	req    int
-	script *redis.Script
-	cmd    *redis.Cmd
-	wait   *redis.IntCmd
+	req     int
+	script  *redis.Script
+	refused error
+	cmd     *redis.Cmd
+	wait    *redis.IntCmd
 }
 
 // pipeline sends calls' scripts by their SHA in one round trip. Each

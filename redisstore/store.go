@@ -122,15 +122,23 @@ func (s *Store) Key(key string) string {
 // [sluice.ErrKeyConflict]. In server-clock mode op.Now is ignored, and
 // otherwise it must be in [0, 2^62] ns since the epoch, as for Step.
 func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
-	if d, err := s.check(p, op); err != nil {
-		return d, err
+	d, refused := s.check(p, op)
+	if refused != nil && !p.Overflows(op, refused) {
+		return d, refused
 	}
+	var err error
 	if s.acks.records(op.Verb) {
-		return s.applyAcked(ctx, key, p, op)
+		d, err = s.applyAcked(ctx, key, p, op)
+	} else {
+		var reply any
+		reply, err = scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
+		s.reload.failed(err)
+		d, err = outcome(key, p, op.Verb, reply, err)
 	}
-	reply, err := scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
-	s.reload.failed(err)
-	return outcome(key, p, op.Verb, reply, err)
+	if err == nil {
+		err = refused
+	}
+	return d, err
 }
 
 // outcome turns a script call's reply, or the error of the call, into the
@@ -145,7 +153,8 @@ func outcome(key string, p *sluice.Params, verb sluice.Verb, reply any, err erro
 // check returns the error Apply gives without contacting Redis, and the
 // decision that goes with it: for invalid Params (with a zero decision) or
 // op, as [sluice.Params.Step] gives them, and for spans the script cannot
-// compute exactly.
+// compute exactly. An op that [sluice.Params.Overflows] is still decided,
+// and its error comes with the decision.
 func (s *Store) check(p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
 	if p == nil {
 		return sluice.Decision{}, fmt.Errorf("%w: redisstore: no Params", sluice.ErrInvalidConfig)
@@ -154,10 +163,10 @@ func (s *Store) check(p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
 		return sluice.Decision{}, err
 	}
 	d := sluice.Decision{Limit: p.Limit}
-	if err := checkOp(p, op, s.callerClock); err != nil {
+	if err := checkSpan(p); err != nil {
 		return d, err
 	}
-	return d, checkSpan(p)
+	return d, checkOp(p, op, s.callerClock)
 }
 
 // checkSpan returns an error wrapping sluice.ErrUnsupported for Params

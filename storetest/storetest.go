@@ -121,6 +121,8 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("ConcurrentCallersAdmitExactlyTheBurst", func(t *testing.T) { RunConcurrent(t, newStore(t), 64) })
 	t.Run("ResetForgetsKey", func(t *testing.T) { RunReset(t, newStore(t)) })
 	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
+	t.Run("ImpossibleCostStartsPenalty", func(t *testing.T) { RunOverflows(t, newStore(t)) })
+	t.Run("AtMostOfNothingIsNotAllowed", func(t *testing.T) { RunAtMostNothing(t, newStore(t)) })
 	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
 	if _, ok := newStore(t).(sluice.GroupStore); ok {
@@ -305,11 +307,16 @@ func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.O
 		where += " (key forgotten after its expiry, before the clock stepped back)"
 	}
 	s.latest = max(s.latest, op.Now)
-	if wantErr != nil {
+	switch {
+	case wantErr == nil:
+		require.NoError(t, gotErr, where)
+	case p.Overflows(op, wantErr):
+		// Refused, and decided all the same: the decision is compared too.
+		require.ErrorIs(t, gotErr, unwrapSentinel(wantErr), where)
+	default:
 		require.ErrorIs(t, gotErr, unwrapSentinel(wantErr), where)
 		return sluice.Decision{}
 	}
-	require.NoError(t, gotErr, where)
 	if s.exact {
 		RequireIdenticalDecision(t, want, got, where)
 	} else {

@@ -107,7 +107,8 @@ func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
 
 // verbInvariants checks the fields that depend on the verb: RetryAfter is
 // zero iff the request was admitted (a fill-up and a cancel have nothing
-// to retry); only a booked reservation has a Delay, at most its MaxDelay
+// to retry, and a partial grant of nothing that fits is not admitted
+// either); only a booked reservation has a Delay, at most its MaxDelay
 // and no earlier than its Op.At, and an At when Delay is positive: the
 // instant Delay after now, or for one given an Op.At, a mark of the
 // booking at or before it; only a partial grant has Granted, whole units
@@ -118,6 +119,10 @@ func verbInvariants(op sluice.Op, d sluice.Decision) error {
 	case op.Verb == sluice.VerbFill || op.Verb == sluice.VerbCancel:
 		if d.RetryAfter != 0 {
 			return fmt.Errorf("RetryAfter = %v for a %v", d.RetryAfter, op.Verb)
+		}
+	case op.Verb == sluice.VerbAtMost && op.Cost == 0:
+		if d.Allowed {
+			return fmt.Errorf("Allowed for a partial grant of nothing")
 		}
 	case d.Allowed != (d.RetryAfter == 0):
 		return fmt.Errorf("Allowed = %v with RetryAfter = %v", d.Allowed, d.RetryAfter)

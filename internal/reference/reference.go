@@ -125,8 +125,9 @@ func (k key) Apply(op sluice.Op) Decision {
 // algorithm admits less whenever it admits more, so a binary search finds
 // them), recording them as VerbAllow does. When nothing conforms, its
 // decision is that of a check of one unit (or of the cost, if less).
-// Granted is the amount admitted; a decision that granted nothing records
-// nothing, not even a whole cost of zero.
+// Granted is the amount admitted, and Allowed whether it is more than
+// zero; a decision that granted nothing records nothing, not even a whole
+// cost of zero.
 func (k key) atMost(op sluice.Op) Decision {
 	check := func(cost float64) Decision {
 		return k.Model.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: op.Now})
@@ -141,6 +142,7 @@ func (k key) atMost(op sluice.Op) Decision {
 				d = k.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: op.Cost, Now: op.Now})
 			}
 			d.Granted, d.Margin = op.Cost, min(d.Margin, margin)
+			d.Allowed = op.Cost > 0 // a grant of nothing admits nothing
 			return d
 		}
 	}

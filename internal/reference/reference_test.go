@@ -129,7 +129,7 @@ func TestModelsBookCancelAndGrantAsDefined(t *testing.T) {
 			{verb: atMost, cost: 3, at: s / 10, retry: s/10 + 1, resetAfter: s/2 + 1},
 			{verb: atMost, cost: 3, at: 3*s/10 + 1, allowed: true, resetAfter: s / 2, granted: 2},
 			{verb: atMost, cost: 0.5, at: 4*s/10 + 1, allowed: true, resetAfter: 45 * s / 100, granted: 0.5},
-			{verb: atMost, cost: 0, at: 4*s/10 + 1, allowed: true, resetAfter: 45 * s / 100}, // a check
+			{verb: atMost, cost: 0, at: 4*s/10 + 1, resetAfter: 45 * s / 100}, // a check, admitting nothing
 		}},
 		{"GCRA 10/s burst 5, booked from a later instant", sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10}, []step{
 			{verb: allow, cost: 5, allowed: true, resetAfter: s / 2},

@@ -100,6 +100,18 @@ func (s *Strict) Decide(op sluice.Op) StrictDecision {
 		until = 0 // the block, if any, has ended
 	}
 	var d StrictDecision
+	if op.Cost > s.limitF && (op.Verb == sluice.VerbAllow || op.Verb == sluice.VerbReserve) {
+		// Only a penalty lets a cost that never fits through: denied, the
+		// key as it stands, and blocked.
+		d.Decision = s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Now: now})
+		d.Allowed = false
+		if until == 0 {
+			until = now + s.penalty
+			s.until = until
+		}
+		d.RetryAfter = max(d.RetryAfter, until-now)
+		return s.blocked(d.Decision, now, until)
+	}
 	switch op.Verb {
 	case sluice.VerbCheck:
 		if until == 0 {
