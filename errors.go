@@ -36,6 +36,15 @@ var (
 	// input, refused before any round trip, never a store failure.
 	ErrInvalidKey = errors.New("sluice: invalid key")
 
+	// ErrStaleTurn reports a reserved turn whose waiter woke, or came to
+	// wait, more than the limiter's maximum lateness ([WithMaxLateness])
+	// after its instant: a paused process, a long GC pause or a starved
+	// scheduler. Its cost is spent, and acting on it now could put more
+	// calls in a window than the limit allows, as the other side counts
+	// them. [Limiter.Wait] books a new turn instead; [Reservation.Wait]
+	// returns it.
+	ErrStaleTurn = errors.New("sluice: turn is stale")
+
 	// ErrKeyConflict reports a key whose stored state belongs to a
 	// different algorithm: two limiters sharing a store used the same key.
 	ErrKeyConflict = errors.New("sluice: key holds another algorithm's state")

@@ -65,10 +65,11 @@ type limiter struct {
 	name     string
 	observer Observer      // or nil
 	timeout  time.Duration // bounds each remote store call; 0 is none
+	lateness time.Duration // how late a reserved turn may be acted on
 }
 
 func newLimiter(p Params, opts []Option) (limiter, error) {
-	s := settings{params: p}
+	s := settings{params: p, lateness: DefaultMaxLateness}
 	for _, o := range opts {
 		if err := o.apply(&s); err != nil {
 			return limiter{}, err
@@ -81,7 +82,7 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 		s.clock = SystemClock()
 	}
 	l := limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
-		name: s.name, observer: s.observer, timeout: s.timeout}
+		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness}
 	if l.store == nil {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}

@@ -191,7 +191,8 @@ type GroupReservation struct {
 	g     *Group
 	keys  []string
 	cost  float64
-	act   int64
+	act   int64 // when the caller may act, on the group's clock
+	ready int64 // when a remote store's answer came; zero for memory
 	given atomic.Bool
 }
 
@@ -204,24 +205,26 @@ func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDel
 	now := g.first.clock.now()
 	err := g.decide(ctx, &r.GroupDecision, keys, Op{Verb: VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil)
 	r.act = now + int64(r.Delay)
+	if g.mem == nil {
+		r.ready = g.first.clock.now()
+	}
 	return r, err
 }
 
 // Wait sleeps until the reservation's instant on the group's clock, as
-// [Reservation.Wait] does, giving it back if ctx ends first.
+// [Reservation.Wait] does, giving it back if ctx ends first, and returns
+// an error wrapping [ErrStaleTurn] if it wakes more than the first
+// limiter's maximum lateness after the instant.
 func (r *GroupReservation) Wait(ctx context.Context) error {
 	if !r.Allowed {
 		return fmt.Errorf("%w: %q", ErrNotReserved, r.keys)
 	}
-	if r.Delay <= 0 {
-		return nil
+	first := r.g.first
+	err := waitTurn(ctx, first.clock, max(r.act, r.ready), first.lateness, r.Cancel)
+	if errors.Is(err, ErrStaleTurn) {
+		return fmt.Errorf("%q: %w", r.keys, err)
 	}
-	select {
-	case <-r.g.first.clock.clock.After(r.Delay):
-		return nil
-	case <-ctx.Done():
-		return errors.Join(ctx.Err(), r.Cancel(context.WithoutCancel(ctx)))
-	}
+	return err
 }
 
 // Cancel gives the reservation back on every limit, each by the rule of
@@ -249,13 +252,20 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 // of them, as [Limiter.Wait] does for one: one store call books the turn,
 // and a Wait whose ctx ends first gives it back.
 func (g *Group) Wait(ctx context.Context, keys []string, cost float64) error {
+	for stale := 1; ; stale++ {
+		err := g.waitOnce(ctx, keys, cost)
+		if !errors.Is(err, ErrStaleTurn) || stale == maxStaleTurns {
+			return err
+		}
+	}
+}
+
+// waitOnce books one turn for Wait and sleeps until it.
+func (g *Group) waitOnce(ctx context.Context, keys []string, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	maxDelay := time.Duration(maxSpan)
-	if deadline, ok := ctx.Deadline(); ok {
-		maxDelay = min(maxDelay, max(time.Until(deadline), 0))
-	}
+	maxDelay := untilDeadline(ctx)
 	r, err := g.Reserve(ctx, keys, cost, maxDelay)
 	if err != nil {
 		return err

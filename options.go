@@ -17,7 +17,14 @@ type settings struct {
 	name     string
 	observer Observer
 	timeout  time.Duration
+	lateness time.Duration
 }
+
+// DefaultMaxLateness is how late after its instant a reserved turn may
+// still be acted on, unless [WithMaxLateness] says otherwise: more than a
+// timer's usual lateness on a busy machine, less than a pause worth
+// noticing.
+const DefaultMaxLateness = 20 * time.Millisecond
 
 type optionFunc func(*settings) error
 
@@ -141,6 +148,24 @@ func WithTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: timeout %v is not positive", ErrInvalidConfig, d)
 		}
 		s.timeout = d
+		return nil
+	})
+}
+
+// WithMaxLateness sets how late after its instant a reserved turn may be
+// acted on: Wait and Reservation.Wait that wake (or are called) more than
+// d after the turn's instant treat it as stale ([ErrStaleTurn]), so that
+// a process paused past its turns does not act on all of them at once.
+// Counting each call at the instant it is made, the algorithm's bound then
+// holds for any interval of length t as its bound for t+d. The time a
+// remote store takes to answer does not count as lateness. The default is
+// [DefaultMaxLateness]; d must be positive.
+func WithMaxLateness(d time.Duration) Option {
+	return optionFunc(func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: max lateness %v is not positive", ErrInvalidConfig, d)
+		}
+		s.lateness = d
 		return nil
 	})
 }

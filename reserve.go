@@ -27,6 +27,7 @@ type Reservation struct {
 	key   string
 	cost  float64
 	act   int64 // when the caller may act, on the limiter's clock
+	ready int64 // when a remote store's answer came; zero for memory
 	given atomic.Bool
 }
 
@@ -51,6 +52,9 @@ func (l *limiter) reserve(ctx context.Context, key string, cost float64, maxDela
 	op := Op{Verb: VerbReserve, Cost: cost, Now: l.clock.now(), MaxDelay: int64(maxDelay)}
 	err := l.do(ctx, key, op, &r.Decision)
 	r.act = op.Now + int64(r.Delay)
+	if l.mem == nil {
+		r.ready = l.clock.now()
+	}
 	return err
 }
 
@@ -59,24 +63,54 @@ func (l *limiter) reserve(ctx context.Context, key string, cost float64, maxDela
 // gives the reservation back ([Reservation.Cancel]) and returns ctx's
 // error, joined with the cancel's if that failed. For a reservation that
 // was not booked it returns an error wrapping [ErrNotReserved] at once.
+//
+// If it wakes, or is called, more than the limiter's maximum lateness
+// ([WithMaxLateness]) after the instant, it returns an error wrapping
+// [ErrStaleTurn]: the turn's cost is spent, and the caller should not act
+// on it, but book again.
 func (r *Reservation) Wait(ctx context.Context) error {
 	if !r.Allowed {
 		return fmt.Errorf("%w: %q", ErrNotReserved, r.key)
 	}
-	if r.Delay <= 0 {
+	if r.l == nil { // made outside this package: its delay on the system clock
+		if r.Delay > 0 {
+			select {
+			case <-time.After(r.Delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		return nil
 	}
-	c := SystemClock()
-	if r.l != nil {
-		c = r.l.clock.clock
+	err := waitTurn(ctx, r.l.clock, max(r.act, r.ready), r.l.lateness, r.Cancel)
+	if errors.Is(err, ErrStaleTurn) {
+		return fmt.Errorf("%q: %w", r.key, err)
 	}
-	select {
-	case <-c.After(r.Delay):
-		return nil
-	case <-ctx.Done():
-		return errors.Join(ctx.Err(), r.Cancel(context.WithoutCancel(ctx)))
-	}
+	return err
 }
+
+// waitTurn sleeps on c until the instant act, and returns nil then, or an
+// error wrapping [ErrStaleTurn] if it wakes, or was called, more than
+// lateness after it. If ctx ends first, it gives the turn back with
+// cancel and returns ctx's error, joined with the cancel's.
+func waitTurn(ctx context.Context, c nanoClock, act int64, lateness time.Duration, cancel func(context.Context) error) error {
+	if d := act - c.now(); d > 0 {
+		select {
+		case <-c.clock.After(time.Duration(d)):
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), cancel(context.WithoutCancel(ctx)))
+		}
+	}
+	if late := time.Duration(c.now() - act); late > lateness {
+		return fmt.Errorf("%w: woke %v after its instant, more than %v", ErrStaleTurn, late, lateness)
+	}
+	return nil
+}
+
+// maxStaleTurns is how many stale turns in a row Wait books again before
+// it gives up: a machine that is late for every turn would otherwise spend
+// the key's allowance on turns nobody acts on.
+const maxStaleTurns = 3
 
 // cancelTimeout bounds a Cancel made after its caller's context ended, for
 // a limiter without a timeout of its own: giving a turn back must not hang
@@ -130,13 +164,20 @@ func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
 	if !l.params.Reservable() {
 		return l.poll(ctx, key, cost)
 	}
+	for stale := 1; ; stale++ {
+		err := l.waitOnce(ctx, key, cost)
+		if !errors.Is(err, ErrStaleTurn) || stale == maxStaleTurns {
+			return err
+		}
+	}
+}
+
+// waitOnce books one turn for Wait and sleeps until it.
+func (l *limiter) waitOnce(ctx context.Context, key string, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	maxDelay := time.Duration(maxSpan)
-	if deadline, ok := ctx.Deadline(); ok {
-		maxDelay = min(maxDelay, max(time.Until(deadline), 0))
-	}
+	maxDelay := untilDeadline(ctx)
 	var r Reservation
 	if err := l.reserve(ctx, key, cost, maxDelay, &r); err != nil {
 		return err
@@ -145,6 +186,16 @@ func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
 		return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, maxDelay+r.RetryAfter, context.DeadlineExceeded)
 	}
 	return r.Wait(ctx)
+}
+
+// untilDeadline returns the longest delay a turn booked under ctx may
+// have: until its deadline, if any.
+func untilDeadline(ctx context.Context) time.Duration {
+	maxDelay := time.Duration(maxSpan)
+	if deadline, ok := ctx.Deadline(); ok {
+		maxDelay = min(maxDelay, max(time.Until(deadline), 0))
+	}
+	return maxDelay
 }
 
 // poll is Wait for the algorithms that cannot book ahead.

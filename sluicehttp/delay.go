@@ -93,15 +93,40 @@ func (m *middleware) decide(ctx context.Context, key string, cost float64, costE
 	return turn.Decision, turn, nil
 }
 
-// hold sleeps until turn's instant, and reports whether r is still to be
-// served then. A request whose client went away meanwhile has given its
-// turn back, and is reported to the error hook.
-func (m *middleware) hold(r *http.Request, turn *sluice.Reservation) bool {
-	err := turn.Wait(r.Context())
-	if err != nil {
-		m.canceled(r, "held", err)
+// A turn is a held request's reservation: one limiter's or a group's.
+type turn interface {
+	comparable
+	Wait(ctx context.Context) error
+}
+
+// hold sleeps until the instant of t, booked by decision d, and returns
+// the decision the request is served on. A turn that went stale (the
+// server was paused past it: [sluice.ErrStaleTurn]) is not acted on: the
+// request is decided again, once, with again, and held for its new turn
+// if it has one. A request whose client went away meanwhile has given its
+// turn back; the error says so.
+func hold[D any, T turn](ctx context.Context, d D, t T, again func() (D, T, error)) (D, error) {
+	var none T
+	for stale := false; ; stale = true {
+		err := t.Wait(ctx)
+		if !errors.Is(err, sluice.ErrStaleTurn) || stale {
+			return d, err
+		}
+		if d, t, err = again(); err != nil || t == none {
+			return d, err
+		}
 	}
-	return err == nil
+}
+
+// held finishes a request whose hold failed with err: a client that went
+// away is reported to the error hook, anything else is the limiter's
+// failure, answered as such.
+func (m *middleware) held(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		m.canceled(r, "held", err)
+		return
+	}
+	m.limiterFailed(next, w, r, err)
 }
 
 // servedAt returns d, the decision of a request held for d.Delay, as it

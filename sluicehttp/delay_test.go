@@ -21,15 +21,25 @@ import (
 // sleepClock is the fake clock that tells the test when a held request
 // starts to sleep on it, so that the test moves time only once the sleep's
 // timer is set.
+// A server paused (write-locking paused) wakes no sleeper until it
+// continues, as a stopped process runs none of its goroutines.
 type sleepClock struct {
 	*clock.Mock
 	sleeps chan time.Duration
+	paused *sync.RWMutex
 }
 
 func (c sleepClock) After(d time.Duration) <-chan time.Time {
 	ch := c.Mock.After(d)
 	c.sleeps <- d
-	return ch
+	woken := make(chan time.Time, 1)
+	go func() {
+		t := <-ch
+		c.paused.RLock()
+		defer c.paused.RUnlock()
+		woken <- t
+	}()
+	return woken
 }
 
 // shaper is a real HTTP server whose requests are held by WithMaxDelay,
@@ -73,7 +83,7 @@ func newShaperOver(t *testing.T, proto string, newLimiter func(sluice.Clock) (sl
 	t.Helper()
 	s := &shaper{
 		t:       t,
-		clock:   sleepClock{Mock: newClock(), sleeps: make(chan time.Duration, 1)},
+		clock:   sleepClock{Mock: newClock(), sleeps: make(chan time.Duration, 1), paused: new(sync.RWMutex)},
 		decided: make(chan sluice.Decision, 1),
 		errs:    make(chan error, 1),
 		protos:  map[string]string{},
@@ -465,4 +475,38 @@ func TestRequestWithoutACostIsNeverHeld(t *testing.T) {
 	requireResponse(t, response{status: 429, rateLimit: `"default";r=0;t=1`, retryAfter: "1"}, s.get(),
 		"refused at once: a request that is answered 400 anyway is not held for it")
 	require.Zero(t, s.served)
+}
+
+// TestHeldRequestsWhoseTurnsWentStaleAreDecidedAgain pauses the server
+// past two held requests' turns (their clock jumps 2 s past the first):
+// woken late, they are not served together, as a paused process acting on
+// all its stale turns would; each is decided again, the first served at
+// once and the second held for its new turn a second later.
+func TestHeldRequestsWhoseTurnsWentStaleAreDecidedAgain(t *testing.T) {
+	s := newShaper(t, gcra(sluice.PerSecond(1), 1), sluicehttp.WithMaxDelay(2*time.Second))
+	_, first := s.send(t.Context(), "a")
+	require.Equal(t, 200, (<-first).status)
+	_, b := s.send(t.Context(), "b")
+	_, c := s.send(t.Context(), "c")
+	s.clock.paused.Lock()
+	s.clock.Add(3 * time.Second) // the turns at 1 s and 2 s pass while the server is paused
+	s.clock.paused.Unlock()
+	require.Equal(t, time.Second, <-s.clock.sleeps, "one of them is held again, for the next turn")
+	var later <-chan reply
+	select { // one is served now, the other once the clock moves
+	case r := <-b:
+		require.Equal(t, 200, r.status)
+		later = c
+	case r := <-c:
+		require.Equal(t, 200, r.status)
+		later = b
+	}
+	require.Len(t, s.servedSoFar(), 2)
+	s.clock.Add(time.Second)
+	require.Equal(t, 200, (<-later).status)
+	var at []time.Duration
+	for _, sv := range s.servedSoFar() {
+		at = append(at, sv.at)
+	}
+	require.Equal(t, []time.Duration{0, 3 * time.Second, 4 * time.Second}, at)
 }

@@ -136,8 +136,11 @@ func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *htt
 		g.decisionHook(r, d.Decision)
 	}
 	if turn != nil {
-		if err := turn.Wait(r.Context()); err != nil {
-			g.canceled(r, "held", err)
+		d, err = hold(r.Context(), d, turn, func() (sluice.GroupDecision, *sluice.GroupReservation, error) {
+			return g.decide(r.Context(), keys, cost, costErr)
+		})
+		if err != nil {
+			g.held(next, w, r, err)
 			return
 		}
 	}

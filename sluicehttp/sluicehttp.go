@@ -232,7 +232,11 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		m.decisionHook(r, d)
 	}
 	if turn != nil {
-		if !m.hold(r, turn) {
+		d, err = hold(r.Context(), d, turn, func() (sluice.Decision, *sluice.Reservation, error) {
+			return m.decide(r.Context(), key, cost, costErr)
+		})
+		if err != nil {
+			m.held(next, w, r, err)
 			return
 		}
 		d = servedAt(d)

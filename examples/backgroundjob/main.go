@@ -170,8 +170,9 @@ func (p *pool) drain(ctx context.Context, jobs int) error {
 
 // call makes job's API call at its turn: it books the next turn of the
 // pace, sleeps until it and calls. If ctx ends first, the turn is given
-// back. A call the API refuses anyway (pacing prevents that, barring
-// clock trouble between hosts) books a new turn.
+// back. A turn missed (woken too late) or a call the API refuses anyway
+// (pacing prevents that, barring clock trouble between hosts) books a new
+// turn.
 //
 // pace.Wait(ctx, paceKey, 1) books and sleeps in one call; the worker
 // books with Reserve to tell which turn it got.
@@ -186,7 +187,12 @@ func (p *pool) call(ctx context.Context, job, worker int) error {
 		}
 		booked := p.elapsed() + turn.Delay
 		p.report("%8v  worker %d books the turn at %v for job %d\n", p.elapsed().Round(time.Millisecond), worker, booked.Round(time.Millisecond), job)
-		if err := turn.Wait(ctx); err != nil {
+		if err := turn.Wait(ctx); errors.Is(err, sluice.ErrStaleTurn) {
+			// Woken too late (the process was paused past the turn):
+			// calling now could crowd the API's window, so book again.
+			p.report("%8v  worker %d missed its turn for job %d: %v\n", p.elapsed().Round(time.Millisecond), worker, job, err)
+			continue
+		} else if err != nil {
 			return err
 		}
 		p.made(call{job: job, worker: worker, booked: booked, acted: p.elapsed()})
