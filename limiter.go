@@ -154,11 +154,11 @@ func (l *limiter) do(ctx context.Context, key string, op Op, d *Decision) (err e
 	}
 	if l.mem != nil {
 		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
-		if err == nil {
-			err = refused
-		}
 	} else {
 		err = l.apply(ctx, key, op, d)
+	}
+	if err == nil {
+		err = refused // decided, and still refused: whatever the store says
 	}
 	if l.observer != nil {
 		l.observe(ctx, key, op, d, err)

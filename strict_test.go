@@ -117,3 +117,44 @@ func TestCountDeniedKeepsAFloodingClientLimited(t *testing.T) {
 		})
 	}
 }
+
+// TestPenaltyBlocksACostThatNeverFits sends a bucket of capacity 2 a
+// request of 20, as a client that sends impossible requests would: the
+// cost is still an error, and the key is blocked, so the request of 1
+// that follows at the same instant is denied until the block ends.
+func TestPenaltyBlocksACostThatNeverFits(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		penalty time.Duration
+		blocked bool
+	}{
+		{"under a penalty: blocked", 5 * time.Second, true},
+		{"without a penalty: nothing recorded", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mock := newMock()
+			opts := []sluice.Option{sluice.WithClock(mock)}
+			if tt.penalty > 0 {
+				opts = append(opts, sluice.WithPenalty(tt.penalty))
+			}
+			lim, err := sluice.NewLeakyBucket(2, sluice.PerSecond(1), opts...)
+			require.NoError(t, err)
+			d, err := lim.Allow(ctx, "k", 20)
+			require.ErrorIs(t, err, sluice.ErrCostExceedsLimit)
+			require.False(t, d.Allowed)
+			require.Equal(t, tt.blocked, d.Blocked)
+			d, err = lim.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			require.Equal(t, !tt.blocked, d.Allowed)
+			if tt.blocked {
+				require.Equal(t, tt.penalty, d.RetryAfter, "until the block ends")
+				mock.Add(tt.penalty)
+				d, err = lim.Allow(ctx, "k", 1)
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "admitted once the block ends")
+			}
+		})
+	}
+}
