@@ -117,9 +117,16 @@ func strictTrace(base sluice.Params, v strictVariant, seed uint64) (strictStats,
 
 // invalid sends an operation Step rejects, as the property tests do; one
 // that overflows under the penalty is still decided, and is checked as any
-// other decision.
+// other decision. Under a penalty, half of them are such overflows: an
+// Allow or a reservation of twice the limit.
 func (c *strictChecker) invalid(rng *rand.Rand, now int64) error {
 	op, want := c.drawInvalid(rng, now)
+	if c.p.Penalty > 0 && rng.IntN(2) == 0 {
+		op, want = sluice.Op{Verb: sluice.VerbAllow, Cost: 2 * c.p.Limit, Now: now}, sluice.ErrCostExceedsLimit
+		if c.p.Reservable() && rng.IntN(2) == 0 {
+			op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(guarantees.Period(c.p)+1)
+		}
+	}
 	if c.p.Overflows(op, want) {
 		c.strictStats.never++
 		_, err := c.apply(op)
