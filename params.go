@@ -234,9 +234,10 @@ func (p *Params) CheckOp(op Op) error {
 // the limit, under a penalty. Such a request can never fit, and a client
 // that sends it is the client a penalty exists for, so a store decides it
 // as [Params.Step] does, which starts the key's block, and returns the
-// decision with err.
+// decision with err. Any other error, that of nil Params included, is not
+// such an op.
 func (p *Params) Overflows(op Op, err error) bool {
-	return p.Penalty > 0 && (op.Verb == VerbAllow || op.Verb == VerbReserve) && errors.Is(err, ErrCostExceedsLimit)
+	return errors.Is(err, ErrCostExceedsLimit) && p.Penalty > 0 && (op.Verb == VerbAllow || op.Verb == VerbReserve)
 }
 
 // Reservable reports whether p's algorithm books reservations
