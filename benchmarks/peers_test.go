@@ -84,6 +84,7 @@ func peers() []peer {
 		{name: "sluice", new: newSluice},
 		{name: "xrate-map", new: newRateMap},
 		{name: "xrate-single", new: newRateSingle, keyless: true},
+		{name: "floor", new: newFloor},
 		{name: "throttled", new: newThrottled},
 		{name: "sethvargo", new: newSethvargo},
 		{name: "ulule", new: newUlule},
