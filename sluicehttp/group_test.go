@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,4 +236,69 @@ func sectionFields(t *testing.T, path, heading string) map[string][]string {
 	}
 	require.Len(t, fields, 2, "the section shows both fields")
 	return fields
+}
+
+// TestAGroupsHeldRequestsWhoseTurnsWentStaleAreDecidedAgain holds two
+// requests of a group (1 a second, and 100 a minute) and pauses the
+// server past both turns: they are not served together on stale turns;
+// each is decided again, one served at once and one held for its new
+// turn a second later.
+func TestAGroupsHeldRequestsWhoseTurnsWentStaleAreDecidedAgain(t *testing.T) {
+	clk := sleepClock{Mock: newClock(), sleeps: make(chan time.Duration, 1), paused: new(sync.RWMutex)}
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	t.Cleanup(func() { st.Close() })
+	second, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(st), sluice.WithClock(clk))
+	require.NoError(t, err)
+	minute, err := sluice.NewGCRA(sluice.PerMinute(100), 100, sluice.WithStore(st), sluice.WithClock(clk))
+	require.NoError(t, err)
+	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{{Limiter: second, Name: "second"}, {Limiter: minute, Name: "minute"}},
+		sluicehttp.WithMaxDelay(2*time.Second))
+	require.NoError(t, err)
+	var (
+		mu     sync.Mutex
+		served []time.Duration
+	)
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		served = append(served, clk.Now().Sub(start))
+	})))
+	t.Cleanup(srv.Close)
+	send := func() <-chan int {
+		status := make(chan int, 1)
+		go func() {
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				status <- 0
+				return
+			}
+			resp.Body.Close()
+			status <- resp.StatusCode
+		}()
+		return status
+	}
+	require.Equal(t, 200, <-send())
+	b := send()
+	require.Equal(t, time.Second, <-clk.sleeps)
+	c := send()
+	require.Equal(t, 2*time.Second, <-clk.sleeps)
+
+	clk.paused.Lock()
+	clk.Add(3 * time.Second) // both turns pass while the server is paused
+	clk.paused.Unlock()
+	require.Equal(t, time.Second, <-clk.sleeps, "one of them is held again, for the next turn")
+	var later <-chan int
+	select {
+	case s := <-b:
+		require.Equal(t, 200, s)
+		later = c
+	case s := <-c:
+		require.Equal(t, 200, s)
+		later = b
+	}
+	clk.Add(time.Second)
+	require.Equal(t, 200, <-later)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []time.Duration{0, 3 * time.Second, 4 * time.Second}, served)
 }
