@@ -102,8 +102,11 @@ func (p Params) String() string {
 }
 
 // Validate reports whether p describes a usable algorithm. The error wraps
-// [ErrInvalidConfig].
+// [ErrInvalidConfig], for nil Params too.
 func (p *Params) Validate() error {
+	if p == nil {
+		return fmt.Errorf("%w: no Params", ErrInvalidConfig)
+	}
 	if p.Kind == 0 || int(p.Kind) >= len(kindNames) {
 		return p.invalid("unknown algorithm")
 	}

@@ -77,3 +77,10 @@ func RunAtMostNothing(t *testing.T, st sluice.Store) {
 		})
 	}
 }
+
+// RunNilParams requires that a decision without Params is refused with an
+// error wrapping [sluice.ErrInvalidConfig], never a panic.
+func RunNilParams(t *testing.T, st sluice.Store) {
+	_, err := st.Apply(context.Background(), uniquePrefix()+"nil", nil, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base})
+	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+}

@@ -123,6 +123,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
 	t.Run("ImpossibleCostStartsPenalty", func(t *testing.T) { RunOverflows(t, newStore(t)) })
 	t.Run("AtMostOfNothingIsNotAllowed", func(t *testing.T) { RunAtMostNothing(t, newStore(t)) })
+	t.Run("NilParamsAreRefused", func(t *testing.T) { RunNilParams(t, newStore(t)) })
 	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
 	if _, ok := newStore(t).(sluice.GroupStore); ok {
