@@ -143,13 +143,7 @@ func WithObserver(o Observer) Option {
 // (see docs/operations.md). The in-memory store never waits on anything
 // but its shard's lock, and ignores the timeout, which then costs nothing.
 func WithTimeout(d time.Duration) Option {
-	return optionFunc(func(s *settings) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: timeout %v is not positive", ErrInvalidConfig, d)
-		}
-		s.timeout = d
-		return nil
-	})
+	return withDuration("timeout", d, func(s *settings) { s.timeout = d })
 }
 
 // WithMaxLateness sets how late after its instant a reserved turn may be
@@ -161,13 +155,7 @@ func WithTimeout(d time.Duration) Option {
 // remote store takes to answer does not count as lateness. The default is
 // [DefaultMaxLateness]; d must be positive.
 func WithMaxLateness(d time.Duration) Option {
-	return optionFunc(func(s *settings) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: max lateness %v is not positive", ErrInvalidConfig, d)
-		}
-		s.lateness = d
-		return nil
-	})
+	return withDuration("max lateness", d, func(s *settings) { s.lateness = d })
 }
 
 // WithPenalty blocks a key for d once a request overflows it (an Allow
@@ -178,11 +166,17 @@ func WithMaxLateness(d time.Duration) Option {
 // during the block do not extend it. Reset lifts it. Every algorithm
 // supports it; d is at most 2^60 ns (about 36 years).
 func WithPenalty(d time.Duration) Option {
+	return withDuration("penalty", d, func(s *settings) { s.params.Penalty = int64(d) })
+}
+
+// withDuration is the option that sets d, named what, with set: d must be
+// positive.
+func withDuration(what string, d time.Duration, set func(*settings)) Option {
 	return optionFunc(func(s *settings) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: penalty %v is not positive", ErrInvalidConfig, d)
+			return fmt.Errorf("%w: %s %v is not positive", ErrInvalidConfig, what, d)
 		}
-		s.params.Penalty = int64(d)
+		set(s)
 		return nil
 	})
 }
