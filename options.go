@@ -160,7 +160,9 @@ func WithMaxLateness(d time.Duration) Option {
 
 // WithPenalty blocks a key for d once a request overflows it (an Allow
 // denied, a reservation beyond its maximum delay, a fill-up past
-// capacity): until the block ends, every request on the key is denied,
+// capacity, an Allow or a reservation whose cost exceeds the limit, which
+// still returns [ErrCostExceedsLimit]): until the block ends, every
+// request on the key is denied,
 // with RetryAfter at the block's end at the earliest and Decision.Blocked
 // set, and a reservation is booked no earlier than the end. Requests
 // during the block do not extend it. Reset lifts it. Every algorithm

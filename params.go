@@ -66,7 +66,8 @@ type Params struct {
 	MaxEntries int
 	// Penalty, when positive, blocks a key for that many nanoseconds once
 	// a request overflows it (an Allow denied, a reservation beyond its
-	// maximum delay, a fill-up past capacity): until the block ends every
+	// maximum delay, a fill-up past capacity, an Allow or a reservation of
+	// a cost above the limit: see Overflows): until the block ends every
 	// request is denied, with RetryAfter at its end at the earliest, and
 	// the Decision says Blocked. Up to 2^60 ns.
 	Penalty int64
