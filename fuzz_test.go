@@ -159,16 +159,18 @@ func invalidOp(p sluice.Params, op sluice.Op) error {
 		return sluice.ErrUnsupported
 	case shaping && !p.Reservable():
 		return sluice.ErrUnsupported
+	case op.Verb == sluice.VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > 1<<60):
+		return sluice.ErrInvalidDelay
+	case shaping && (op.At < 0 || op.At > maxTime+1<<60):
+		return sluice.ErrTimeOutOfRange
 	case op.Verb == sluice.VerbAtMost:
 		if op.Cost > p.Limit && p.Limit < 1 {
 			return sluice.ErrCostExceedsLimit
 		}
 	case op.Verb != sluice.VerbFill && op.Cost > p.Limit:
+		// Last, as CheckOp reports it: a cost too large is the one error
+		// under which a penalty still decides the op.
 		return sluice.ErrCostExceedsLimit
-	case op.Verb == sluice.VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > 1<<60):
-		return sluice.ErrInvalidDelay
-	case shaping && (op.At < 0 || op.At > maxTime+1<<60):
-		return sluice.ErrTimeOutOfRange
 	}
 	return nil
 }
