@@ -15,9 +15,9 @@ import (
 // path, a limit of one the deny path; either way each key's state lives for
 // the whole benchmark, so every call finds an existing key. opts are given
 // to every limiter.
-func benchLimiters(b *testing.B, limit float64, opts ...sluice.Option) map[string]sluice.Limiter {
+func benchLimiters(b *testing.B, limit float64, opts ...sluice.Option) map[string]*sluice.Limiter {
 	b.Helper()
-	must := func(l sluice.Limiter, err error) sluice.Limiter {
+	must := func(l *sluice.Limiter, err error) *sluice.Limiter {
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -25,10 +25,10 @@ func benchLimiters(b *testing.B, limit float64, opts ...sluice.Option) map[strin
 	}
 	rate := sluice.PerHour(min(limit, 3600))
 	with := func(o ...sluice.Option) []sluice.Option { return append(o, opts...) }
-	return map[string]sluice.Limiter{
+	return map[string]*sluice.Limiter{
 		"LeakyBucket":    must(sluice.NewLeakyBucket(limit, rate, opts...)),
 		"GCRA":           must(sluice.NewGCRA(rate, limit, opts...)),
-		"TokenBucket":    must(sluice.NewTokenBucket(rate, with(sluice.WithBurst(limit))...)),
+		"TokenBucket":    must(sluice.NewTokenBucket(rate, limit, with()...)),
 		"FixedWindow":    must(sluice.NewFixedWindow(limit, time.Hour, opts...)),
 		"SlidingLog":     must(sluice.NewSlidingLog(limit, time.Hour, with(sluice.WithMaxEntries(64))...)),
 		"SlidingCounter": must(sluice.NewSlidingCounter(limit, time.Hour, opts...)),

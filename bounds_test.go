@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/reference"
 )
@@ -30,12 +32,12 @@ const boundSlack = 1e-12
 // boundCosts returns the request costs the bounds are checked with: unit
 // costs, and for all but GCRA (whose bound in amounts assumes c*T is a
 // whole number of nanoseconds) an integer and a fractional cost.
-func boundCosts(p sluice.Params) []float64 {
+func boundCosts(p engine.Params) []float64 {
 	costs := []float64{1}
-	if p.Kind != sluice.KindGCRA && p.Limit >= 2 {
+	if p.Kind != engine.KindGCRA && p.Limit >= 2 {
 		costs = append(costs, 2)
 	}
-	if p.Kind != sluice.KindGCRA {
+	if p.Kind != engine.KindGCRA {
 		costs = append(costs, 0.625)
 	}
 	return costs
@@ -50,18 +52,18 @@ func windowsTouched(d, w int64) float64 {
 
 // guaranteed returns the most cost p lets through in any interval of
 // length d, as each algorithm's documentation states it.
-func guaranteed(p sluice.Params, d int64, cost float64) float64 {
+func guaranteed(p engine.Params, d int64, cost float64) float64 {
 	switch p.Kind {
-	case sluice.KindLeakyBucket:
+	case engine.KindLeakyBucket:
 		return p.Limit + p.Amount*float64(d)/float64(p.Interval)
-	case sluice.KindTokenBucket:
+	case engine.KindTokenBucket:
 		if p.IntervalRefill {
 			return p.Limit + p.Amount*math.Ceil(float64(d)/float64(p.Interval))
 		}
 		return p.Limit + p.Amount*float64(d)/float64(p.Interval)
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return p.Limit + float64(d)/float64(p.Interval)
-	case sluice.KindFixedWindow:
+	case engine.KindFixedWindow:
 		n := windowsTouched(d, p.Interval)
 		if p.Anchored && n == 2 && cost == 1 {
 			// A window's first request opens it, so an interval that
@@ -69,7 +71,7 @@ func guaranteed(p sluice.Params, d int64, cost float64) float64 {
 			return 2*p.Limit - 1
 		}
 		return n * p.Limit
-	case sluice.KindSlidingLog:
+	case engine.KindSlidingLog:
 		return math.Ceil(float64(d)/float64(p.Interval)) * p.Limit
 	}
 	// The sliding counter admits at most limit per aligned window, as cur
@@ -106,9 +108,9 @@ func TestAdmittedCostStaysWithinTheGuarantee(t *testing.T) {
 // requirePerWindowLimit checks the fixed window's own guarantee: at most
 // the limit in each window, aligned to the epoch or anchored at the
 // request that opened it.
-func requirePerWindowLimit(t *testing.T, p sluice.Params, admitted []guarantees.Admission, where string) {
+func requirePerWindowLimit(t *testing.T, p engine.Params, admitted []guarantees.Admission, where string) {
 	t.Helper()
-	if p.Kind != sluice.KindFixedWindow {
+	if p.Kind != engine.KindFixedWindow {
 		return
 	}
 	sums := map[int64]float64{}
@@ -184,16 +186,16 @@ func TestSteadyOverloadAdmitsTheRate(t *testing.T) {
 			require.NoError(t, err)
 			got, exact := 0, 0
 			for now := start; now < start+int64(until); now += int64(time.Second / 10) {
-				d, err := k.Apply(sluice.VerbAllow, now, 1)
+				d, err := k.Apply(engine.VerbAllow, now, 1)
 				require.NoError(t, err)
-				want := model.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+				want := model.Apply(engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 				if now >= start+int64(from) {
 					got += b2i(d.Allowed)
 					exact += b2i(want.Allowed)
 				}
 			}
 			wantRate := 5.0
-			if p.Kind == sluice.KindSlidingCounter {
+			if p.Kind == engine.KindSlidingCounter {
 				wantRate = 4
 			}
 			require.Equal(t, exact, got, "the production code and the reference model")

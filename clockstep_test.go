@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/storetest"
 )
 
@@ -30,37 +30,37 @@ func TestClockSteppingBackNeverLoosensALimit(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(ai), 7))
 			stricter := 0
 			for trace := range 200 {
-				var s sluice.State
+				var s engine.State
 				now := base
-				var booked []sluice.Op // cancels of the reservations booked
+				var booked []engine.Op // cancels of the reservations booked
 				for range rng.IntN(12) {
 					now += rng.Int64N(p.Interval)
-					op := sluice.Op{Verb: sluice.VerbAllow, Cost: min(float64(1+rng.IntN(3)), p.Limit), Now: now}
+					op := engine.Op{Verb: engine.VerbAllow, Cost: min(float64(1+rng.IntN(3)), p.Limit), Now: now}
 					if p.Reservable() {
 						switch r := rng.IntN(3); {
 						case r == 0:
-							op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(4*p.Interval)
+							op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(4*p.Interval)
 						case r == 1 && len(booked) > 0:
 							op = booked[rng.IntN(len(booked))]
 							op.Now = now
 						}
 					}
 					var (
-						d   sluice.Decision
+						d   engine.Decision
 						err error
 					)
 					s, d, err = p.Step(s, op)
 					require.NoError(t, err)
 					if d.At != 0 {
-						booked = append(booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: d.At})
+						booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: d.At})
 					}
 				}
 				later := now + rng.Int64N(2*p.Interval)
 				delta := rng.Int64N(2 * p.Interval)
 				for _, cost := range []float64{0.5, 1, p.Limit} {
-					_, atLater, err := p.Step(s, sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: later})
+					_, atLater, err := p.Step(s, engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: later})
 					require.NoError(t, err)
-					_, atEarlier, err := p.Step(s, sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: later - delta})
+					_, atEarlier, err := p.Step(s, engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: later - delta})
 					require.NoError(t, err)
 					where := fmt.Sprintf("trace %d cost %v: at %d %+v, %v earlier %+v", trace, cost, later, atLater, time.Duration(delta), atEarlier)
 					if atEarlier.Allowed {

@@ -6,19 +6,19 @@
 // time: nothing drips in the background, and keys that are not touched cost
 // nothing. The algorithms are
 //
-//   - [LeakyBucket]: a meter with a float level ([LeakyBucket.Fillup],
-//     CanAccept, Allow): budgets and spend checks;
-//   - [GCRA]: one theoretical arrival time per key, exact to the
+//   - [NewGCRA]: one theoretical arrival time per key, exact to the
 //     nanosecond: the default choice for per-client request limits;
-//   - [TokenBucket]: burst and refill rate, refilled continuously or once
-//     per interval;
-//   - [FixedWindow]: a count per window, aligned to the clock or anchored
-//     at each key's first request;
-//   - [SlidingLog]: the exact sliding window; [SlidingCounter]: its
+//   - [NewLeakyBucket]: a meter with a float level ([Limiter.Fillup],
+//     CanAccept, Allow): budgets and spend checks;
+//   - [NewTokenBucket]: burst and refill rate, refilled continuously or
+//     once per interval;
+//   - [NewFixedWindow]: a count per window, aligned to the clock or
+//     anchored at each key's first request;
+//   - [NewSlidingLog]: the exact sliding window; [NewSlidingCounter]: its
 //     two-counter approximation.
 //
 // Costs are float64: a request may cost 1, or 1,000 rows, or 30.50 of
-// money. Every limiter satisfies [Limiter]:
+// money. Each constructor returns a [Limiter]:
 //
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5) // 10/s, bursts of 5
 //	if err != nil {
@@ -45,8 +45,9 @@
 // in-process; the Redis and PostgreSQL stores (modules
 // github.com/sluice-go/sluice/redisstore and .../pgstore) share limits
 // between processes and run every algorithm atomically with the same
-// decisions. [Params.Step] is each algorithm as a pure function, for
-// keeping state anywhere else.
+// decisions. Package [github.com/sluice-go/sluice/engine] holds each
+// algorithm as a pure function and the contract a store of one's own
+// implements.
 //
 // In production, [WithObserver] reports every decision (the modules
 // .../sluiceprom and .../sluiceotel turn them into metrics), [WithTimeout]
@@ -58,19 +59,6 @@
 // configuration is validated when a limiter is built ([ErrInvalidConfig]),
 // costs on every call ([ErrInvalidCost], [ErrCostExceedsLimit]).
 //
-// A clock that steps backwards never loosens a limit. A request at an
-// earlier instant than the key's state is decided at that instant, against
-// what the key held then: a request δ earlier is never admitted where the
-// later one would be denied, and when both are denied they are told to
-// retry at the same instant (RetryAfter δ longer). GCRA, the buckets, the
-// sliding log and the sliding counter are stricter by the step: GCRA's
-// theoretical arrival time, the log's entries and the counter's previous
-// window weigh more against an earlier now, and a bucket's state is a point
-// on its level over time (a reservation may place it in the future) before
-// which the level was higher by what leaks, or the tokens in use more by
-// the refills still to come, between then and the point. The fixed window
-// and the sliding counter never return to an earlier window. No step moves
-// a key's state back in time, except a cancel, which gives a reservation's
-// cost back by moving the state to the line the key would have followed
-// without it, a nanosecond later.
+// A clock that steps backwards never loosens a limit: package engine says
+// exactly what each algorithm does.
 package sluice

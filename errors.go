@@ -1,6 +1,10 @@
 package sluice
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluice-go/sluice/engine"
+)
 
 // Sentinel errors. Errors returned by sluice wrap one of these, with details,
 // so callers test them with [errors.Is].
@@ -9,23 +13,23 @@ var (
 	// zero, negative, NaN or infinite rate, period, limit or burst, an
 	// option that does not apply to the algorithm, or a rate too slow or too
 	// fast to represent in nanoseconds.
-	ErrInvalidConfig = errors.New("sluice: invalid configuration")
+	ErrInvalidConfig = engine.ErrInvalidConfig
 
 	// ErrInvalidCost reports a cost that is negative, NaN or infinite.
-	ErrInvalidCost = errors.New("sluice: invalid cost")
+	ErrInvalidCost = engine.ErrInvalidCost
 
 	// ErrCostExceedsLimit reports a cost larger than the limit: it can never
 	// be admitted, however long the caller waits, so it is an error rather
 	// than a denial with a RetryAfter.
-	ErrCostExceedsLimit = errors.New("sluice: cost exceeds limit")
+	ErrCostExceedsLimit = engine.ErrCostExceedsLimit
 
 	// ErrUnsupported reports a verb or algorithm that a limiter or store
 	// does not implement.
-	ErrUnsupported = errors.New("sluice: unsupported")
+	ErrUnsupported = engine.ErrUnsupported
 
 	// ErrInvalidDelay reports a reservation's maximum delay that is
 	// negative or longer than 2^60 ns (about 36 years).
-	ErrInvalidDelay = errors.New("sluice: invalid delay")
+	ErrInvalidDelay = engine.ErrInvalidDelay
 
 	// ErrNotReserved reports a wait on a reservation that was not booked:
 	// its instant lay beyond the maximum delay asked for.
@@ -34,7 +38,7 @@ var (
 	// ErrInvalidKey reports a key that a store cannot hold: PostgreSQL's
 	// text, for one, takes only valid UTF-8 without NUL bytes. It is bad
 	// input, refused before any round trip, never a store failure.
-	ErrInvalidKey = errors.New("sluice: invalid key")
+	ErrInvalidKey = engine.ErrInvalidKey
 
 	// ErrStaleTurn reports a reserved turn whose waiter woke, or came to
 	// wait, more than the limiter's maximum lateness ([WithMaxLateness])
@@ -54,7 +58,7 @@ var (
 
 	// ErrTimeOutOfRange reports a time before the Unix epoch or after
 	// 2116 (2^62 nanoseconds since the epoch): a clock that is far off.
-	ErrTimeOutOfRange = errors.New("sluice: time out of range")
+	ErrTimeOutOfRange = engine.ErrTimeOutOfRange
 
 	// ErrTimeout reports a call to a remote store that did not finish in
 	// time: within the limiter's timeout ([WithTimeout]) or before its

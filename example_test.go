@@ -9,6 +9,8 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // The examples run on a fake clock so that their output is exact; drop
@@ -84,7 +86,7 @@ func ExampleNewLeakyBucket() {
 }
 
 // Fillup records work that already happened, whether or not it fitted.
-func ExampleLeakyBucket_Fillup() {
+func ExampleLimiter_Fillup() {
 	fake := newExampleClock()
 	meter, err := sluice.NewLeakyBucket(3, sluice.PerSecond(1.5), sluice.WithClock(fake))
 	if err != nil {
@@ -102,7 +104,7 @@ func ExampleLeakyBucket_Fillup() {
 }
 
 // CanAccept checks without spending; Allow checks and spends atomically.
-func ExampleLeakyBucket_CanAccept() {
+func ExampleLimiter_CanAccept() {
 	fake := newExampleClock()
 	budget, err := sluice.NewLeakyBucket(100, sluice.PerHour(100), sluice.WithClock(fake))
 	if err != nil {
@@ -123,7 +125,7 @@ func ExampleLeakyBucket_CanAccept() {
 
 func ExampleNewTokenBucket() {
 	fake := newExampleClock()
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(2), sluice.WithBurst(4), sluice.WithClock(fake))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(2), 4, sluice.WithClock(fake))
 	if err != nil {
 		panic(err)
 	}
@@ -143,7 +145,7 @@ func ExampleNewTokenBucket() {
 
 func ExampleWithIntervalRefill() {
 	fake := newExampleClock()
-	lim, err := sluice.NewTokenBucket(sluice.PerMinute(10), sluice.WithIntervalRefill(), sluice.WithClock(fake))
+	lim, err := sluice.NewTokenBucket(sluice.PerMinute(10), 10, sluice.WithIntervalRefill(), sluice.WithClock(fake))
 	if err != nil {
 		panic(err)
 	}
@@ -219,7 +221,7 @@ func ExampleNewSlidingCounter() {
 	// true 6
 }
 
-func ExampleGCRA_Wait() {
+func ExampleLimiter_Wait() {
 	fake := newExampleClock()
 	lim, err := sluice.NewGCRA(sluice.PerMinute(1), 1, sluice.WithClock(fake))
 	if err != nil {
@@ -235,7 +237,7 @@ func ExampleGCRA_Wait() {
 	// true
 }
 
-func ExampleGCRA_Reset() {
+func ExampleLimiter_Reset() {
 	fake := newExampleClock()
 	logins, err := sluice.NewGCRA(sluice.PerHour(5), 5, sluice.WithClock(fake))
 	if err != nil {
@@ -260,11 +262,11 @@ func ExampleParams_Step() {
 		panic(err)
 	}
 	p := lim.Params()
-	var s sluice.State
+	var s engine.State
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	for _, at := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond} {
-		var d sluice.Decision
-		s, d, err = p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now + int64(at)})
+		var d engine.Decision
+		s, d, err = p.Step(s, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now + int64(at)})
 		if err != nil {
 			panic(err)
 		}
@@ -298,7 +300,7 @@ func ExampleNewMemStore() {
 
 // Allow admits and records a request if it fits; a denial records nothing
 // and says when to come back.
-func ExampleGCRA_Allow() {
+func ExampleLimiter_Allow() {
 	fake := newExampleClock()
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(fake))
 	if err != nil {

@@ -10,20 +10,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // floodParams are limits of 10 per hour, of each algorithm: slow enough
 // that nothing refills during a flood of simulated microseconds, so that
 // each key admits exactly its limit, once.
-func floodParams() []sluice.Params {
+func floodParams() []engine.Params {
 	h := int64(time.Hour)
-	return []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 10, Interval: h / 10},
-		{Kind: sluice.KindLeakyBucket, Limit: 10, Interval: h, Amount: 10},
-		{Kind: sluice.KindTokenBucket, Limit: 10, Interval: h, Amount: 10},
-		{Kind: sluice.KindFixedWindow, Limit: 10, Interval: h},
-		{Kind: sluice.KindSlidingLog, Limit: 10, Interval: h, MaxEntries: 10},
-		{Kind: sluice.KindSlidingCounter, Limit: 10, Interval: h},
+	return []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 10, Interval: h / 10},
+		{Kind: engine.KindLeakyBucket, Limit: 10, Interval: h, Amount: 10},
+		{Kind: engine.KindTokenBucket, Limit: 10, Interval: h, Amount: 10},
+		{Kind: engine.KindFixedWindow, Limit: 10, Interval: h},
+		{Kind: engine.KindSlidingLog, Limit: 10, Interval: h, MaxEntries: 10},
+		{Kind: engine.KindSlidingCounter, Limit: 10, Interval: h},
 	}
 }
 
@@ -39,21 +41,21 @@ type floodResult struct {
 // one request each, a microsecond apart. It compares what the hammered
 // keys admitted with what Step admits on them alone, as an unbounded
 // store would.
-func runFlood(t *testing.T, p sluice.Params, maxKeys, hammered, floodKeys int) floodResult {
+func runFlood(t *testing.T, p engine.Params, maxKeys, hammered, floodKeys int) floodResult {
 	t.Helper()
 	st := sluice.NewMemStore(sluice.MemStoreConfig{MaxKeys: maxKeys})
 	defer st.Close()
 	ctx := context.Background()
 	var res floodResult
-	states := make([]sluice.State, hammered)
+	states := make([]engine.State, hammered)
 	admitted := make([]float64, hammered)
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
 	for i := range floodKeys {
 		now += int64(time.Microsecond)
-		_, err := st.Apply(ctx, "flood-"+strconv.Itoa(i), &p, sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit, Now: now})
+		_, err := st.Apply(ctx, "flood-"+strconv.Itoa(i), &p, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
 		require.NoError(t, err)
 		k := i % hammered
-		op := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}
+		op := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}
 		d, err := st.Apply(ctx, "hammered-"+strconv.Itoa(k), &p, op)
 		require.NoError(t, err)
 		next, want, err := p.Step(states[k], op)
@@ -123,13 +125,13 @@ func TestKeyFloodDoesNotLiftPenalties(t *testing.T) {
 			st := sluice.NewMemStore(sluice.MemStoreConfig{MaxKeys: maxKeys})
 			defer st.Close()
 			now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
-			var blocked sluice.State // the blocked key as Step, never evicting, keeps it
-			allow := func(key string) sluice.Decision {
-				op := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}
+			var blocked engine.State // the blocked key as Step, never evicting, keeps it
+			allow := func(key string) engine.Decision {
+				op := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}
 				d, err := st.Apply(ctx, key, &p, op)
 				require.NoError(t, err)
 				if key == "blocked" {
-					var want sluice.Decision
+					var want engine.Decision
 					blocked, want, err = p.Step(blocked, op)
 					require.NoError(t, err)
 					require.Equal(t, want, d)
@@ -160,12 +162,12 @@ func TestKeyFloodDoesNotLiftPenalties(t *testing.T) {
 // ends first, and the store counts it.
 func TestBlockedKeysAreEvictedOnlyFromAShardOfBlockedKeys(t *testing.T) {
 	ctx := context.Background()
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour), Penalty: int64(time.Hour)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Hour), Penalty: int64(time.Hour)}
 	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1, MaxKeys: 8})
 	defer st.Close()
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
-	allow := func(key string) sluice.Decision {
-		d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	allow := func(key string) engine.Decision {
+		d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 		require.NoError(t, err)
 		return d
 	}

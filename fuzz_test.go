@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/reference"
 )
@@ -65,7 +67,7 @@ const (
 // A cancel before anything was booked names an instant the extra
 // nanoseconds after now. The encoding of the first four verbs is the one
 // the seed corpus was written in.
-func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
+func fuzzSteps(t *testing.T, p engine.Params, ops []byte) {
 	if err := p.Validate(); err != nil {
 		requireRejected(t, p, err)
 		return
@@ -90,26 +92,26 @@ func fuzzSteps(t *testing.T, p sluice.Params, ops []byte) {
 		if ops[3] >= 128 {
 			cost = float64(ops[3]-128) / 100 * p.Limit
 		}
-		op := sluice.Op{Cost: cost, Now: now}
+		op := engine.Op{Cost: cost, Now: now}
 		switch {
 		case shaping == 1:
-			op.Verb, op.MaxDelay = sluice.VerbReserve, fuzzDelay(extra, units[ops[0]>>6])
+			op.Verb, op.MaxDelay = engine.VerbReserve, fuzzDelay(extra, units[ops[0]>>6])
 		case shaping == 2 && ops[0]>>7 == 1:
-			op.Verb, op.MaxDelay, op.At = sluice.VerbReserve, 1<<60, fuzzInstant(now, extra, units[1])
+			op.Verb, op.MaxDelay, op.At = engine.VerbReserve, 1<<60, fuzzInstant(now, extra, units[1])
 		case shaping == 2 && len(c.booked) > 0:
 			op = c.booked[int(ops[3])%len(c.booked)]
 			op.Now = now
 			op.At += int64(ops[0] >> 6 & 1)
 		case shaping == 2:
-			op.Verb, op.At = sluice.VerbCancel, now+extra
+			op.Verb, op.At = engine.VerbCancel, now+extra
 		case shaping == 3:
-			op.Verb, op.Cost = sluice.VerbAtMost, cost*[4]float64{1, 2, 4, 16}[ops[0]>>6]
+			op.Verb, op.Cost = engine.VerbAtMost, cost*[4]float64{1, 2, 4, 16}[ops[0]>>6]
 		case ops[0]&3 == 0:
-			op.Verb = sluice.VerbAllow
+			op.Verb = engine.VerbAllow
 		case ops[0]&3 == 1:
-			op.Verb = sluice.VerbCheck
+			op.Verb = engine.VerbCheck
 		case ops[0]&3 == 2:
-			op.Verb = sluice.VerbFill
+			op.Verb = engine.VerbFill
 		default:
 			c.reset()
 			continue
@@ -152,22 +154,22 @@ func fuzzInstant(now, n, unit int64) int64 {
 
 // invalidOp returns the error Step must return for op, or nil if op is
 // valid for p.
-func invalidOp(p sluice.Params, op sluice.Op) error {
-	shaping := op.Verb == sluice.VerbReserve || op.Verb == sluice.VerbCancel
+func invalidOp(p engine.Params, op engine.Op) error {
+	shaping := op.Verb == engine.VerbReserve || op.Verb == engine.VerbCancel
 	switch {
-	case op.Verb == sluice.VerbFill && p.Kind != sluice.KindLeakyBucket:
+	case op.Verb == engine.VerbFill && p.Kind != engine.KindLeakyBucket:
 		return sluice.ErrUnsupported
 	case shaping && !p.Reservable():
 		return sluice.ErrUnsupported
-	case op.Verb == sluice.VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > 1<<60):
+	case op.Verb == engine.VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > 1<<60):
 		return sluice.ErrInvalidDelay
 	case shaping && (op.At < 0 || op.At > maxTime+1<<60):
 		return sluice.ErrTimeOutOfRange
-	case op.Verb == sluice.VerbAtMost:
+	case op.Verb == engine.VerbAtMost:
 		if op.Cost > p.Limit && p.Limit < 1 {
 			return sluice.ErrCostExceedsLimit
 		}
-	case op.Verb != sluice.VerbFill && op.Cost > p.Limit:
+	case op.Verb != engine.VerbFill && op.Cost > p.Limit:
 		// Last, as CheckOp reports it: a cost too large is the one error
 		// under which a penalty still decides the op.
 		return sluice.ErrCostExceedsLimit
@@ -177,11 +179,11 @@ func invalidOp(p sluice.Params, op sluice.Op) error {
 
 // requireRejected requires invalid params to be refused by Step too, and
 // with ErrInvalidConfig.
-func requireRejected(t *testing.T, p sluice.Params, err error) {
+func requireRejected(t *testing.T, p engine.Params, err error) {
 	if !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("Validate(%+v) = %v, want an error wrapping ErrInvalidConfig", p, err)
 	}
-	if _, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 0, Now: fuzzStart}); !errors.Is(err, sluice.ErrInvalidConfig) {
+	if _, _, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 0, Now: fuzzStart}); !errors.Is(err, sluice.ErrInvalidConfig) {
 		t.Fatalf("Step with invalid %+v = %v, want ErrInvalidConfig", p, err)
 	}
 }
@@ -211,7 +213,7 @@ func FuzzLeakyBucket(f *testing.F) {
 	f.Add(3.0, int64(time.Second), 1.5, []byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 8, 0, 0, 2, 1, 0, 16, 0, 0})
 	f.Add(3.0, int64(time.Second), 1.5, shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, interval int64, amount float64, ops []byte) {
-		fuzzSteps(t, sluice.Params{Kind: sluice.KindLeakyBucket, Limit: limit, Interval: interval, Amount: amount}, ops)
+		fuzzSteps(t, engine.Params{Kind: engine.KindLeakyBucket, Limit: limit, Interval: interval, Amount: amount}, ops)
 	})
 }
 
@@ -219,7 +221,7 @@ func FuzzGCRA(f *testing.F) {
 	f.Add(2.5, int64(333333333), []byte{0, 0, 0, 8, 0, 0, 0, 0, 0, 8, 0, 0, 4, 1, 0, 8, 0, 0})
 	f.Add(5.0, int64(100000000), shapingSeed)
 	f.Fuzz(func(t *testing.T, burst float64, interval int64, ops []byte) {
-		fuzzSteps(t, sluice.Params{Kind: sluice.KindGCRA, Limit: burst, Interval: interval}, ops)
+		fuzzSteps(t, engine.Params{Kind: engine.KindGCRA, Limit: burst, Interval: interval}, ops)
 	})
 }
 
@@ -228,7 +230,7 @@ func FuzzTokenBucket(f *testing.F) {
 	f.Add(10.0, int64(time.Second), 4.0, true, shapingSeed)
 	f.Add(4.25, int64(250*time.Millisecond), 1.5, false, shapingSeed)
 	f.Fuzz(func(t *testing.T, burst float64, interval int64, amount float64, intervalRefill bool, ops []byte) {
-		fuzzSteps(t, sluice.Params{Kind: sluice.KindTokenBucket, Limit: burst, Interval: interval, Amount: amount, IntervalRefill: intervalRefill}, ops)
+		fuzzSteps(t, engine.Params{Kind: engine.KindTokenBucket, Limit: burst, Interval: interval, Amount: amount, IntervalRefill: intervalRefill}, ops)
 	})
 }
 
@@ -236,7 +238,7 @@ func FuzzFixedWindow(f *testing.F) {
 	f.Add(5.0, int64(time.Second), false, []byte{0, 0, 0, 40, 0, 0, 8, 1, 0, 8, 0, 0})
 	f.Add(5.0, int64(time.Second), false, shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, window int64, anchored bool, ops []byte) {
-		fuzzSteps(t, sluice.Params{Kind: sluice.KindFixedWindow, Limit: limit, Interval: window, Anchored: anchored}, ops)
+		fuzzSteps(t, engine.Params{Kind: engine.KindFixedWindow, Limit: limit, Interval: window, Anchored: anchored}, ops)
 	})
 }
 
@@ -244,7 +246,7 @@ func FuzzSlidingLog(f *testing.F) {
 	f.Add(7.5, int64(3*time.Second), 4, []byte{0, 0, 0, 8, 0, 0, 4, 1, 0, 16, 0, 0, 8, 1, 0, 8, 0, 0})
 	f.Add(7.5, int64(3*time.Second), 4, shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, window int64, maxEntries int, ops []byte) {
-		fuzzSteps(t, sluice.Params{Kind: sluice.KindSlidingLog, Limit: limit, Interval: window, MaxEntries: maxEntries}, ops)
+		fuzzSteps(t, engine.Params{Kind: engine.KindSlidingLog, Limit: limit, Interval: window, MaxEntries: maxEntries}, ops)
 	})
 }
 
@@ -252,7 +254,7 @@ func FuzzSlidingCounter(f *testing.F) {
 	f.Add(12.25, int64(2*time.Second), []byte{0, 0, 0, 8, 0, 0, 4, 1, 0, 16, 0, 0, 8, 1, 0, 8, 0, 0})
 	f.Add(12.25, int64(2*time.Second), shapingSeed)
 	f.Fuzz(func(t *testing.T, limit float64, window int64, ops []byte) {
-		fuzzSteps(t, sluice.Params{Kind: sluice.KindSlidingCounter, Limit: limit, Interval: window}, ops)
+		fuzzSteps(t, engine.Params{Kind: engine.KindSlidingCounter, Limit: limit, Interval: window}, ops)
 	})
 }
 
@@ -260,10 +262,10 @@ func FuzzSlidingCounter(f *testing.F) {
 // ErrInvalidConfig, and agrees with the constructors, which build exactly
 // the Params that Validate accepts from the same numbers.
 func FuzzValidate(f *testing.F) {
-	f.Add(uint8(sluice.KindLeakyBucket), 3.0, int64(time.Second), 1.5, false, false, 0)
-	f.Add(uint8(sluice.KindSlidingLog), 5.0, int64(time.Second), 0.0, false, false, 5)
+	f.Add(uint8(engine.KindLeakyBucket), 3.0, int64(time.Second), 1.5, false, false, 0)
+	f.Add(uint8(engine.KindSlidingLog), 5.0, int64(time.Second), 0.0, false, false, 5)
 	f.Fuzz(func(t *testing.T, kind uint8, limit float64, interval int64, amount float64, intervalRefill, anchored bool, maxEntries int) {
-		p := sluice.Params{Kind: sluice.Kind(kind), Limit: limit, Interval: interval, Amount: amount,
+		p := engine.Params{Kind: engine.Kind(kind), Limit: limit, Interval: interval, Amount: amount,
 			IntervalRefill: intervalRefill, Anchored: anchored, MaxEntries: maxEntries}
 		err := p.Validate()
 		if err != nil {
@@ -288,7 +290,7 @@ func FuzzValidate(f *testing.F) {
 // construct builds the limiter of p's kind from p's numbers with its
 // constructor and options, and returns its Params. A Kind with no
 // constructor returns the zero Params and an ErrInvalidConfig.
-func construct(p sluice.Params) (sluice.Params, error) {
+func construct(p engine.Params) (engine.Params, error) {
 	var opts []sluice.Option
 	if p.IntervalRefill {
 		opts = append(opts, sluice.WithIntervalRefill())
@@ -296,7 +298,7 @@ func construct(p sluice.Params) (sluice.Params, error) {
 	if p.Anchored {
 		opts = append(opts, sluice.WithAnchoredWindows())
 	}
-	if p.MaxEntries != 0 || p.Kind == sluice.KindSlidingLog {
+	if p.MaxEntries != 0 || p.Kind == engine.KindSlidingLog {
 		opts = append(opts, sluice.WithMaxEntries(p.MaxEntries))
 	}
 	var (
@@ -305,26 +307,26 @@ func construct(p sluice.Params) (sluice.Params, error) {
 	)
 	window := time.Duration(p.Interval)
 	switch p.Kind {
-	case sluice.KindLeakyBucket:
+	case engine.KindLeakyBucket:
 		l, err = checked(sluice.NewLeakyBucket(p.Limit, sluice.Per(p.Amount, window), opts...))
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		if p.Amount != 0 {
-			return sluice.Params{}, fmt.Errorf("%w: GCRA has no amount", sluice.ErrInvalidConfig)
+			return engine.Params{}, fmt.Errorf("%w: GCRA has no amount", sluice.ErrInvalidConfig)
 		}
 		l, err = checked(sluice.NewGCRA(sluice.Per(1, window), p.Limit, opts...))
-	case sluice.KindTokenBucket:
-		l, err = checked(sluice.NewTokenBucket(sluice.Per(p.Amount, window), append(opts, sluice.WithBurst(p.Limit))...))
-	case sluice.KindFixedWindow:
+	case engine.KindTokenBucket:
+		l, err = checked(sluice.NewTokenBucket(sluice.Per(p.Amount, window), p.Limit, opts...))
+	case engine.KindFixedWindow:
 		l, err = fixedAmount(p, func() (limiterParams, error) { return checked(sluice.NewFixedWindow(p.Limit, window, opts...)) })
-	case sluice.KindSlidingLog:
+	case engine.KindSlidingLog:
 		l, err = checked(sluice.NewSlidingLog(p.Limit, window, opts...))
-	case sluice.KindSlidingCounter:
+	case engine.KindSlidingCounter:
 		l, err = fixedAmount(p, func() (limiterParams, error) { return checked(sluice.NewSlidingCounter(p.Limit, window, opts...)) })
 	default:
-		return sluice.Params{}, fmt.Errorf("%w: no constructor for %v", sluice.ErrInvalidConfig, p.Kind)
+		return engine.Params{}, fmt.Errorf("%w: no constructor for %v", sluice.ErrInvalidConfig, p.Kind)
 	}
 	if err != nil {
-		return sluice.Params{}, err
+		return engine.Params{}, err
 	}
 	defer l.Close()
 	return l.Params(), nil
@@ -332,7 +334,7 @@ func construct(p sluice.Params) (sluice.Params, error) {
 
 // fixedAmount refuses an amount, which the windows' constructors have no
 // argument for, and otherwise builds.
-func fixedAmount(p sluice.Params, build func() (limiterParams, error)) (limiterParams, error) {
+func fixedAmount(p engine.Params, build func() (limiterParams, error)) (limiterParams, error) {
 	if p.Amount != 0 {
 		return nil, fmt.Errorf("%w: %v has no amount", sluice.ErrInvalidConfig, p.Kind)
 	}

@@ -23,11 +23,11 @@ func BenchmarkGroup(b *testing.B) {
 	// per second for everyone), with bursts large enough never to deny.
 	perSecond, err1 := sluice.NewGCRA(sluice.PerSecond(10), 1e8, sluice.WithStore(st))
 	perDay, err2 := sluice.NewFixedWindow(huge, 24*time.Hour, sluice.WithStore(st))
-	global, err3 := sluice.NewTokenBucket(sluice.PerSecond(5000), sluice.WithBurst(huge), sluice.WithStore(st))
+	global, err3 := sluice.NewTokenBucket(sluice.PerSecond(5000), huge, sluice.WithStore(st))
 	if err := errors.Join(err1, err2, err3); err != nil {
 		b.Fatal(err)
 	}
-	limiters := []sluice.Limiter{perSecond, perDay, global}
+	limiters := []*sluice.Limiter{perSecond, perDay, global}
 	prefixes := []string{"s:", "d:", "g:"}
 	clients := make([]string, 1000)
 	for i := range clients {

@@ -18,7 +18,7 @@ func ExampleNewGroup() {
 	opts := []sluice.Option{sluice.WithStore(st), sluice.WithClock(fake)}
 	perSecond, _ := sluice.NewGCRA(sluice.PerSecond(10), 10, opts...)
 	perDay, _ := sluice.NewFixedWindow(1000, 24*time.Hour, opts...)
-	global, _ := sluice.NewTokenBucket(sluice.PerSecond(50), opts...)
+	global, _ := sluice.NewTokenBucket(sluice.PerSecond(50), 50, opts...)
 	api, err := sluice.NewGroup(perSecond, perDay, global)
 	if err != nil {
 		panic(err)

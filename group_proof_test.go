@@ -13,10 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
-// The group property tests drive groups of two to sluice.MaxGroup
+// The group property tests drive groups of two to engine.MaxGroup
 // limiters of mixed algorithms (some under a penalty, some counting
 // denials) through sluice.NewGroup on one MemStore with a simulated clock,
 // and the same requests through a model of groups written from
@@ -106,25 +108,25 @@ func (s groupStats) String() string {
 
 // groupLimit is one limiter of a group trace, and the model of its keys.
 type groupLimit struct {
-	p      sluice.Params
+	p      engine.Params
 	lim    *testLimiter
-	states map[string]sluice.State
+	states map[string]engine.State
 	keys   []string
 }
 
 // step runs op on key's model state and keeps what it records, as a
 // store does.
-func (l *groupLimit) step(key string, op sluice.Op) (sluice.Decision, error) {
+func (l *groupLimit) step(key string, op engine.Op) (engine.Decision, error) {
 	next, d, err := l.p.Step(cloneState(l.states[key]), op)
-	if err == nil && l.p.Records(op.Verb, d) {
+	if err == nil && l.p.Records(op.Verb, &d) {
 		l.states[key] = next
 	}
 	return d, err
 }
 
 // read returns what the model's state of key reads at now.
-func (l *groupLimit) read(key string, now int64) sluice.Decision {
-	_, d, err := l.p.Step(cloneState(l.states[key]), sluice.Op{Verb: sluice.VerbCheck, Now: now})
+func (l *groupLimit) read(key string, now int64) engine.Decision {
+	_, d, err := l.p.Step(cloneState(l.states[key]), engine.Op{Verb: engine.VerbCheck, Now: now})
 	if err != nil {
 		panic(err)
 	}
@@ -138,7 +140,7 @@ type groupReservation struct {
 	limits []int
 	keys   []string
 	cost   float64
-	each   []sluice.Decision // the model's
+	each   []engine.Decision // the model's
 	act    int64
 	given  bool
 }
@@ -151,7 +153,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
 	defer st.Close()
 	clk := &traceClock{}
-	now := startTime(rng, sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: int64(time.Second)})
+	now := startTime(rng, engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: int64(time.Second)})
 	clk.now.Store(now)
 
 	// As many limiters as a group takes, each with keys of its own;
@@ -160,7 +162,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 	if reservable {
 		pool = reservingAlgorithms(t)
 	}
-	limits := make([]*groupLimit, sluice.MaxGroup)
+	limits := make([]*groupLimit, engine.MaxGroup)
 	var log []string
 	for i := range limits {
 		alg := pool[rng.IntN(len(pool))]
@@ -169,7 +171,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 			p = withVariant(p, strictVariants[rng.IntN(len(strictVariants))], rng)
 		}
 		lim := newLimiter(t, p, append(strictOptions(p), sluice.WithStore(st), sluice.WithClock(clk))...)
-		l := &groupLimit{p: p, lim: lim, states: map[string]sluice.State{}}
+		l := &groupLimit{p: p, lim: lim, states: map[string]engine.State{}}
 		for j := range 3 {
 			l.keys = append(l.keys, fmt.Sprintf("%d:%s:%d", i, alg.name, j))
 		}
@@ -183,7 +185,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 	var groups []group
 	for range 3 {
 		order := rng.Perm(len(limits))[:2+rng.IntN(len(limits)-1)]
-		lims := make([]sluice.Limiter, len(order))
+		lims := make([]*sluice.Limiter, len(order))
 		for j, i := range order {
 			lims[j] = limits[i].lim.Limiter
 		}
@@ -208,10 +210,10 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 			least = min(least, limits[i].p.Limit)
 		}
 		cost := drawGroupCost(rng, least)
-		verb := sluice.VerbAllow
+		verb := engine.VerbAllow
 		switch r := rng.IntN(20); {
 		case r < 3:
-			verb = sluice.VerbCheck
+			verb = engine.VerbCheck
 		case r < 6:
 			// A single limiter's own Allow on one of its keys.
 			l := limits[rng.IntN(len(limits))]
@@ -219,22 +221,22 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 			c := drawGroupCost(rng, l.p.Limit)
 			log = append(log, fmt.Sprintf("at %d: limiter of %q Allow %v", now, key, c))
 			got, err := l.lim.Allow(ctx, key, c)
-			want, werr := l.step(key, sluice.Op{Verb: sluice.VerbAllow, Cost: c, Now: now})
+			want, werr := l.step(key, engine.Op{Verb: engine.VerbAllow, Cost: c, Now: now})
 			require.Equal(t, werr == nil, err == nil, "%v / %v\n%s", err, werr, fail())
-			require.Equal(t, want, got, "a single Allow\n%s", fail())
+			require.Equal(t, want, engine.Decision(got), "a single Allow\n%s", fail())
 			stats.single++
 			continue
 		case r == 6:
 			// A cost above one of the limits: refused, recording nothing.
 			cost = least * 2
 		case r < 14 && reservable:
-			verb = sluice.VerbReserve
+			verb = engine.VerbReserve
 		case r < 17 && reservable && len(reserved) > 0:
-			verb = sluice.VerbCancel
+			verb = engine.VerbCancel
 		}
 		before := readGroup(t, limits, gr.order, keys)
 		switch verb {
-		case sluice.VerbCancel:
+		case engine.VerbCancel:
 			res := reserved[rng.IntN(len(reserved))]
 			var waiting []*groupReservation
 			for _, r := range reserved {
@@ -253,7 +255,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 			require.NoError(t, res.r.Cancel(ctx), fail())
 			if res.r.Allowed && res.r.Delay > 0 && !res.given && now < res.act {
 				for j, i := range res.limits {
-					d, err := limits[i].step(res.keys[j], sluice.Op{Verb: sluice.VerbCancel, Cost: res.cost, Now: now, At: res.each[j].At})
+					d, err := limits[i].step(res.keys[j], engine.Op{Verb: engine.VerbCancel, Cost: res.cost, Now: now, At: res.each[j].At})
 					require.NoError(t, err)
 					if d.Allowed {
 						stats.givenBack++
@@ -263,11 +265,11 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 			res.given = true
 			requireGroupReads(t, limits, res.limits, res.keys, now, fail)
 			continue
-		case sluice.VerbReserve:
+		case engine.VerbReserve:
 			maxDelay := drawGroupDelay(rng, limits, gr.order)
 			log = append(log, fmt.Sprintf("at %d: group %v Reserve %q cost %v within %v", now, gr.order, keys, cost, time.Duration(maxDelay)))
 			r, err := gr.g.Reserve(ctx, keys, cost, time.Duration(maxDelay))
-			op := sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: maxDelay}
+			op := engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: maxDelay}
 			if invalidGroupCost(t, err, cost, least, limits, gr.order, keys, before, fail) {
 				stats.invalid++
 				continue
@@ -304,7 +306,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 				gd  sluice.GroupDecision
 				err error
 			)
-			if verb == sluice.VerbCheck {
+			if verb == engine.VerbCheck {
 				gd, err = gr.g.CanAccept(ctx, keys, cost)
 			} else {
 				gd, err = gr.g.Allow(ctx, keys, cost)
@@ -313,7 +315,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 				stats.invalid++
 				continue
 			}
-			op := sluice.Op{Verb: verb, Cost: cost, Now: now}
+			op := engine.Op{Verb: verb, Cost: cost, Now: now}
 			each, retry := modelGroup(limits, gr.order, keys, op)
 			requireGroupCall(t, op, gd, each, retry, fail)
 			stats.count(gd)
@@ -321,7 +323,7 @@ func groupTrace(t *testing.T, seed uint64, reservable bool) groupStats {
 				// No partial record: every limit that would have admitted
 				// reads exactly as before.
 				for j, i := range gr.order {
-					if each[j].Allowed || verb == sluice.VerbCheck {
+					if each[j].Allowed || verb == engine.VerbCheck {
 						require.Equal(t, before[j], readKey(t, limits[i], keys[j]), "a denied group changed limit %d, which admitted\n%s", i, fail())
 					}
 				}
@@ -352,8 +354,8 @@ func (s *groupStats) count(gd sluice.GroupDecision) {
 }
 
 // checkKey returns the decision of a check of cost on key's model state.
-func checkKey(l *groupLimit, key string, now int64, cost float64) sluice.Decision {
-	_, d, err := l.p.Step(cloneState(l.states[key]), sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: now})
+func checkKey(l *groupLimit, key string, now int64, cost float64) engine.Decision {
+	_, d, err := l.p.Step(cloneState(l.states[key]), engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: now})
 	if err != nil {
 		panic(err)
 	}
@@ -364,9 +366,9 @@ func checkKey(l *groupLimit, key string, now int64, cost float64) sluice.Decisio
 // DecideGroup's documentation says, and returns each limit's decision and
 // the group's RetryAfter: the latest at which every limit would admit the
 // request, or for a reservation book it.
-func modelGroup(limits []*groupLimit, order []int, keys []string, op sluice.Op) ([]sluice.Decision, time.Duration) {
-	each := make([]sluice.Decision, len(order))
-	checks := make([]sluice.Decision, len(order))
+func modelGroup(limits []*groupLimit, order []int, keys []string, op engine.Op) ([]engine.Decision, time.Duration) {
+	each := make([]engine.Decision, len(order))
+	checks := make([]engine.Decision, len(order))
 	all := true
 	var latest int64 // until every limit would admit
 	for j, i := range order {
@@ -374,7 +376,7 @@ func modelGroup(limits []*groupLimit, order []int, keys []string, op sluice.Op) 
 		all = all && checks[j].Allowed
 		latest = max(latest, int64(checks[j].RetryAfter))
 	}
-	decide := func(j int, o sluice.Op) sluice.Decision {
+	decide := func(j int, o engine.Op) engine.Decision {
 		d, err := limits[order[j]].step(keys[j], o)
 		if err != nil {
 			panic(err)
@@ -382,33 +384,33 @@ func modelGroup(limits []*groupLimit, order []int, keys []string, op sluice.Op) 
 		return d
 	}
 	var retry time.Duration
-	if op.Verb == sluice.VerbReserve && latest > op.MaxDelay {
+	if op.Verb == engine.VerbReserve && latest > op.MaxDelay {
 		retry = time.Duration(latest - op.MaxDelay) // until the latest instant comes within it
 	}
 	for j := range order {
 		switch {
-		case op.Verb == sluice.VerbReserve && latest <= op.MaxDelay:
+		case op.Verb == engine.VerbReserve && latest <= op.MaxDelay:
 			// Every limit booked at the latest of their instants.
-			each[j] = decide(j, sluice.Op{Verb: sluice.VerbReserve, Cost: op.Cost, Now: op.Now, MaxDelay: latest, At: op.Now + latest})
-		case op.Verb == sluice.VerbReserve && int64(checks[j].RetryAfter) > op.MaxDelay:
+			each[j] = decide(j, engine.Op{Verb: engine.VerbReserve, Cost: op.Cost, Now: op.Now, MaxDelay: latest, At: op.Now + latest})
+		case op.Verb == engine.VerbReserve && int64(checks[j].RetryAfter) > op.MaxDelay:
 			// Could not book within the delay on its own.
 			each[j] = decide(j, op)
 			retry = max(retry, each[j].RetryAfter)
-		case op.Verb == sluice.VerbReserve:
+		case op.Verb == engine.VerbReserve:
 			each[j] = checks[j] // would have booked on its own: nothing recorded
-		case all && op.Verb == sluice.VerbAllow:
+		case all && op.Verb == engine.VerbAllow:
 			each[j] = decide(j, op)
 		case all:
 			each[j] = checks[j]
 		case checks[j].Allowed:
 			// Admitted by this limit, not by the group: its key untouched.
-			each[j] = decide(j, sluice.Op{Verb: sluice.VerbCheck, Now: op.Now})
-		case op.Verb == sluice.VerbAllow:
+			each[j] = decide(j, engine.Op{Verb: engine.VerbCheck, Now: op.Now})
+		case op.Verb == engine.VerbAllow:
 			each[j] = decide(j, op) // its penalty or counted denial applies
 		default:
 			each[j] = checks[j]
 		}
-		if op.Verb != sluice.VerbReserve {
+		if op.Verb != engine.VerbReserve {
 			retry = max(retry, each[j].RetryAfter)
 		}
 	}
@@ -418,9 +420,13 @@ func modelGroup(limits []*groupLimit, order []int, keys []string, op sluice.Op) 
 // requireGroupCall requires the group decision gd on op to be the model's:
 // each limit's decision bit for bit, and the group's the most restrictive
 // limit's as documented.
-func requireGroupCall(t *testing.T, op sluice.Op, gd sluice.GroupDecision, each []sluice.Decision, retry time.Duration, fail func() string) {
+func requireGroupCall(t *testing.T, op engine.Op, gd sluice.GroupDecision, each []engine.Decision, retry time.Duration, fail func() string) {
 	t.Helper()
-	require.Equal(t, each, gd.Limits(), "each limit's decision\n%s", fail())
+	got := make([]engine.Decision, len(gd.Limits()))
+	for i, d := range gd.Limits() {
+		got[i] = engine.Decision(d)
+	}
+	require.Equal(t, each, got, "each limit's decision\n%s", fail())
 	allowed, blocked := true, false
 	var delay time.Duration
 	for _, d := range each {
@@ -433,7 +439,7 @@ func requireGroupCall(t *testing.T, op sluice.Op, gd sluice.GroupDecision, each 
 	// The limit whose decision the group's is: among all when every limit
 	// admits, the least of its limit left; otherwise among the denials,
 	// the longest.
-	var from []sluice.Decision
+	var from []engine.Decision
 	for _, d := range each {
 		if allowed || !d.Allowed {
 			from = append(from, d)
@@ -445,7 +451,7 @@ func requireGroupCall(t *testing.T, op sluice.Op, gd sluice.GroupDecision, each 
 			best = d
 		}
 	}
-	require.True(t, slices.ContainsFunc(from, func(d sluice.Decision) bool {
+	require.True(t, slices.ContainsFunc(from, func(d engine.Decision) bool {
 		return d.Limit == gd.Limit && d.Used == gd.Used && d.Remaining == gd.Remaining && d.ResetAfter == gd.ResetAfter &&
 			(allowed && d.Remaining*best.Limit == best.Remaining*d.Limit || !allowed && d.RetryAfter == best.RetryAfter)
 	}), "the group's decision %+v is none of the most restrictive limits' %+v\n%s", gd.Decision, each, fail())
@@ -465,9 +471,9 @@ func requireGroupCall(t *testing.T, op sluice.Op, gd sluice.GroupDecision, each 
 }
 
 // readGroup reads the keys of a group call through each limiter.
-func readGroup(t *testing.T, limits []*groupLimit, order []int, keys []string) []sluice.Decision {
+func readGroup(t *testing.T, limits []*groupLimit, order []int, keys []string) []engine.Decision {
 	t.Helper()
-	reads := make([]sluice.Decision, len(order))
+	reads := make([]engine.Decision, len(order))
 	for j, i := range order {
 		reads[j] = readKey(t, limits[i], keys[j])
 	}
@@ -475,11 +481,11 @@ func readGroup(t *testing.T, limits []*groupLimit, order []int, keys []string) [
 }
 
 // readKey reads key through its limiter: a check of nothing.
-func readKey(t *testing.T, l *groupLimit, key string) sluice.Decision {
+func readKey(t *testing.T, l *groupLimit, key string) engine.Decision {
 	t.Helper()
 	d, err := l.lim.CanAccept(context.Background(), key, 0)
 	require.NoError(t, err)
-	return d
+	return engine.Decision(d)
 }
 
 // requireGroupReads requires every key of a call to read as the model's
@@ -493,7 +499,7 @@ func requireGroupReads(t *testing.T, limits []*groupLimit, order []int, keys []s
 
 // invalidGroupCost requires a call with a cost above one of its limits to
 // be refused and to change nothing, and reports whether it was one.
-func invalidGroupCost(t *testing.T, err error, cost, least float64, limits []*groupLimit, order []int, keys []string, before []sluice.Decision, fail func() string) bool {
+func invalidGroupCost(t *testing.T, err error, cost, least float64, limits []*groupLimit, order []int, keys []string, before []engine.Decision, fail func() string) bool {
 	t.Helper()
 	if cost <= least {
 		require.NoError(t, err, fail())
@@ -506,7 +512,7 @@ func invalidGroupCost(t *testing.T, err error, cost, least float64, limits []*gr
 
 // strictOptions returns the options that build p's penalty and counted
 // denials.
-func strictOptions(p sluice.Params) []sluice.Option {
+func strictOptions(p engine.Params) []sluice.Option {
 	var opts []sluice.Option
 	if p.Penalty > 0 {
 		opts = append(opts, sluice.WithPenalty(time.Duration(p.Penalty)))

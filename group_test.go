@@ -19,7 +19,7 @@ func TestAGroupChargesOnlyWhatItAdmits(t *testing.T) {
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
 	daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st))
 	require.NoError(t, err)
-	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st))
+	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), 5, sluice.WithStore(st))
 	require.NoError(t, err)
 
 	stacked := 0
@@ -99,7 +99,7 @@ func TestAGroupWaitBooksOneInstantForEveryLimit(t *testing.T) {
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
 	fast, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithStore(st), sluice.WithClock(mock))
 	require.NoError(t, err)
-	slow, err := sluice.NewTokenBucket(sluice.PerSecond(2), sluice.WithBurst(1), sluice.WithStore(st), sluice.WithClock(mock))
+	slow, err := sluice.NewTokenBucket(sluice.PerSecond(2), 1, sluice.WithStore(st), sluice.WithClock(mock))
 	require.NoError(t, err)
 	group, err := sluice.NewGroup(fast, slow)
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestGroupsNeedOneStoreThatDecidesThem(t *testing.T) {
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "each has its own default store")
 	_, err = sluice.NewGroup()
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
-	var missing *sluice.GCRA // a constructor's nil, its error unchecked
+	var missing *sluice.Limiter // a constructor's nil, its error unchecked
 	_, err = sluice.NewGroup(a, missing)
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "a nil limiter is an error, not a panic")
 	g, err := sluice.NewGroup(a)

@@ -5,59 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
-// Limiter is what every sluice limiter does, whatever its algorithm and
-// store.
-type Limiter interface {
-	// Allow admits cost for key if it fits now and records it. A denied
-	// request records nothing; its decision says when to retry. The error
-	// is non-nil only for invalid input ([ErrInvalidCost],
-	// [ErrCostExceedsLimit]) or a failing store, never for a denial.
-	Allow(ctx context.Context, key string, cost float64) (Decision, error)
-
-	// CanAccept returns the decision Allow would make now, recording
-	// nothing.
-	CanAccept(ctx context.Context, key string, cost float64) (Decision, error)
-
-	// Reset forgets key: its next request sees a fresh state.
-	Reset(ctx context.Context, key string) error
-
-	// Wait blocks until cost is admitted for key, and records it. It
-	// returns ctx's error if ctx ends first, and returns at once with an
-	// error wrapping [ErrWouldExceedDeadline] if ctx's deadline comes before
-	// the earliest admission.
-	Wait(ctx context.Context, key string, cost float64) error
-
-	// Reserve books the earliest instant at which cost conforms for key,
-	// if it comes within maxDelay, and records the cost at once: the
-	// caller acts after the reservation's Delay. Past maxDelay nothing is
-	// booked, and the reservation's RetryAfter says when a reservation
-	// with the same maxDelay would be. A maxDelay of 0 is Allow. The
-	// window algorithms return an error wrapping [ErrUnsupported].
-	Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error)
-
-	// AllowAtMost admits as much of cost as fits now, and records it:
-	// all of it, or the most whole units that fit. Decision.Granted says
-	// how much.
-	AllowAtMost(ctx context.Context, key string, cost float64) (Decision, error)
-}
-
-// Compile-time checks that every limiter is a Limiter.
-var (
-	_ Limiter = (*LeakyBucket)(nil)
-	_ Limiter = (*GCRA)(nil)
-	_ Limiter = (*TokenBucket)(nil)
-	_ Limiter = (*FixedWindow)(nil)
-	_ Limiter = (*SlidingLog)(nil)
-	_ Limiter = (*SlidingCounter)(nil)
-)
-
-// limiter carries what every algorithm's limiter shares: its Params, its
-// store, its clock, and how it is observed. Its methods are promoted to the
-// exported types.
-type limiter struct {
-	params   Params
+// A Limiter decides whether requests on a key conform to one algorithm's
+// limit, keeping each key's state in a [Store] (by default its own
+// [MemStore]). Build one with an algorithm's constructor: [NewGCRA],
+// [NewTokenBucket], [NewLeakyBucket], [NewFixedWindow], [NewSlidingLog]
+// or [NewSlidingCounter]. A Limiter is safe for concurrent use.
+type Limiter struct {
+	params   engine.Params
 	store    Store
 	clock    nanoClock
 	mem      *MemStore // store, when it is a MemStore: called directly
@@ -68,20 +26,20 @@ type limiter struct {
 	lateness time.Duration // how late a reserved turn may be acted on
 }
 
-func newLimiter(p Params, opts []Option) (limiter, error) {
+func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
 	s := settings{params: p, lateness: DefaultMaxLateness}
 	for _, o := range opts {
 		if err := o.apply(&s); err != nil {
-			return limiter{}, err
+			return nil, err
 		}
 	}
 	if err := s.params.Validate(); err != nil {
-		return limiter{}, err
+		return nil, err
 	}
 	if s.clock == nil {
 		s.clock = SystemClock()
 	}
-	l := limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
+	l := &Limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
 		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness}
 	if l.store == nil {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
@@ -94,20 +52,20 @@ func newLimiter(p Params, opts []Option) (limiter, error) {
 // request records nothing; its decision says when to retry. The error is
 // non-nil only for invalid input ([ErrInvalidCost], [ErrCostExceedsLimit])
 // or a failing store, never for a denial.
-func (l *limiter) Allow(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, Op{Verb: VerbAllow, Cost: cost, Now: l.clock.now()}, &d)
+func (l *Limiter) Allow(ctx context.Context, key string, cost float64) (d Decision, err error) {
+	err = l.do(ctx, key, engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: l.clock.now()}, decided(&d))
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 // Use CanAccept(ctx, key, 0) to read a key's remaining allowance.
-func (l *limiter) CanAccept(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, Op{Verb: VerbCheck, Cost: cost, Now: l.clock.now()}, &d)
+func (l *Limiter) CanAccept(ctx context.Context, key string, cost float64) (d Decision, err error) {
+	err = l.do(ctx, key, engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: l.clock.now()}, decided(&d))
 	return d, err
 }
 
 // Reset forgets key: its next request sees a fresh state.
-func (l *limiter) Reset(ctx context.Context, key string) error {
+func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.mem != nil {
 		return l.mem.Reset(ctx, key) // answers at once: never a timeout
 	}
@@ -121,36 +79,29 @@ func (l *limiter) Reset(ctx context.Context, key string) error {
 
 // Params returns the limiter's algorithm and configuration. Its Step
 // method is the algorithm as a pure function.
-func (l *limiter) Params() Params { return l.params }
+func (l *Limiter) Params() engine.Params { return l.params }
 
 // Close releases the limiter's default in-memory store. It does nothing
 // to a store passed with [WithStore], which its owner closes.
-func (l *limiter) Close() error {
+func (l *Limiter) Close() error {
 	if l.owned {
 		return l.mem.Close()
 	}
 	return nil
 }
 
-// do decides op on key into *d, which is zero. The decision is written in
-// place, in the frame of the exported method's caller (the methods are
-// small enough to be inlined there), rather than returned through each
-// level: copying it back out of a callee's frame, just written field by
-// field, stalled the processor on every return.
-//
-// Without an observer, the decision costs one comparison more than it
-// would without the feature: op.Now, read anyway, is when the decision
-// began, and the clock is read again only for an observer.
-func (l *limiter) do(ctx context.Context, key string, op Op, d *Decision) (err error) {
+// do decides op on key into *d, which is zero: the exported methods are
+// small enough to be inlined, so the decision is written in place, in
+// their caller's frame, rather than copied out through each level. The
+// clock is read again only for an observer.
+func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
-	if !l.params.usual(op.Verb, op.Cost, op.Now) {
-		if refused = l.params.checkOp(op); refused != nil && !l.params.Overflows(op, refused) {
-			d.Limit = l.params.Limit
-			if l.observer != nil {
-				l.observe(ctx, key, op, d, refused)
-			}
-			return refused
+	if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
+		d.Limit = l.params.Limit
+		if l.observer != nil {
+			l.observe(ctx, key, op, d, refused)
 		}
+		return refused
 	}
 	if l.mem != nil {
 		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
@@ -167,7 +118,7 @@ func (l *limiter) do(ctx context.Context, key string, op Op, d *Decision) (err e
 }
 
 // apply decides op on a remote store, within the limiter's timeout.
-func (l *limiter) apply(ctx context.Context, key string, op Op, d *Decision) (err error) {
+func (l *Limiter) apply(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)

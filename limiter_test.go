@@ -46,7 +46,7 @@ type step struct {
 }
 
 // runSteps replays steps against lim and reports the first that differs.
-func runSteps(t *testing.T, lim sluice.Limiter, mock *clock.Mock, steps []step) {
+func runSteps(t *testing.T, lim *sluice.Limiter, mock *clock.Mock, steps []step) {
 	t.Helper()
 	ctx := context.Background()
 	for i, s := range steps {
@@ -59,7 +59,7 @@ func runSteps(t *testing.T, lim sluice.Limiter, mock *clock.Mock, steps []step) 
 		case check:
 			d, err = lim.CanAccept(ctx, "k", s.cost)
 		case fill:
-			d, err = lim.(*sluice.LeakyBucket).Fillup(ctx, "k", s.cost)
+			d, err = lim.Fillup(ctx, "k", s.cost)
 		case reset:
 			require.NoError(t, lim.Reset(ctx, "k"), "step %d", i)
 			continue
@@ -119,12 +119,12 @@ func TestLeakyBucketWorkedExampleReachesCapacityAndDrains(t *testing.T) {
 func TestLimitersDecideExactly(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		build func(c sluice.Clock) (sluice.Limiter, error)
+		build func(c sluice.Clock) (*sluice.Limiter, error)
 		steps []step
 	}{
 		{
 			name: "GCRA/BurstFromRestThenExactRate",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -142,7 +142,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "GCRA/FractionalAndLargeCosts",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -156,7 +156,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "GCRA/ClockSteppingBackCountsAsNoTime",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -167,7 +167,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "GCRA/LongIdleIsFresh",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewGCRA(sluice.PerMinute(1), 2, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -178,7 +178,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "LeakyBucket/AllowDeniesWithoutRecording",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewLeakyBucket(3, sluice.PerSecond(1.5), sluice.WithClock(c))
 			},
 			steps: []step{
@@ -200,8 +200,8 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "TokenBucket/StartsFullAndRefillsContinuously",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
-				return sluice.NewTokenBucket(sluice.PerSecond(4), sluice.WithBurst(10), sluice.WithClock(c))
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
+				return sluice.NewTokenBucket(sluice.PerSecond(4), 10, sluice.WithClock(c))
 			},
 			steps: []step{
 				{at: 0, verb: check, cost: 0, allowed: true, remaining: 10},
@@ -215,8 +215,8 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "TokenBucket/IntervalRefillKeepsPartialInterval",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
-				return sluice.NewTokenBucket(sluice.PerSecond(4), sluice.WithBurst(10), sluice.WithIntervalRefill(), sluice.WithClock(c))
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
+				return sluice.NewTokenBucket(sluice.PerSecond(4), 10, sluice.WithIntervalRefill(), sluice.WithClock(c))
 			},
 			steps: []step{
 				{at: 0, verb: allow, cost: 10, allowed: true, remaining: 0, reset: 3 * time.Second},
@@ -231,7 +231,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "FixedWindow/AlignedAllowsTwoLimitsAcrossBoundary",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewFixedWindow(5, time.Second, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -246,7 +246,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "FixedWindow/AnchoredStartsAtFirstRequest",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewFixedWindow(5, time.Second, sluice.WithAnchoredWindows(), sluice.WithClock(c))
 			},
 			steps: []step{
@@ -259,7 +259,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "SlidingLog/NeverMoreThanLimitInAnyWindow",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewSlidingLog(5, time.Second, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -275,7 +275,7 @@ func TestLimitersDecideExactly(t *testing.T) {
 		},
 		{
 			name: "SlidingCounter/WeighsThePreviousWindow",
-			build: func(c sluice.Clock) (sluice.Limiter, error) {
+			build: func(c sluice.Clock) (*sluice.Limiter, error) {
 				return sluice.NewSlidingCounter(5, time.Second, sluice.WithClock(c))
 			},
 			steps: []step{
@@ -338,30 +338,30 @@ func TestDeniedAndCheckedRequestsLeaveStateUnchanged(t *testing.T) {
 }
 
 // limiterBuilders returns each algorithm with a limit of 5 per second.
-func limiterBuilders() map[string]func(c sluice.Clock) (sluice.Limiter, error) {
-	return map[string]func(c sluice.Clock) (sluice.Limiter, error){
-		"LeakyBucket": func(c sluice.Clock) (sluice.Limiter, error) {
+func limiterBuilders() map[string]func(c sluice.Clock) (*sluice.Limiter, error) {
+	return map[string]func(c sluice.Clock) (*sluice.Limiter, error){
+		"LeakyBucket": func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewLeakyBucket(5, sluice.PerSecond(5), sluice.WithClock(c))
 		},
-		"GCRA": func(c sluice.Clock) (sluice.Limiter, error) {
+		"GCRA": func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewGCRA(sluice.PerSecond(5), 5, sluice.WithClock(c))
 		},
-		"TokenBucket": func(c sluice.Clock) (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(5), sluice.WithClock(c))
+		"TokenBucket": func(c sluice.Clock) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(5), 5, sluice.WithClock(c))
 		},
-		"TokenBucketIntervalRefill": func(c sluice.Clock) (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(5), sluice.WithIntervalRefill(), sluice.WithClock(c))
+		"TokenBucketIntervalRefill": func(c sluice.Clock) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(5), 5, sluice.WithIntervalRefill(), sluice.WithClock(c))
 		},
-		"FixedWindow": func(c sluice.Clock) (sluice.Limiter, error) {
+		"FixedWindow": func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewFixedWindow(5, time.Second, sluice.WithClock(c))
 		},
-		"FixedWindowAnchored": func(c sluice.Clock) (sluice.Limiter, error) {
+		"FixedWindowAnchored": func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewFixedWindow(5, time.Second, sluice.WithAnchoredWindows(), sluice.WithClock(c))
 		},
-		"SlidingLog": func(c sluice.Clock) (sluice.Limiter, error) {
+		"SlidingLog": func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewSlidingLog(5, time.Second, sluice.WithClock(c))
 		},
-		"SlidingCounter": func(c sluice.Clock) (sluice.Limiter, error) {
+		"SlidingCounter": func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewSlidingCounter(5, time.Second, sluice.WithClock(c))
 		},
 	}
@@ -410,7 +410,6 @@ func TestInvalidConfigurationIsAnError(t *testing.T) {
 		"GCRA/ZeroBurst":            func() (any, error) { return sluice.NewGCRA(sluice.PerSecond(1), 0) },
 		"GCRA/NaNBurst":             func() (any, error) { return sluice.NewGCRA(sluice.PerSecond(1), nan) },
 		"GCRA/BurstTooLong":         func() (any, error) { return sluice.NewGCRA(sluice.PerHour(1), 1e9) },
-		"GCRA/BurstOption":          func() (any, error) { return sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithBurst(2)) },
 		"GCRA/IntervalRefillOption": func() (any, error) {
 			return sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithIntervalRefill())
 		},
@@ -421,9 +420,9 @@ func TestInvalidConfigurationIsAnError(t *testing.T) {
 		"LeakyBucket/ZeroLeak":        func() (any, error) { return sluice.NewLeakyBucket(1, sluice.PerSecond(0)) },
 		"LeakyBucket/NaNLeak":         func() (any, error) { return sluice.NewLeakyBucket(1, sluice.PerSecond(nan)) },
 		"LeakyBucket/DrainTooLong":    func() (any, error) { return sluice.NewLeakyBucket(1e12, sluice.PerHour(1)) },
-		"TokenBucket/ZeroRate":        func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(0)) },
-		"TokenBucket/NegativeBurst":   func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(-1)) },
-		"TokenBucket/NaNBurst":        func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(nan)) },
+		"TokenBucket/ZeroRate":        func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(0), 0) },
+		"TokenBucket/NegativeBurst":   func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(1), -1) },
+		"TokenBucket/NaNBurst":        func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(1), nan) },
 		"FixedWindow/ZeroLimit":       func() (any, error) { return sluice.NewFixedWindow(0, time.Second) },
 		"FixedWindow/NegativeLimit":   func() (any, error) { return sluice.NewFixedWindow(-5, time.Second) },
 		"FixedWindow/ZeroWindow":      func() (any, error) { return sluice.NewFixedWindow(5, 0) },
@@ -518,7 +517,7 @@ func TestWaitStopsWhenTheContextIsCancelled(t *testing.T) {
 
 func TestWaitOnAFakeClockWakesWhenTheClockAdvances(t *testing.T) {
 	mock := newMock()
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(2), sluice.WithBurst(1), sluice.WithClock(mock))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(2), 1, sluice.WithClock(mock))
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, lim.Wait(ctx, "k", 1))

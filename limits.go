@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // A Group decides each request against several limiters as one decision:
@@ -21,33 +22,25 @@ import (
 // group reads time from the first limiter's clock, and bounds each store
 // call by its timeout. A Group is safe for concurrent use.
 type Group struct {
-	limits []*limiter
+	limits []*Limiter
 	store  GroupStore
 	mem    *MemStore // store, when it is a MemStore: called directly
-	first  *limiter
+	first  *Limiter
 }
 
-// grouped is what every limiter of this package is: the way to its
-// configuration.
-type grouped interface{ base() *limiter }
-
-func (l *limiter) base() *limiter { return l }
-
 // NewGroup returns a group of limiters, decided in the order given. They
-// must be this package's limiters, sharing one store given with
-// [WithStore] that implements [GroupStore]; otherwise NewGroup returns an
-// error wrapping [ErrInvalidConfig] or [ErrUnsupported].
-func NewGroup(limiters ...Limiter) (*Group, error) {
-	if len(limiters) == 0 || len(limiters) > MaxGroup {
-		return nil, fmt.Errorf("%w: a group has 1 to %d limiters, not %d", ErrInvalidConfig, MaxGroup, len(limiters))
+// must share one store, given with [WithStore], that implements
+// [GroupStore]; otherwise NewGroup returns an error wrapping
+// [ErrInvalidConfig] or [ErrUnsupported].
+func NewGroup(limiters ...*Limiter) (*Group, error) {
+	if len(limiters) == 0 || len(limiters) > engine.MaxGroup {
+		return nil, fmt.Errorf("%w: a group has 1 to %d limiters, not %d", ErrInvalidConfig, engine.MaxGroup, len(limiters))
 	}
 	g := &Group{}
-	for i, lim := range limiters {
-		b, ok := lim.(grouped)
-		if v := reflect.ValueOf(lim); !ok || v.Kind() == reflect.Pointer && v.IsNil() {
-			return nil, fmt.Errorf("%w: limiter %d (%T) is not one of sluice's", ErrInvalidConfig, i, lim)
+	for i, l := range limiters {
+		if l == nil {
+			return nil, fmt.Errorf("%w: limiter %d is nil", ErrInvalidConfig, i)
 		}
-		l := b.base()
 		if i > 0 && l.store != g.first.store {
 			return nil, fmt.Errorf("%w: limiter %d keeps its state in another store: give every limiter of a group one store (WithStore)", ErrInvalidConfig, i)
 		}
@@ -66,7 +59,7 @@ func NewGroup(limiters ...Limiter) (*Group, error) {
 }
 
 // GroupDecision is a group's decision: the most restrictive limit's (see
-// [DecideGroup]), and each limit's own, which [GroupDecision.Limits]
+// [engine.DecideGroup]), and each limit's own, which [GroupDecision.Limits]
 // returns. When the group denies a request, a limit that would have
 // admitted it on its own shows Allowed, but recorded nothing.
 type GroupDecision struct {
@@ -108,33 +101,33 @@ func (d *GroupDecision) size(n int) {
 func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
 	// Small enough to be inlined: d is then the caller's variable, which
 	// the decision is written into, rather than a result copied out.
-	err = g.now(ctx, &d, keys, VerbAllow, cost)
+	err = g.now(ctx, &d, keys, engine.VerbAllow, cost)
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 func (g *Group) CanAccept(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
-	err = g.now(ctx, &d, keys, VerbCheck, cost)
+	err = g.now(ctx, &d, keys, engine.VerbCheck, cost)
 	return d, err
 }
 
 // now decides verb for cost now, into gd.
-func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb Verb, cost float64) error {
-	return g.decide(ctx, gd, keys, Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil)
+func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64) error {
+	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil)
 }
 
 // decide runs op, whose Now is set, on every limit as one decision, into
 // gd, which is zero. A cancel names each limit's booking in booked, the
 // decision that booked it.
-func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op Op, booked *GroupDecision) error {
+func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, booked *GroupDecision) error {
 	n := len(g.limits)
 	if len(keys) != n {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), n)
 	}
-	var inline [inlineGroup]GroupOp
+	var inline [inlineGroup]engine.GroupOp
 	ops := inline[:min(n, inlineGroup)]
 	if n > inlineGroup {
-		ops = make([]GroupOp, n)
+		ops = make([]engine.GroupOp, n)
 	}
 	for i, l := range g.limits {
 		// Field by field: a composite literal would be built aside and
@@ -152,26 +145,28 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 // apply sends ops to the store, within the first limiter's timeout, and
 // decides into gd, which is zero, reporting each limit's decision to its
 // limiter's observer.
-func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []GroupOp) error {
+func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.GroupOp) error {
 	if g.first.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.first.timeout)
 		defer cancel()
 	}
 	gd.size(len(ops))
-	each := gd.Limits()
+	each := decisions(gd.Limits())
 	var err error
 	if g.mem != nil {
 		// No interface, and no Params to validate again: ops and gd stay
 		// on the stack, and only the ops themselves are checked.
 		if err = checkGroupOps(ops); err == nil {
-			err = g.mem.applyGroup(ops, each, &gd.Decision)
+			err = g.mem.applyGroup(ops, each, decided(&gd.Decision))
 		}
 	} else {
 		// A store of any kind may keep what it is given.
-		kept := append([]GroupOp(nil), ops...)
-		given := make([]Decision, len(ops))
-		gd.Decision, err = g.store.ApplyGroup(ctx, kept, given)
+		kept := append([]engine.GroupOp(nil), ops...)
+		given := make([]engine.Decision, len(ops))
+		var d engine.Decision
+		d, err = g.store.ApplyGroup(ctx, kept, given)
+		gd.Decision = Decision(d)
 		copy(each, given)
 		err = timedOut(ctx, err)
 	}
@@ -203,7 +198,7 @@ type GroupReservation struct {
 func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration) (*GroupReservation, error) {
 	r := &GroupReservation{g: g, keys: keys, cost: cost}
 	now := g.first.clock.now()
-	err := g.decide(ctx, &r.GroupDecision, keys, Op{Verb: VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil)
+	err := g.decide(ctx, &r.GroupDecision, keys, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil)
 	r.act = now + int64(r.Delay)
 	if g.mem == nil {
 		r.ready = g.first.clock.now()
@@ -245,7 +240,7 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 	}
 	var d GroupDecision
 	// At most once, as Reservation.Cancel.
-	return g.decide(ctx, &d, r.keys, Op{Verb: VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision)
+	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision)
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all
@@ -274,4 +269,22 @@ func (g *Group) waitOnce(ctx context.Context, keys []string, cost float64) error
 		return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, keys, maxDelay+r.RetryAfter, context.DeadlineExceeded)
 	}
 	return r.Wait(ctx)
+}
+
+// checkGroupOps is CheckGroup for the ops of a Group, whose Params its
+// limiters validated and whose ops share their verb, time and delay by
+// construction: each op's cost (and delay or instant), and distinct keys.
+func checkGroupOps(ops []engine.GroupOp) error {
+	for i := range ops {
+		g := &ops[i]
+		if err := g.Params.Check(g.Op); err != nil {
+			return err
+		}
+		for j := range i {
+			if ops[j].Key == g.Key {
+				return fmt.Errorf("%w: key %q appears twice in one group", ErrInvalidKey, g.Key)
+			}
+		}
+	}
+	return nil
 }

@@ -5,21 +5,23 @@ import (
 	"fmt"
 	"slices"
 	"unsafe"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // ApplyGroup decides ops as one ([DecideGroup]) with every shard holding
 // one of their keys locked, taken in the order of the shards' addresses so
 // that groups sharing shards never wait on each other in a cycle. It
 // implements [GroupStore].
-func (m *MemStore) ApplyGroup(_ context.Context, ops []GroupOp, each []Decision) (Decision, error) {
-	if err := CheckGroup(ops, true); err != nil {
-		return Decision{}, err
+func (m *MemStore) ApplyGroup(_ context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
+	if err := engine.CheckGroup(ops, true); err != nil {
+		return engine.Decision{}, err
 	}
 	if len(each) != len(ops) {
-		return Decision{}, fmt.Errorf("%w: %d decisions for %d limits", ErrInvalidConfig, len(each), len(ops))
+		return engine.Decision{}, fmt.Errorf("%w: %d decisions for %d limits", ErrInvalidConfig, len(each), len(ops))
 	}
 	clear(each) // decided into in place
-	var d Decision
+	var d engine.Decision
 	err := m.applyGroup(ops, each, &d)
 	return d, err
 }
@@ -27,7 +29,7 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []GroupOp, each []Decision)
 // applyGroup is ApplyGroup for ops that passed CheckGroup, or that a Group
 // built from validated limiters (checkGroupOps), deciding each limit into
 // each and the group into *d, all zero, in place (see limiter.do).
-func (m *MemStore) applyGroup(ops []GroupOp, each []Decision, d *Decision) (err error) {
+func (m *MemStore) applyGroup(ops []engine.GroupOp, each []engine.Decision, d *engine.Decision) (err error) {
 	if m.closed.Load() {
 		return ErrStoreClosed
 	}
@@ -41,12 +43,12 @@ func (m *MemStore) applyGroup(ops []GroupOp, each []Decision, d *Decision) (err 
 			return fmt.Errorf("%w: key %q", err, o.Key)
 		}
 	}
-	if ops[0].Op.Verb == VerbAllow {
+	if ops[0].Op.Verb == engine.VerbAllow {
 		g.allow(m, ops, each, d)
 		return nil
 	}
-	*d, err = DecideGroup(ops, func(i int, op Op) (Decision, error) {
-		var e Decision
+	*d, err = engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
+		var e engine.Decision
 		g.decide(m, ops, i, op, &e)
 		return e, nil
 	}, each)
@@ -60,15 +62,15 @@ func (m *MemStore) applyGroup(ops []GroupOp, each []Decision, d *Decision) (err 
 type memGroup struct {
 	n      int
 	keys   [inlineGroup]memKey
-	more   *[MaxGroup - inlineGroup]memKey
-	locked [MaxGroup]*shard // the shards in address order, with repeats
+	more   *[engine.MaxGroup - inlineGroup]memKey
+	locked [engine.MaxGroup]*shard // the shards in address order, with repeats
 }
 
 // A memKey is one key of a memGroup: where it is, and its state.
 type memKey struct {
 	id    keyID
 	sh    *shard
-	state State
+	state engine.State
 }
 
 // key returns key i of the group.
@@ -81,10 +83,10 @@ func (g *memGroup) key(i int) *memKey {
 
 // lock locates the keys of ops and locks their shards in address order,
 // each once.
-func (g *memGroup) lock(m *MemStore, ops []GroupOp) {
+func (g *memGroup) lock(m *MemStore, ops []engine.GroupOp) {
 	g.n = len(ops)
 	if g.n > inlineGroup {
-		g.more = new([MaxGroup - inlineGroup]memKey)
+		g.more = new([engine.MaxGroup - inlineGroup]memKey)
 	}
 	// Located, and sorted by insertion: a group is small.
 	for i := range g.n {
@@ -112,10 +114,10 @@ func (g *memGroup) unlock() {
 }
 
 // decide runs op on key i's state and saves what it records.
-func (g *memGroup) decide(m *MemStore, ops []GroupOp, i int, op Op, d *Decision) {
+func (g *memGroup) decide(m *MemStore, ops []engine.GroupOp, i int, op engine.Op, d *engine.Decision) {
 	p, k := ops[i].Params, g.key(i)
-	p.step(&k.state, op, d)
-	if p.records(op.Verb, d) {
+	p.Decide(&k.state, op, d)
+	if p.Records(op.Verb, d) {
 		k.sh.save(k.id, p, op.Now, &k.state, d, m.perShard)
 	}
 }
@@ -125,15 +127,15 @@ func (g *memGroup) decide(m *MemStore, ops []GroupOp, i int, op Op, d *Decision)
 // admit, the states are saved; if not, only the denials' states are (a
 // penalty or counted denial), and the limits that admitted check a zero
 // cost instead, as DecideGroup does. It sets *d to the group's decision.
-func (g *memGroup) allow(m *MemStore, ops []GroupOp, each []Decision, d *Decision) {
+func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decision, d *engine.Decision) {
 	all := true
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
-		if o.Params.Kind == KindSlidingLog {
+		if o.Params.Kind == engine.KindSlidingLog {
 			// Allow may reuse the log's storage: keep the stored one.
 			k.state.Log = slices.Clone(k.state.Log)
 		}
-		o.Params.step(&k.state, o.Op, &each[i])
+		o.Params.Decide(&k.state, o.Op, &each[i])
 		all = all && each[i].Allowed
 	}
 	if !all {
@@ -143,27 +145,27 @@ func (g *memGroup) allow(m *MemStore, ops []GroupOp, each []Decision, d *Decisio
 		for i := range ops {
 			if o, k := &ops[i], g.key(i); each[i].Allowed {
 				_ = k.sh.load(k.id, o.Params, o.Op.Now, &k.state) // loaded once: cannot fail
-				each[i] = Decision{}
-				o.Params.step(&k.state, Op{Verb: VerbCheck, Now: o.Op.Now}, &each[i])
+				each[i] = engine.Decision{}
+				o.Params.Decide(&k.state, engine.Op{Verb: engine.VerbCheck, Now: o.Op.Now}, &each[i])
 			}
 		}
 	}
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
-		if (all || !each[i].Allowed) && o.Params.records(VerbAllow, &each[i]) {
+		if (all || !each[i].Allowed) && o.Params.Records(engine.VerbAllow, &each[i]) {
 			k.sh.save(k.id, o.Params, o.Op.Now, &k.state, &each[i], m.perShard)
 		}
 	}
-	combine(each, ops[0].Op, d)
+	engine.Combine(each, ops[0].Op, d)
 }
 
 // load sets *s to id's state for p under the shard's lock, or returns an
 // error wrapping ErrKeyConflict if the key holds another algorithm's live
 // state.
-func (sh *shard) load(id keyID, p *Params, now int64, s *State) error {
-	*s = State{}
-	var other Kind // of another algorithm's live state that holds the key
-	if p.Kind == KindGCRA {
+func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) error {
+	*s = engine.State{}
+	var other engine.Kind // of another algorithm's live state that holds the key
+	if p.Kind == engine.KindGCRA {
 		if i, ok := sh.tats.find(id); ok {
 			sh.tats.slots[i].used()
 			s.Time = sh.tats.slots[i].expires
@@ -180,8 +182,8 @@ func (sh *shard) load(id keyID, p *Params, now int64, s *State) error {
 		default:
 			e := &sh.slots.slots[i]
 			e.used()
-			*s = State{Time: e.time, A: e.a, B: e.b}
-			if p.Kind == KindSlidingLog {
+			*s = engine.State{Time: e.time, A: e.a, B: e.b}
+			if p.Kind == engine.KindSlidingLog {
 				s.Log = sh.logs[id]
 			}
 		}
@@ -190,15 +192,15 @@ func (sh *shard) load(id keyID, p *Params, now int64, s *State) error {
 		return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
 	}
 	if sh.blocks != nil {
-		sh.blocked(id, s, p.Kind == KindGCRA)
+		sh.blocked(id, s, p.Kind == engine.KindGCRA)
 	}
 	return nil
 }
 
 // save writes the state a recorded decision d at now left for id, or
 // forgets the key once it is fresh again.
-func (sh *shard) save(id keyID, p *Params, now int64, s *State, d *Decision, bound int) {
-	gcra := p.Kind == KindGCRA
+func (sh *shard) save(id keyID, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
+	gcra := p.Kind == engine.KindGCRA
 	if d.ResetAfter <= 0 {
 		if gcra {
 			forget(sh, &sh.tats, id)
@@ -223,9 +225,9 @@ func (sh *shard) save(id keyID, p *Params, now int64, s *State, d *Decision, bou
 		}
 		e := &sh.slots.slots[i]
 		e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, expires
-		if p.Kind == KindSlidingLog {
+		if p.Kind == engine.KindSlidingLog {
 			if sh.logs == nil {
-				sh.logs = make(map[keyID][]Entry)
+				sh.logs = make(map[keyID][]engine.Entry)
 			}
 			sh.logs[id] = s.Log
 		}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // MemStore is the in-memory [Store], and every limiter's default. It is
@@ -87,9 +89,9 @@ type shardData struct {
 	mu     sync.Mutex
 	tats   table[tatSlot]
 	slots  table[slot]
-	logs   map[keyID][]Entry // sliding log entries, beside their key's slot
-	blocks map[keyID]block   // the penalty blocks of keys blocked
-	now    int64             // latest time seen, for sweeps
+	logs   map[keyID][]engine.Entry // sliding log entries, beside their key's slot
+	blocks map[keyID]block          // the penalty blocks of keys blocked
+	now    int64                    // latest time seen, for sweeps
 
 	evicted, evictedBlocked uint64 // keys evicted by MaxKeys, and those of them blocked
 }
@@ -129,13 +131,13 @@ func (m *MemStore) locate(key string) (keyID, *shard) {
 
 // Apply runs op on key's state atomically under its shard's lock. It
 // implements [Store].
-func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (d Decision, err error) {
+func (m *MemStore) Apply(_ context.Context, key string, p *engine.Params, op engine.Op) (d engine.Decision, err error) {
 	if err := p.Validate(); err != nil {
-		return Decision{}, err
+		return engine.Decision{}, err
 	}
-	refused := p.checkOp(op)
+	refused := p.Check(op)
 	if refused != nil && !p.Overflows(op, refused) {
-		return Decision{Limit: p.Limit}, refused
+		return engine.Decision{Limit: p.Limit}, refused
 	}
 	if err = m.apply(key, p, op, &d); err != nil {
 		return d, err
@@ -145,18 +147,18 @@ func (m *MemStore) Apply(_ context.Context, key string, p *Params, op Op) (d Dec
 
 // apply is Apply for params and op already validated, deciding into *d,
 // which is zero.
-func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
+func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.Decision) error {
 	if m.closed.Load() {
 		return ErrStoreClosed
 	}
 	id, sh := m.locate(key)
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
-	gcra := p.Kind == KindGCRA
+	gcra := p.Kind == engine.KindGCRA
 	var (
 		i     int
 		found bool
-		other Kind // of another algorithm's live state that holds the key
+		other engine.Kind // of another algorithm's live state that holds the key
 	)
 	if gcra {
 		if i, found = sh.tats.find(id); !found {
@@ -176,7 +178,7 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 		d.Limit = p.Limit
 		return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, other, p.Kind)
 	}
-	var s State
+	var s engine.State
 	switch {
 	case found && gcra:
 		e := &sh.tats.slots[i]
@@ -185,16 +187,16 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 	case found:
 		e := &sh.slots.slots[i]
 		e.used()
-		s = State{Time: e.time, A: e.a, B: e.b}
-		if p.Kind == KindSlidingLog {
+		s = engine.State{Time: e.time, A: e.a, B: e.b}
+		if p.Kind == engine.KindSlidingLog {
 			s.Log = sh.logs[id]
 		}
 	}
 	if found && sh.blocks != nil {
 		sh.blocked(id, &s, gcra)
 	}
-	p.step(&s, op, d)
-	if p.records(op.Verb, d) {
+	p.Decide(&s, op, d)
+	if p.Records(op.Verb, d) {
 		switch {
 		case d.ResetAfter <= 0: // fresh again, as if absent
 			if found {
@@ -216,9 +218,9 @@ func (m *MemStore) apply(key string, p *Params, op Op, d *Decision) error {
 			}
 			e := &sh.slots.slots[i]
 			e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, op.Now+int64(d.ResetAfter)
-			if p.Kind == KindSlidingLog {
+			if p.Kind == engine.KindSlidingLog {
 				if sh.logs == nil {
-					sh.logs = make(map[keyID][]Entry)
+					sh.logs = make(map[keyID][]engine.Entry)
 				}
 				sh.logs[id] = s.Log
 			}
@@ -238,7 +240,7 @@ type block struct {
 
 // block keeps the block of s for id, or forgets id's once s has none.
 // Only penalized keys have an entry: other keys pay a nil map check.
-func (sh *shard) block(id keyID, s *State) {
+func (sh *shard) block(id keyID, s *engine.State) {
 	switch {
 	case s.Until != 0:
 		if sh.blocks == nil {
@@ -251,7 +253,7 @@ func (sh *shard) block(id keyID, s *State) {
 }
 
 // blocked reads id's block, if any, into s, as loaded from its slot.
-func (sh *shard) blocked(id keyID, s *State, gcra bool) {
+func (sh *shard) blocked(id keyID, s *engine.State, gcra bool) {
 	if b, ok := sh.blocks[id]; ok {
 		s.Until = b.until
 		if gcra {
@@ -264,7 +266,7 @@ func (sh *shard) blocked(id keyID, s *State, gcra bool) {
 // expired, and returns the Kind of a live one, or zero. A key is in at
 // most one table: a decision that does not find its key in its own table
 // claims it from the other.
-func claim[S slotType](sh *shard, t *table[S], id keyID, now int64) Kind {
+func claim[S slotType](sh *shard, t *table[S], id keyID, now int64) engine.Kind {
 	if i, ok := t.find(id); ok {
 		return claimAt(sh, t, i, now)
 	}
@@ -272,7 +274,7 @@ func claim[S slotType](sh *shard, t *table[S], id keyID, now int64) Kind {
 }
 
 // claimAt is claim for the key in slot i of t.
-func claimAt[S slotType](sh *shard, t *table[S], i int, now int64) Kind {
+func claimAt[S slotType](sh *shard, t *table[S], i int, now int64) engine.Kind {
 	if e := t.at(i); e.expires > now {
 		return e.kind()
 	}
@@ -301,7 +303,7 @@ func forget[S slotType](sh *shard, t *table[S], id keyID) bool {
 // dropIn forgets the key in slot i of t, and its sliding log entries.
 func dropIn[S slotType](sh *shard, t *table[S], i int) {
 	e := t.at(i)
-	if e.kind() == KindSlidingLog {
+	if e.kind() == engine.KindSlidingLog {
 		delete(sh.logs, e.id())
 	}
 	if sh.blocks != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/storetest"
 )
 
@@ -110,12 +112,12 @@ func TestMemStoreJanitorSweepsAndStopsOnClose(t *testing.T) {
 // algorithm's live state refuses another's, whichever of the store's
 // tables each keeps its keys in, and is free once the state is fresh.
 func TestMemStoreKeyConflictBetweenAlgorithms(t *testing.T) {
-	gcra := func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewGCRA(sluice.PerSecond(1), 1, o...) }
-	window := func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewFixedWindow(1, time.Second, o...) }
-	log := func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewSlidingLog(1, time.Second, o...) }
+	gcra := func(o ...sluice.Option) (*sluice.Limiter, error) { return sluice.NewGCRA(sluice.PerSecond(1), 1, o...) }
+	window := func(o ...sluice.Option) (*sluice.Limiter, error) { return sluice.NewFixedWindow(1, time.Second, o...) }
+	log := func(o ...sluice.Option) (*sluice.Limiter, error) { return sluice.NewSlidingLog(1, time.Second, o...) }
 	for _, tc := range []struct {
 		name          string
-		first, second func(...sluice.Option) (sluice.Limiter, error)
+		first, second func(...sluice.Option) (*sluice.Limiter, error)
 	}{
 		{name: "GCRA then fixed window", first: gcra, second: window},
 		{name: "fixed window then GCRA", first: window, second: gcra},
@@ -184,12 +186,12 @@ func TestMemStoreBoundHoldsAcrossAlgorithms(t *testing.T) {
 
 func TestMemStoreRejectsInvalidParams(t *testing.T) {
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
-	_, err := st.Apply(context.Background(), "k", &sluice.Params{Kind: sluice.KindGCRA}, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+	_, err := st.Apply(context.Background(), "k", &engine.Params{Kind: engine.KindGCRA}, engine.Op{Verb: engine.VerbAllow, Cost: 1})
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: 1}
-	_, err = st.Apply(context.Background(), "k", &p, sluice.Op{Verb: sluice.VerbFill, Cost: 1})
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: 1}
+	_, err = st.Apply(context.Background(), "k", &p, engine.Op{Verb: engine.VerbFill, Cost: 1})
 	require.ErrorIs(t, err, sluice.ErrUnsupported)
-	_, err = st.Apply(context.Background(), "k", &p, sluice.Op{Verb: 0, Cost: 1})
+	_, err = st.Apply(context.Background(), "k", &p, engine.Op{Verb: 0, Cost: 1})
 	require.ErrorIs(t, err, sluice.ErrUnsupported)
 }
 

@@ -1,6 +1,10 @@
 package sluice
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/sluice-go/sluice/engine"
+)
 
 // A keyID names a key inside a MemStore: 120 bits of two hashes of the key
 // under seeds chosen per store. Two keys share state only if all 120 bits
@@ -34,10 +38,10 @@ type slotHead struct {
 	expires int64
 }
 
-func (s *slotHead) kind() Kind { return Kind(s.hi >> kindLow & kindMask) }
+func (s *slotHead) kind() engine.Kind { return engine.Kind(s.hi >> kindLow & kindMask) }
 
 // Every Kind fits in a slot's kind bits: this fails to compile otherwise.
-var _ [kindMask + 1 - len(kindNames)]struct{}
+var _ [kindMask - engine.KindSlidingCounter]struct{}
 
 // idle returns the slot's idle age.
 func (s *slotHead) idle() uint64 { return s.hi >> idleLow }
@@ -121,7 +125,7 @@ func (t *table[S]) find(id keyID) (int, bool) {
 
 // insert occupies a slot for id, which is absent, growing the table if it
 // is full, and returns its index. The slot holds id and kind, and zeros.
-func (t *table[S]) insert(id keyID, kind Kind) int {
+func (t *table[S]) insert(id keyID, kind engine.Kind) int {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.resize(max(2*len(t.slots), minSlots))
 	}

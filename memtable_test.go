@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/sluice-go/sluice/engine"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,7 +49,7 @@ func testTableChurn[S slotType](t *testing.T) {
 					tab.at(i).expires = int64(step)
 					want[id] = int64(step)
 				default:
-					i = tab.insert(id, KindGCRA)
+					i = tab.insert(id, engine.KindGCRA)
 					tab.at(i).expires = int64(step)
 					want[id] = int64(step)
 				}
@@ -78,7 +79,7 @@ func requireTableHolds[S slotType](t *testing.T, tab *table[S], want map[keyID]i
 	for i := range tab.slots {
 		if tab.at(i).hi != 0 {
 			occupied++
-			require.Equal(t, KindGCRA, tab.at(i).kind())
+			require.Equal(t, engine.KindGCRA, tab.at(i).kind())
 		}
 	}
 	require.Equal(t, len(want), occupied)
@@ -95,7 +96,7 @@ func requireTableHolds[S slotType](t *testing.T, tab *table[S], want map[keyID]i
 func TestTableShrinksOnceMostlyEmpty(t *testing.T) {
 	var tab table[slot]
 	for k := range uint64(1000) {
-		tab.insert(keyID{lo: k, hi: k * 0x9e3779b97f4a7c15 & idBits}, KindGCRA)
+		tab.insert(keyID{lo: k, hi: k * 0x9e3779b97f4a7c15 & idBits}, engine.KindGCRA)
 	}
 	require.Equal(t, 2048, len(tab.slots))
 	for k := range uint64(990) {

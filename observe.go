@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Observer receives every decision a limiter makes, for metrics, logs or
@@ -36,12 +38,12 @@ type Event struct {
 	// Limiter is the limiter's name, set with [WithName]; "" if unset.
 	Limiter string
 	// Kind is the limiter's algorithm.
-	Kind Kind
+	Kind engine.Kind
 	// Verb is what the decision did: VerbAllow for Allow (and Wait on the
 	// window algorithms), VerbCheck for CanAccept, VerbFill for Fillup,
 	// VerbReserve for Reserve (and Wait on the others), VerbCancel for a
 	// reservation given back, VerbAtMost for AllowAtMost.
-	Verb Verb
+	Verb engine.Verb
 	// Key is the key decided on. Its values are unbounded: never use it as
 	// a metric label.
 	Key string
@@ -114,7 +116,7 @@ func (o Outcome) Failed() bool { return o == OutcomeTimeout || o == OutcomeStore
 
 // classify returns the outcome of a decision that returned d and err, on a
 // call whose context was ctx.
-func classify(ctx context.Context, d *Decision, err error) Outcome {
+func classify(ctx context.Context, d *engine.Decision, err error) Outcome {
 	switch {
 	case err == nil && d.Allowed:
 		return OutcomeAllowed
@@ -138,14 +140,14 @@ func classify(ctx context.Context, d *Decision, err error) Outcome {
 // observe hands the decision just made to the limiter's observer. op.Now
 // is the limiter's time when the decision began: the latency costs one
 // more reading of the clock, and only here.
-func (l *limiter) observe(ctx context.Context, key string, op Op, d *Decision, err error) {
+func (l *Limiter) observe(ctx context.Context, key string, op engine.Op, d *engine.Decision, err error) {
 	l.observer.Observe(ctx, Event{
 		Limiter:  l.name,
 		Kind:     l.params.Kind,
 		Verb:     op.Verb,
 		Key:      key,
 		Cost:     op.Cost,
-		Decision: *d,
+		Decision: Decision(*d),
 		Latency:  time.Duration(max(l.clock.now()-op.Now, 0)),
 		Err:      err,
 		Outcome:  classify(ctx, d, err),

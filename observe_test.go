@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // recorder is an Observer that keeps the events it sees.
@@ -36,10 +38,10 @@ type slowStore struct {
 	err  error
 }
 
-func (s *slowStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (s *slowStore) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	s.mock.Add(s.took)
 	if s.err != nil {
-		return sluice.Decision{Limit: p.Limit}, s.err
+		return engine.Decision{Limit: p.Limit}, s.err
 	}
 	return s.MemStore.Apply(ctx, key, p, op)
 }
@@ -70,7 +72,7 @@ func TestObserverSeesEveryDecisionWithItsOutcomeAndLatency(t *testing.T) {
 	require.Error(t, err)
 
 	type seen struct {
-		verb    sluice.Verb
+		verb    engine.Verb
 		cost    float64
 		allowed bool
 		latency time.Duration
@@ -78,19 +80,19 @@ func TestObserverSeesEveryDecisionWithItsOutcomeAndLatency(t *testing.T) {
 		failed  bool
 	}
 	want := []seen{
-		{sluice.VerbAllow, 2, true, 3 * time.Millisecond, sluice.OutcomeAllowed, false},
-		{sluice.VerbAllow, 1, false, 3 * time.Millisecond, sluice.OutcomeDenied, false},
-		{sluice.VerbCheck, 0, true, 3 * time.Millisecond, sluice.OutcomeAllowed, false},
-		{sluice.VerbFill, 0.5, false, 3 * time.Millisecond, sluice.OutcomeDenied, false},
-		{sluice.VerbAllow, math.NaN(), false, 0, sluice.OutcomeInvalid, false}, // refused before the store
-		{sluice.VerbAllow, 3, false, 0, sluice.OutcomeInvalid, false},
-		{sluice.VerbAllow, 1, false, 3 * time.Millisecond, sluice.OutcomeStoreError, true},
+		{engine.VerbAllow, 2, true, 3 * time.Millisecond, sluice.OutcomeAllowed, false},
+		{engine.VerbAllow, 1, false, 3 * time.Millisecond, sluice.OutcomeDenied, false},
+		{engine.VerbCheck, 0, true, 3 * time.Millisecond, sluice.OutcomeAllowed, false},
+		{engine.VerbFill, 0.5, false, 3 * time.Millisecond, sluice.OutcomeDenied, false},
+		{engine.VerbAllow, math.NaN(), false, 0, sluice.OutcomeInvalid, false}, // refused before the store
+		{engine.VerbAllow, 3, false, 0, sluice.OutcomeInvalid, false},
+		{engine.VerbAllow, 1, false, 3 * time.Millisecond, sluice.OutcomeStoreError, true},
 	}
 	require.Len(t, rec.events, len(want))
 	for i, w := range want {
 		e := rec.events[i]
 		require.Equal(t, "spend", e.Limiter, i)
-		require.Equal(t, sluice.KindLeakyBucket, e.Kind, i)
+		require.Equal(t, engine.KindLeakyBucket, e.Kind, i)
 		require.Equal(t, "a", e.Key, i)
 		require.Equal(t, w.verb, e.Verb, i)
 		if !math.IsNaN(w.cost) {
@@ -133,8 +135,8 @@ func TestObserverClassifiesCanceledContextsAndClosedStores(t *testing.T) {
 // whose caller went away does.
 type cancelStore struct{}
 
-func (cancelStore) Apply(ctx context.Context, _ string, p *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{Limit: p.Limit}, ctx.Err()
+func (cancelStore) Apply(ctx context.Context, _ string, p *engine.Params, _ engine.Op) (engine.Decision, error) {
+	return engine.Decision{Limit: p.Limit}, ctx.Err()
 }
 func (cancelStore) Reset(ctx context.Context, _ string) error { return ctx.Err() }
 
@@ -230,8 +232,8 @@ func TestObserverClassifiesInvalidInputAsInvalidEvenOnACanceledContext(t *testin
 // valid UTF-8.
 type keyRefusingStore struct{}
 
-func (keyRefusingStore) Apply(_ context.Context, key string, p *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: %q", sluice.ErrInvalidKey, key)
+func (keyRefusingStore) Apply(_ context.Context, key string, p *engine.Params, _ engine.Op) (engine.Decision, error) {
+	return engine.Decision{Limit: p.Limit}, fmt.Errorf("%w: %q", sluice.ErrInvalidKey, key)
 }
 
 func (keyRefusingStore) Reset(context.Context, string) error { return sluice.ErrInvalidKey }

@@ -3,6 +3,8 @@ package sluice
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Option configures a limiter when it is built.
@@ -11,7 +13,7 @@ type Option interface {
 }
 
 type settings struct {
-	params   Params
+	params   engine.Params
 	store    Store
 	clock    Clock
 	name     string
@@ -55,18 +57,6 @@ func WithClock(c Clock) Option {
 	})
 }
 
-// WithBurst sets a token bucket's size, the most tokens it holds; the
-// default is the rate's amount. It applies only to [NewTokenBucket].
-func WithBurst(burst float64) Option {
-	return optionFunc(func(s *settings) error {
-		if s.params.Kind != KindTokenBucket {
-			return fmt.Errorf("%w: %v: burst option applies only to the token bucket", ErrInvalidConfig, s.params.Kind)
-		}
-		s.params.Limit = burst
-		return nil
-	})
-}
-
 // WithIntervalRefill makes a token bucket add its tokens once per whole
 // elapsed interval of its rate, rate.Amount at a time, instead of
 // continuously. It applies only to [NewTokenBucket].
@@ -91,7 +81,7 @@ func WithAnchoredWindows() Option {
 // applies only to [NewSlidingLog].
 func WithMaxEntries(n int) Option {
 	return optionFunc(func(s *settings) error {
-		if s.params.Kind != KindSlidingLog {
+		if s.params.Kind != engine.KindSlidingLog {
 			return fmt.Errorf("%w: %v: max entries option applies only to the sliding log", ErrInvalidConfig, s.params.Kind)
 		}
 		s.params.MaxEntries = n

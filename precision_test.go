@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // The precision tests send one key 10^8 requests (10^7 under the race
@@ -29,12 +31,12 @@ func precisionRequests() int64 {
 // precisionKey drives one key through Params.Step.
 type precisionKey struct {
 	t *testing.T
-	p sluice.Params
-	s sluice.State
+	p engine.Params
+	s engine.State
 }
 
-func (k *precisionKey) do(verb sluice.Verb, now int64) sluice.Decision {
-	s, d, err := k.p.Step(k.s, sluice.Op{Verb: verb, Cost: 1, Now: now})
+func (k *precisionKey) do(verb engine.Verb, now int64) engine.Decision {
+	s, d, err := k.p.Step(k.s, engine.Op{Verb: verb, Cost: 1, Now: now})
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -46,11 +48,11 @@ func (k *precisionKey) do(verb sluice.Verb, now int64) sluice.Decision {
 // probe, denied one nanosecond earlier with RetryAfter 1ns.
 func (k *precisionKey) admitExactlyAt(i, now int64, probe bool) {
 	if probe {
-		if d := k.do(sluice.VerbCheck, now-1); d.Allowed || d.RetryAfter != time.Nanosecond {
+		if d := k.do(engine.VerbCheck, now-1); d.Allowed || d.RetryAfter != time.Nanosecond {
 			k.t.Fatalf("request %d: at %d, 1ns before its instant, got %+v, want denied with RetryAfter 1ns", i, now-1, d)
 		}
 	}
-	if d := k.do(sluice.VerbAllow, now); !d.Allowed {
+	if d := k.do(engine.VerbAllow, now); !d.Allowed {
 		k.t.Fatalf("request %d: denied at %d, its instant: %+v", i, now, d)
 	}
 }
@@ -58,9 +60,9 @@ func (k *precisionKey) admitExactlyAt(i, now int64, probe bool) {
 // burst takes n unit requests at now, and requires the next to be denied.
 func (k *precisionKey) burst(n int, now int64) {
 	for i := range n {
-		require.True(k.t, k.do(sluice.VerbAllow, now).Allowed, "burst request %d", i)
+		require.True(k.t, k.do(engine.VerbAllow, now).Allowed, "burst request %d", i)
 	}
-	require.False(k.t, k.do(sluice.VerbAllow, now).Allowed, "one more than the burst")
+	require.False(k.t, k.do(engine.VerbAllow, now).Allowed, "one more than the burst")
 }
 
 // probe reports whether request i of n is one whose instant is checked
@@ -103,7 +105,7 @@ func TestGCRAAdmitsAtExactInstantsOverManyRequests(t *testing.T) {
 func TestBucketsAdmitAtExactInstantsOverManyRequests(t *testing.T) {
 	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	type limiter interface {
-		Params() sluice.Params
+		Params() engine.Params
 		Close() error
 	}
 	tests := []struct {
@@ -112,7 +114,7 @@ func TestBucketsAdmitAtExactInstantsOverManyRequests(t *testing.T) {
 	}{
 		{"leaky bucket 5 at 3/s", func() (limiter, error) { return sluice.NewLeakyBucket(5, sluice.PerSecond(3)) }},
 		{"token bucket 3/s burst 5", func() (limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(3), sluice.WithBurst(5))
+			return sluice.NewTokenBucket(sluice.PerSecond(3), 5)
 		}},
 	}
 	for _, tt := range tests {

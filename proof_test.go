@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/reference"
 )
@@ -69,14 +71,14 @@ func traceCount(n int) int {
 
 // limiterParams is what every limiter has beside its verbs.
 type limiterParams interface {
-	Params() sluice.Params
+	Params() engine.Params
 	Close() error
 }
 
 // testAlgorithm is one configured algorithm of the property tests.
 type testAlgorithm struct {
 	name   string
-	params sluice.Params
+	params engine.Params
 }
 
 // testAlgorithms returns the configurations the property tests run, each
@@ -98,16 +100,16 @@ func testAlgorithms(t testing.TB) []testAlgorithm {
 		{"GCRA 3/s burst 2.5", func() (limiterParams, error) { return sluice.NewGCRA(sluice.PerSecond(3), 2.5) }},
 		{"GCRA 7/49ns burst 1", func() (limiterParams, error) { return sluice.NewGCRA(sluice.Per(7, 49), 1) }},
 		{"token bucket 4/s burst 10", func() (limiterParams, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(4), sluice.WithBurst(10))
+			return sluice.NewTokenBucket(sluice.PerSecond(4), 10)
 		}},
 		{"token bucket 0.5/3s burst 1.25", func() (limiterParams, error) {
-			return sluice.NewTokenBucket(sluice.Per(0.5, 3*s), sluice.WithBurst(1.25))
+			return sluice.NewTokenBucket(sluice.Per(0.5, 3*s), 1.25)
 		}},
 		{"token bucket interval refill 4/s burst 10", func() (limiterParams, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(4), sluice.WithBurst(10), sluice.WithIntervalRefill())
+			return sluice.NewTokenBucket(sluice.PerSecond(4), 10, sluice.WithIntervalRefill())
 		}},
 		{"token bucket interval refill 1.5/250ms burst 4.25", func() (limiterParams, error) {
-			return sluice.NewTokenBucket(sluice.Per(1.5, 250*time.Millisecond), sluice.WithBurst(4.25), sluice.WithIntervalRefill())
+			return sluice.NewTokenBucket(sluice.Per(1.5, 250*time.Millisecond), 4.25, sluice.WithIntervalRefill())
 		}},
 		{"fixed window 5/s", func() (limiterParams, error) { return sluice.NewFixedWindow(5, s) }},
 		{"fixed window 5/s anchored", func() (limiterParams, error) { return sluice.NewFixedWindow(5, s, sluice.WithAnchoredWindows()) }},
@@ -172,7 +174,7 @@ func TestStepMatchesReference(t *testing.T) {
 
 // stepTrace replays the random trace of seed against p.Step and the
 // reference model.
-func stepTrace(p sluice.Params, seed uint64) (traceStats, error) {
+func stepTrace(p engine.Params, seed uint64) (traceStats, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	c, err := newChecker(p, fmt.Sprintf("seed %d", seed))
 	if err != nil {
@@ -185,19 +187,19 @@ func stepTrace(p sluice.Params, seed uint64) (traceStats, error) {
 // A tracer checks one random trace's decisions: a checker, or a
 // strictChecker.
 type tracer interface {
-	nextTime(rng *rand.Rand, now int64, last sluice.Decision) int64
+	nextTime(rng *rand.Rand, now int64, last engine.Decision) int64
 	reset()
 	invalid(rng *rand.Rand, now int64) error
-	drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op
-	apply(op sluice.Op) (sluice.Decision, error)
+	drawOp(rng *rand.Rand, costs costMode, now int64) engine.Op
+	apply(op engine.Op) (engine.Decision, error)
 }
 
 // runTrace drives c through a random trace of p drawn from rng: decisions
 // of every verb, with now and then a reset or an invalid call.
-func runTrace(rng *rand.Rand, p sluice.Params, c tracer) error {
+func runTrace(rng *rand.Rand, p engine.Params, c tracer) error {
 	costs := costMode(rng.IntN(int(numCostModes)))
 	now := startTime(rng, p)
-	var last sluice.Decision
+	var last engine.Decision
 	for range 30 + rng.IntN(120) {
 		now = c.nextTime(rng, now, last)
 		switch r := rng.IntN(100); {
@@ -219,13 +221,13 @@ func runTrace(rng *rand.Rand, p sluice.Params, c tracer) error {
 }
 
 // algorithmVerbs returns the verbs p runs.
-func algorithmVerbs(p sluice.Params) []sluice.Verb {
-	verbs := []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck, sluice.VerbAtMost}
-	if p.Kind == sluice.KindLeakyBucket {
-		verbs = append(verbs, sluice.VerbFill)
+func algorithmVerbs(p engine.Params) []engine.Verb {
+	verbs := []engine.Verb{engine.VerbAllow, engine.VerbCheck, engine.VerbAtMost}
+	if p.Kind == engine.KindLeakyBucket {
+		verbs = append(verbs, engine.VerbFill)
 	}
 	if p.Reservable() {
-		verbs = append(verbs, sluice.VerbReserve, sluice.VerbCancel)
+		verbs = append(verbs, engine.VerbReserve, engine.VerbCancel)
 	}
 	return verbs
 }
@@ -233,17 +235,17 @@ func algorithmVerbs(p sluice.Params) []sluice.Verb {
 // checker replays operations against Params.Step and the reference model
 // of the same algorithm, and checks each decision and state.
 type checker struct {
-	p     sluice.Params
+	p     engine.Params
 	model reference.Model
-	state sluice.State
+	state engine.State
 	where string
 	ops   []string
 	// booked holds the trace's booked reservations, as the cancels that
 	// would give them back, in booking order.
-	booked []sluice.Op
+	booked []engine.Op
 	// lastReserve is the trace's latest reservation, and lastRefused its
 	// RetryAfter if it was refused.
-	lastReserve sluice.Op
+	lastReserve engine.Op
 	lastRefused int64
 	stats       traceStats
 }
@@ -254,7 +256,7 @@ type checker struct {
 // the exact one (by a nanosecond, or up to 2^-46 of a long delay, within
 // the tolerance), which the model then followed.
 type traceStats struct {
-	exact, lenient [sluice.VerbAtMost + 1]int
+	exact, lenient [engine.VerbAtMost + 1]int
 	followed       int
 	// What the shaping verbs did: reservations that had to wait, cancels
 	// that gave their cost back, grants of part of the cost.
@@ -273,11 +275,11 @@ func (s *traceStats) add(o traceStats) {
 }
 
 // count counts decision d on op.
-func (s *traceStats) count(op sluice.Op, d sluice.Decision) {
+func (s *traceStats) count(op engine.Op, d engine.Decision) {
 	switch {
 	case d.Delay > 0:
 		s.delayed++
-	case op.Verb == sluice.VerbCancel && d.Allowed:
+	case op.Verb == engine.VerbCancel && d.Allowed:
 		s.givenBack++
 	case d.Granted > 0 && d.Granted < op.Cost:
 		s.partial++
@@ -286,7 +288,7 @@ func (s *traceStats) count(op sluice.Op, d sluice.Decision) {
 
 func (s traceStats) String() string {
 	var b strings.Builder
-	for v := sluice.VerbAllow; v <= sluice.VerbAtMost; v++ {
+	for v := engine.VerbAllow; v <= engine.VerbAtMost; v++ {
 		if s.exact[v]+s.lenient[v] > 0 {
 			fmt.Fprintf(&b, "%v %d exact, %d lenient; ", v, s.exact[v], s.lenient[v])
 		}
@@ -296,7 +298,7 @@ func (s traceStats) String() string {
 	return b.String()
 }
 
-func newChecker(p sluice.Params, where string) (*checker, error) {
+func newChecker(p engine.Params, where string) (*checker, error) {
 	m, err := reference.New(p)
 	if err != nil {
 		return nil, err
@@ -306,7 +308,7 @@ func newChecker(p sluice.Params, where string) (*checker, error) {
 
 func (c *checker) reset() {
 	c.ops = append(c.ops, "reset")
-	c.state = sluice.State{}
+	c.state = engine.State{}
 	c.model.Reset()
 	c.booked = c.booked[:0]
 }
@@ -318,7 +320,7 @@ func (c *checker) fail(format string, args ...any) error {
 }
 
 // apply runs op on both sides and compares them.
-func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
+func (c *checker) apply(op engine.Op) (engine.Decision, error) {
 	c.ops = append(c.ops, formatOp(op))
 	before := cloneState(c.state)
 	next, got, err := c.p.Step(cloneState(c.state), op)
@@ -356,7 +358,7 @@ func (c *checker) apply(op sluice.Op) (sluice.Decision, error) {
 // was too close to call, or rounded a booked instant to the next
 // nanosecond (within the tolerance Compare allows), so that a cancel of
 // that booking means the same on both sides.
-func (c *checker) tally(op sluice.Op, got sluice.Decision, lenient bool, wantAt int64) (follow bool) {
+func (c *checker) tally(op engine.Op, got engine.Decision, lenient bool, wantAt int64) (follow bool) {
 	switch {
 	case lenient:
 		c.stats.lenient[op.Verb]++
@@ -369,10 +371,10 @@ func (c *checker) tally(op sluice.Op, got sluice.Decision, lenient bool, wantAt 
 		c.stats.exact[op.Verb]++
 	}
 	c.stats.count(op, got)
-	if op.Verb == sluice.VerbReserve {
+	if op.Verb == engine.VerbReserve {
 		c.lastRefused = int64(got.RetryAfter)
 		if got.At != 0 {
-			c.booked = append(c.booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: got.At})
+			c.booked = append(c.booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: got.At})
 		}
 	}
 	return follow
@@ -380,16 +382,16 @@ func (c *checker) tally(op sluice.Op, got sluice.Decision, lenient bool, wantAt 
 
 // recorded reports whether the Store contract says decision d on verb
 // changed the key's state: stores write the state back exactly then.
-func recorded(verb sluice.Verb, d sluice.Decision) bool {
+func recorded(verb engine.Verb, d engine.Decision) bool {
 	return reference.Records(verb, reference.Decision{Allowed: d.Allowed, Granted: d.Granted})
 }
 
 // formatOp writes op as a test would construct it.
-func formatOp(op sluice.Op) string {
+func formatOp(op engine.Op) string {
 	switch op.Verb {
-	case sluice.VerbReserve:
+	case engine.VerbReserve:
 		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, MaxDelay: %d, At: %d}", op.Verb, op.Cost, op.Now, op.MaxDelay, op.At)
-	case sluice.VerbCancel:
+	case engine.VerbCancel:
 		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, At: %d}", op.Verb, op.Cost, op.Now, op.At)
 	}
 	return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d}", op.Verb, op.Cost, op.Now)
@@ -403,51 +405,51 @@ func (c *checker) invalid(rng *rand.Rand, now int64) error {
 }
 
 // drawInvalid draws an operation Step must reject, and the error it gives.
-func (c *checker) drawInvalid(rng *rand.Rand, now int64) (sluice.Op, error) {
+func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 	type invalidOp struct {
-		op   sluice.Op
+		op   engine.Op
 		want error
 	}
 	ops := []invalidOp{
-		{sluice.Op{Verb: sluice.VerbAllow, Cost: c.p.Limit * 2, Now: now}, sluice.ErrCostExceedsLimit},
-		{sluice.Op{Verb: sluice.VerbCheck, Cost: math.Nextafter(c.p.Limit, math.Inf(1)), Now: now}, sluice.ErrCostExceedsLimit},
-		{sluice.Op{Verb: sluice.VerbAllow, Cost: -1, Now: now}, sluice.ErrInvalidCost},
-		{sluice.Op{Verb: sluice.VerbAllow, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
-		{sluice.Op{Verb: sluice.VerbCheck, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
-		{sluice.Op{Verb: sluice.VerbAtMost, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
-		{sluice.Op{Verb: sluice.VerbAtMost, Cost: -0.5, Now: now}, sluice.ErrInvalidCost},
-		{sluice.Op{Verb: sluice.Verb(9), Cost: 1, Now: now}, sluice.ErrUnsupported},
-		{sluice.Op{Verb: 0, Cost: 1, Now: now}, sluice.ErrUnsupported},
-		{sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
-		{sluice.Op{Verb: sluice.VerbCheck, Cost: 0, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
-		{sluice.Op{Verb: sluice.VerbAtMost, Cost: 1, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
+		{engine.Op{Verb: engine.VerbAllow, Cost: c.p.Limit * 2, Now: now}, sluice.ErrCostExceedsLimit},
+		{engine.Op{Verb: engine.VerbCheck, Cost: math.Nextafter(c.p.Limit, math.Inf(1)), Now: now}, sluice.ErrCostExceedsLimit},
+		{engine.Op{Verb: engine.VerbAllow, Cost: -1, Now: now}, sluice.ErrInvalidCost},
+		{engine.Op{Verb: engine.VerbAllow, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+		{engine.Op{Verb: engine.VerbCheck, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
+		{engine.Op{Verb: engine.VerbAtMost, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
+		{engine.Op{Verb: engine.VerbAtMost, Cost: -0.5, Now: now}, sluice.ErrInvalidCost},
+		{engine.Op{Verb: engine.Verb(9), Cost: 1, Now: now}, sluice.ErrUnsupported},
+		{engine.Op{Verb: 0, Cost: 1, Now: now}, sluice.ErrUnsupported},
+		{engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
+		{engine.Op{Verb: engine.VerbCheck, Cost: 0, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
+		{engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
 	}
-	if c.p.Kind != sluice.KindLeakyBucket {
-		ops = append(ops, invalidOp{sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: now}, sluice.ErrUnsupported})
+	if c.p.Kind != engine.KindLeakyBucket {
+		ops = append(ops, invalidOp{engine.Op{Verb: engine.VerbFill, Cost: 1, Now: now}, sluice.ErrUnsupported})
 	}
 	if c.p.Limit < 1 {
 		// No whole unit of a cost above such a limit ever fits.
-		ops = append(ops, invalidOp{sluice.Op{Verb: sluice.VerbAtMost, Cost: 1, Now: now}, sluice.ErrCostExceedsLimit})
+		ops = append(ops, invalidOp{engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: now}, sluice.ErrCostExceedsLimit})
 	}
 	if c.p.Reservable() {
 		ops = append(ops,
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: c.p.Limit * 2, Now: now, MaxDelay: 1}, sluice.ErrCostExceedsLimit},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: -1}, sluice.ErrInvalidDelay},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 0, Now: now, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 0, Now: -1}, sluice.ErrTimeOutOfRange},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, At: -1}, sluice.ErrTimeOutOfRange},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, At: maxTime + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
-			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: -1}, sluice.ErrTimeOutOfRange},
-			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: maxTime + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
-			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: c.p.Limit * 2, Now: now, At: now + 1}, sluice.ErrCostExceedsLimit},
-			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: -1, Now: now, At: now + 1}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: c.p.Limit * 2, Now: now, MaxDelay: 1}, sluice.ErrCostExceedsLimit},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: -1}, sluice.ErrInvalidDelay},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 0, Now: now, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 0, Now: -1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, At: -1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, At: maxTime + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: -1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: maxTime + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: c.p.Limit * 2, Now: now, At: now + 1}, sluice.ErrCostExceedsLimit},
+			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: -1, Now: now, At: now + 1}, sluice.ErrInvalidCost},
 		)
 	} else {
 		ops = append(ops,
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 1}, sluice.ErrUnsupported},
-			invalidOp{sluice.Op{Verb: sluice.VerbReserve, Cost: 0, Now: now}, sluice.ErrUnsupported},
-			invalidOp{sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: now + 1}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: 1}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 0, Now: now}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: now + 1}, sluice.ErrUnsupported},
 		)
 	}
 	o := ops[rng.IntN(len(ops))]
@@ -456,7 +458,7 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (sluice.Op, error) {
 
 // rejects requires Step to reject op with want, leaving the state as it
 // was.
-func (c *checker) rejects(op sluice.Op, want error) error {
+func (c *checker) rejects(op engine.Op, want error) error {
 	c.ops = append(c.ops, "invalid "+formatOp(op))
 	before := cloneState(c.state)
 	next, _, err := c.p.Step(cloneState(c.state), op)
@@ -475,7 +477,7 @@ func (c *checker) rejects(op sluice.Op, want error) error {
 // have followed without it, a nanosecond later), log entries in time
 // order, and a state that is fresh again (ResetAfter zero) stored as the
 // zero State.
-func checkTransition(before, next sluice.State, op sluice.Op, d sluice.Decision) error {
+func checkTransition(before, next engine.State, op engine.Op, d engine.Decision) error {
 	fresh := isZero(next)
 	switch {
 	case math.IsNaN(next.A) || math.IsNaN(next.B) || next.A < 0 || next.B < 0:
@@ -484,7 +486,7 @@ func checkTransition(before, next sluice.State, op sluice.Op, d sluice.Decision)
 		return fmt.Errorf("ResetAfter is 0 but the state %+v is not the zero State", next)
 	case d.ResetAfter > 0 && fresh:
 		return fmt.Errorf("ResetAfter is %v but the state is the zero State, a fresh key", d.ResetAfter)
-	case op.Verb == sluice.VerbCancel:
+	case op.Verb == engine.VerbCancel:
 	case !isZero(before) && !fresh && next.Time < before.Time:
 		return fmt.Errorf("state time moved backwards from %d to %d", before.Time, next.Time)
 	}
@@ -499,10 +501,10 @@ func checkTransition(before, next sluice.State, op sluice.Op, d sluice.Decision)
 	return nil
 }
 
-func isZero(s sluice.State) bool { return s.Time == 0 && s.A == 0 && s.B == 0 && len(s.Log) == 0 }
+func isZero(s engine.State) bool { return s.Time == 0 && s.A == 0 && s.B == 0 && len(s.Log) == 0 }
 
-func cloneState(s sluice.State) sluice.State {
-	s.Log = append([]sluice.Entry(nil), s.Log...)
+func cloneState(s engine.State) engine.State {
+	s.Log = append([]engine.Entry(nil), s.Log...)
 	return s
 }
 
@@ -513,7 +515,7 @@ const maxTime = 1 << 62
 // the epoch (far above 2^53 ns), sometimes just after the epoch (where the
 // zero State's time zero is close) or just before the latest time a
 // request may carry.
-func startTime(rng *rand.Rand, p sluice.Params) int64 {
+func startTime(rng *rand.Rand, p engine.Params) int64 {
 	base := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	switch rng.IntN(20) {
 	case 0:
@@ -529,7 +531,7 @@ func startTime(rng *rand.Rand, p sluice.Params) int64 {
 // exact instant the last denial said to retry (and one nanosecond before),
 // just around a window or interval boundary, long idles, and a clock that
 // steps back. It stays within the times a request may carry.
-func nextTime(rng *rand.Rand, p sluice.Params, now int64, last sluice.Decision) int64 {
+func nextTime(rng *rand.Rand, p engine.Params, now int64, last engine.Decision) int64 {
 	scale := guarantees.Period(p)
 	var next int64
 	switch r := rng.IntN(100); {
@@ -569,13 +571,13 @@ const (
 
 // drawCost draws a cost of the trace's mode, sometimes zero or the whole
 // limit. Only fill-ups (which accept any cost) exceed the limit.
-func drawCost(rng *rand.Rand, p sluice.Params, mode costMode, verb sluice.Verb) float64 {
+func drawCost(rng *rand.Rand, p engine.Params, mode costMode, verb engine.Verb) float64 {
 	switch r := rng.IntN(20); {
 	case r == 0:
 		return 0
 	case r == 1:
 		return p.Limit
-	case r == 2 && verb == sluice.VerbFill:
+	case r == 2 && verb == engine.VerbFill:
 		return p.Limit * 1.5
 	}
 	var c float64
@@ -616,7 +618,7 @@ func TestLimitersMatchReference(t *testing.T) {
 				require.NoError(t, err)
 				costs := costMode(rng.IntN(int(numCostModes)))
 				var (
-					last     sluice.Decision
+					last     engine.Decision
 					reserved []*reservation
 				)
 				for range 30 + rng.IntN(60) {
@@ -628,11 +630,11 @@ func TestLimitersMatchReference(t *testing.T) {
 						continue
 					}
 					op := c.drawOp(rng, costs, now)
-					if op.Verb == sluice.VerbCancel {
+					if op.Verb == engine.VerbCancel {
 						r := drawReservation(rng, reserved, now)
 						if r.Allowed && r.Delay > 0 && !r.given && now < r.At {
 							cancels++
-							_, err := c.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: r.cost, Now: now, At: r.At})
+							_, err := c.apply(engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now, At: r.At})
 							require.NoError(t, err)
 						}
 						require.NoError(t, r.Cancel(ctx))
@@ -672,89 +674,88 @@ func (c *traceClock) After(time.Duration) <-chan time.Time { return nil }
 
 // testLimiter is a limiter under test with its verbs addressed by Verb.
 type testLimiter struct {
-	sluice.Limiter
+	*sluice.Limiter
 	fill  func(ctx context.Context, key string, cost float64) (sluice.Decision, error)
 	close func() error
 }
 
 // newLimiter builds the limiter p describes with its constructor.
-func newLimiter(t testing.TB, p sluice.Params, opts ...sluice.Option) *testLimiter {
+func newLimiter(t testing.TB, p engine.Params, opts ...sluice.Option) *testLimiter {
 	var (
 		l   testLimiter
 		err error
 	)
 	rate := sluice.Per(p.Amount, time.Duration(p.Interval))
 	switch p.Kind {
-	case sluice.KindLeakyBucket:
-		var b *sluice.LeakyBucket
+	case engine.KindLeakyBucket:
+		var b *sluice.Limiter
 		b, err = sluice.NewLeakyBucket(p.Limit, rate, opts...)
 		if err == nil {
 			l = testLimiter{Limiter: b, fill: b.Fillup, close: b.Close}
 		}
-	case sluice.KindGCRA:
-		var g *sluice.GCRA
+	case engine.KindGCRA:
+		var g *sluice.Limiter
 		g, err = sluice.NewGCRA(sluice.Per(1, time.Duration(p.Interval)), p.Limit, opts...)
 		if err == nil {
 			l = testLimiter{Limiter: g, close: g.Close}
 		}
-	case sluice.KindTokenBucket:
-		opts = append(opts, sluice.WithBurst(p.Limit))
+	case engine.KindTokenBucket:
 		if p.IntervalRefill {
 			opts = append(opts, sluice.WithIntervalRefill())
 		}
-		var b *sluice.TokenBucket
-		b, err = sluice.NewTokenBucket(rate, opts...)
+		var b *sluice.Limiter
+		b, err = sluice.NewTokenBucket(rate, p.Limit, opts...)
 		if err == nil {
 			l = testLimiter{Limiter: b, close: b.Close}
 		}
-	case sluice.KindFixedWindow:
+	case engine.KindFixedWindow:
 		if p.Anchored {
 			opts = append(opts, sluice.WithAnchoredWindows())
 		}
-		var w *sluice.FixedWindow
+		var w *sluice.Limiter
 		w, err = sluice.NewFixedWindow(p.Limit, time.Duration(p.Interval), opts...)
 		if err == nil {
 			l = testLimiter{Limiter: w, close: w.Close}
 		}
-	case sluice.KindSlidingLog:
-		var w *sluice.SlidingLog
+	case engine.KindSlidingLog:
+		var w *sluice.Limiter
 		w, err = sluice.NewSlidingLog(p.Limit, time.Duration(p.Interval), append(opts, sluice.WithMaxEntries(p.MaxEntries))...)
 		if err == nil {
 			l = testLimiter{Limiter: w, close: w.Close}
 		}
-	case sluice.KindSlidingCounter:
-		var w *sluice.SlidingCounter
+	case engine.KindSlidingCounter:
+		var w *sluice.Limiter
 		w, err = sluice.NewSlidingCounter(p.Limit, time.Duration(p.Interval), opts...)
 		if err == nil {
 			l = testLimiter{Limiter: w, close: w.Close}
 		}
 	}
 	require.NoError(t, err)
-	require.Equal(t, p, l.Limiter.(limiterParams).Params(), "the constructor rebuilds the same Params")
+	require.Equal(t, p, l.Limiter.Params(), "the constructor rebuilds the same Params")
 	return &l
 }
 
 // do runs op's verb on key "k" at the limiter's clock.
 // A reservation returns the Reservation that booked it.
-func (l *testLimiter) do(ctx context.Context, op sluice.Op) (sluice.Decision, *sluice.Reservation, error) {
+func (l *testLimiter) do(ctx context.Context, op engine.Op) (engine.Decision, *sluice.Reservation, error) {
 	var (
 		d   sluice.Decision
 		err error
 	)
 	switch op.Verb {
-	case sluice.VerbCheck:
+	case engine.VerbCheck:
 		d, err = l.CanAccept(ctx, "k", op.Cost)
-	case sluice.VerbFill:
+	case engine.VerbFill:
 		d, err = l.fill(ctx, "k", op.Cost)
-	case sluice.VerbReserve:
+	case engine.VerbReserve:
 		r, err := l.Reserve(ctx, "k", op.Cost, time.Duration(op.MaxDelay))
-		return r.Decision, r, err
-	case sluice.VerbAtMost:
+		return engine.Decision(r.Decision), r, err
+	case engine.VerbAtMost:
 		d, err = l.AllowAtMost(ctx, "k", op.Cost)
 	default:
 		d, err = l.Allow(ctx, "k", op.Cost)
 	}
-	return d, nil, err
+	return engine.Decision(d), nil, err
 }
 
 // drawReservation draws which of a trace's reservations to cancel: mostly

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // Rate is an amount per period: 10 requests per second, 1000 units per 30
@@ -55,8 +57,8 @@ func (r Rate) interval() (int64, error) {
 	if exact < 0.5 {
 		return 0, fmt.Errorf("%w: rate %v: faster than one unit per nanosecond", ErrInvalidConfig, r)
 	}
-	if exact > maxSpan {
-		return 0, fmt.Errorf("%w: rate %v: slower than one unit per %v", ErrInvalidConfig, r, time.Duration(maxSpan))
+	if exact > arith.MaxSpan {
+		return 0, fmt.Errorf("%w: rate %v: slower than one unit per %v", ErrInvalidConfig, r, time.Duration(arith.MaxSpan))
 	}
 	t := int64(math.Round(exact))
 	if n := r.Amount; n == math.Trunc(n) && n <= 1<<53 {

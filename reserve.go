@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // A Reservation is a turn booked with Reserve: cost recorded for key as if
 // admitted at an instant that may lie in the future. Its Decision says
 // whether it was booked (Allowed), and how long the caller must wait before
 // acting (Delay). It is safe for concurrent use. A Reservation made outside
-// this package (by a Limiter of one's own) waits on the system clock and
+// this package (a literal, in a test) waits on the system clock and
 // has nothing to give back.
 //
 // Counting each reservation at the instant its caller may act, the
@@ -23,7 +26,7 @@ import (
 type Reservation struct {
 	Decision
 
-	l     *limiter
+	l     *Limiter
 	key   string
 	cost  float64
 	act   int64 // when the caller may act, on the limiter's clock
@@ -41,16 +44,16 @@ type Reservation struct {
 // be booked. A maxDelay of 0 books only what Allow would admit now. The
 // GCRA, the leaky bucket and the token bucket reserve; the window
 // algorithms return an error wrapping [ErrUnsupported].
-func (l *limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
+func (l *Limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
 	r := new(Reservation)
 	return r, l.reserve(ctx, key, cost, maxDelay, r)
 }
 
 // reserve books into *r, which is zero.
-func (l *limiter) reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration, r *Reservation) error {
+func (l *Limiter) reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration, r *Reservation) error {
 	r.l, r.key, r.cost = l, key, cost
-	op := Op{Verb: VerbReserve, Cost: cost, Now: l.clock.now(), MaxDelay: int64(maxDelay)}
-	err := l.do(ctx, key, op, &r.Decision)
+	op := engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: l.clock.now(), MaxDelay: int64(maxDelay)}
+	err := l.do(ctx, key, op, decided(&r.Decision))
 	r.act = op.Now + int64(r.Delay)
 	if l.mem == nil {
 		r.ready = l.clock.now()
@@ -145,8 +148,8 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
 	}
-	var d Decision
-	return l.do(ctx, r.key, Op{Verb: VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
+	var d engine.Decision
+	return l.do(ctx, r.key, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
 }
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on
@@ -160,7 +163,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // are served in the order they booked, and a Wait whose ctx ends first
 // gives its turn back. The window algorithms cannot book ahead: there Wait
 // asks again when its denial said it could, and waiters are not queued.
-func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
+func (l *Limiter) Wait(ctx context.Context, key string, cost float64) error {
 	if !l.params.Reservable() {
 		return l.poll(ctx, key, cost)
 	}
@@ -173,7 +176,7 @@ func (l *limiter) Wait(ctx context.Context, key string, cost float64) error {
 }
 
 // waitOnce books one turn for Wait and sleeps until it.
-func (l *limiter) waitOnce(ctx context.Context, key string, cost float64) error {
+func (l *Limiter) waitOnce(ctx context.Context, key string, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -191,7 +194,7 @@ func (l *limiter) waitOnce(ctx context.Context, key string, cost float64) error 
 // untilDeadline returns the longest delay a turn booked under ctx may
 // have: until its deadline, if any.
 func untilDeadline(ctx context.Context) time.Duration {
-	maxDelay := time.Duration(maxSpan)
+	maxDelay := time.Duration(arith.MaxSpan)
 	if deadline, ok := ctx.Deadline(); ok {
 		maxDelay = min(maxDelay, max(time.Until(deadline), 0))
 	}
@@ -199,7 +202,7 @@ func untilDeadline(ctx context.Context) time.Duration {
 }
 
 // poll is Wait for the algorithms that cannot book ahead.
-func (l *limiter) poll(ctx context.Context, key string, cost float64) error {
+func (l *Limiter) poll(ctx context.Context, key string, cost float64) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

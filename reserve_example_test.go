@@ -38,7 +38,7 @@ func (c watchedClock) After(d time.Duration) <-chan time.Time {
 
 // Reserve books a turn and says how long to wait for it; past the maximum
 // delay nothing is booked.
-func ExampleGCRA_Reserve() {
+func ExampleLimiter_Reserve() {
 	fake := newExampleClock()
 	lim, err := sluice.NewGCRA(sluice.PerSecond(2), 1, sluice.WithClock(fake))
 	if err != nil {
@@ -106,7 +106,7 @@ func ExampleReservation_Cancel() {
 
 // Waiters on a key book their turns in the order they arrive, with one
 // store call each, and act at exactly those turns.
-func ExampleGCRA_Wait_queue() {
+func ExampleLimiter_Wait_queue() {
 	fake := newWatchedClock()
 	start := fake.Now()
 	// A third-party API allows 5 calls per second: one every 200ms.
@@ -147,7 +147,7 @@ func ExampleGCRA_Wait_queue() {
 // A Wait whose turn would come after its context's deadline books nothing
 // and returns at once; one whose context ends while it sleeps gives its
 // turn back.
-func ExampleGCRA_Wait_deadline() {
+func ExampleLimiter_Wait_deadline() {
 	fake := newWatchedClock()
 	pace, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithClock(fake))
 	if err != nil {
@@ -187,10 +187,10 @@ func ExampleGCRA_Wait_deadline() {
 
 // A batch job takes as much of its queue as the limit allows now, and
 // comes back for the rest.
-func ExampleTokenBucket_AllowAtMost() {
+func ExampleLimiter_AllowAtMost() {
 	fake := newExampleClock()
 	// 10 records per second, in bursts of up to 10.
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithClock(fake))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), 10, sluice.WithClock(fake))
 	if err != nil {
 		panic(err)
 	}
@@ -225,7 +225,7 @@ func ExampleTokenBucket_AllowAtMost() {
 
 // The window algorithms cannot book a future turn: Reserve fails, and
 // Wait asks again when its denial says it may.
-func ExampleFixedWindow_Reserve() {
+func ExampleLimiter_Reserve_windows() {
 	fake := newExampleClock()
 	lim, err := sluice.NewFixedWindow(100, time.Minute, sluice.WithClock(fake))
 	if err != nil {

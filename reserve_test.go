@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // calls counts the decisions reaching a store.
@@ -18,12 +20,12 @@ type calls struct {
 	n atomic.Int64
 }
 
-func (c *calls) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (c *calls) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	c.n.Add(1)
 	return c.Store.Apply(ctx, key, p, op)
 }
 
-func countedGCRA(t *testing.T, rate sluice.Rate, burst float64) (*sluice.GCRA, *calls) {
+func countedGCRA(t *testing.T, rate sluice.Rate, burst float64) (*sluice.Limiter, *calls) {
 	t.Helper()
 	st := &calls{Store: sluice.NewMemStore(sluice.MemStoreConfig{})}
 	lim, err := sluice.NewGCRA(rate, burst, sluice.WithStore(st))
@@ -100,16 +102,16 @@ func TestReserveBooksOnlyWithinItsMaxDelay(t *testing.T) {
 
 func TestReserveWithNoDelayDecidesAsAllow(t *testing.T) {
 	ctx := context.Background()
-	for name, build := range map[string]func(...sluice.Option) (sluice.Limiter, error){
-		"GCRA": func(o ...sluice.Option) (sluice.Limiter, error) { return sluice.NewGCRA(sluice.PerSecond(4), 3, o...) },
-		"LeakyBucket": func(o ...sluice.Option) (sluice.Limiter, error) {
+	for name, build := range map[string]func(...sluice.Option) (*sluice.Limiter, error){
+		"GCRA": func(o ...sluice.Option) (*sluice.Limiter, error) { return sluice.NewGCRA(sluice.PerSecond(4), 3, o...) },
+		"LeakyBucket": func(o ...sluice.Option) (*sluice.Limiter, error) {
 			return sluice.NewLeakyBucket(3, sluice.PerSecond(4), o...)
 		},
-		"TokenBucket": func(o ...sluice.Option) (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(4), append(o, sluice.WithBurst(3))...)
+		"TokenBucket": func(o ...sluice.Option) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(4), 3, o...)
 		},
-		"IntervalRefill": func(o ...sluice.Option) (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(4), append(o, sluice.WithBurst(3), sluice.WithIntervalRefill())...)
+		"IntervalRefill": func(o ...sluice.Option) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(4), 3, append(o, sluice.WithIntervalRefill())...)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -182,7 +184,7 @@ func TestWindowsRefuseReservationsAndWaitAsksAgain(t *testing.T) {
 func TestAllowAtMostGrantsWhatFits(t *testing.T) {
 	ctx := context.Background()
 	mock := newMock()
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithClock(mock))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), 10, sluice.WithClock(mock))
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name     string

@@ -3,7 +3,6 @@ package sluice_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,7 @@ import (
 //
 // The limiters are called through the Limiter interface, as code written
 // against it calls them: there Reserve's *Reservation escapes to the heap.
-// Called on a concrete limiter (*sluice.GCRA, ...) whose reservation does
+// Called on a concrete limiter (*sluice.Limiter, ...) whose reservation does
 // not outlive the caller, Reserve is inlined and the reservation may stay
 // on the stack: no allocation.
 
@@ -38,12 +37,12 @@ const longDelay = 10 * 365 * 24 * time.Hour
 // when b ends, allowing burst units, one coming back every per; a window
 // algorithm allows burst per window of the time the burst takes to come
 // back, at most an hour.
-func newShaper(b *testing.B, alg string, burst float64, per time.Duration) sluice.Limiter {
+func newShaper(b *testing.B, alg string, burst float64, per time.Duration) *sluice.Limiter {
 	b.Helper()
 	rate := sluice.Per(1, per)
 	window := min(time.Duration(burst*float64(per)), time.Hour)
 	var (
-		lim sluice.Limiter
+		lim *sluice.Limiter
 		err error
 	)
 	switch alg {
@@ -52,9 +51,9 @@ func newShaper(b *testing.B, alg string, burst float64, per time.Duration) sluic
 	case "LeakyBucket":
 		lim, err = sluice.NewLeakyBucket(burst, rate)
 	case "TokenBucket":
-		lim, err = sluice.NewTokenBucket(rate, sluice.WithBurst(burst))
+		lim, err = sluice.NewTokenBucket(rate, burst)
 	case "TokenBucketInterval":
-		lim, err = sluice.NewTokenBucket(rate, sluice.WithBurst(burst), sluice.WithIntervalRefill())
+		lim, err = sluice.NewTokenBucket(rate, burst, sluice.WithIntervalRefill())
 	case "FixedWindow":
 		lim, err = sluice.NewFixedWindow(burst, window)
 	case "SlidingLog":
@@ -69,7 +68,7 @@ func newShaper(b *testing.B, alg string, burst float64, per time.Duration) sluic
 	}
 	b.Cleanup(func() {
 		// Every limiter closes the default store it made.
-		if err := lim.(io.Closer).Close(); err != nil {
+		if err := lim.Close(); err != nil {
 			b.Errorf("%s: close: %v", alg, err)
 		}
 	})
@@ -78,7 +77,7 @@ func newShaper(b *testing.B, alg string, burst float64, per time.Duration) sluic
 
 // spend makes every key exist before timing with one Allow of cost,
 // which on a limit of cost spends the key's whole allowance.
-func spend(b *testing.B, lim sluice.Limiter, ks []string, cost float64) {
+func spend(b *testing.B, lim *sluice.Limiter, ks []string, cost float64) {
 	b.Helper()
 	for _, k := range ks {
 		if _, err := lim.Allow(context.Background(), k, cost); err != nil {

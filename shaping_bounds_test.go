@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
@@ -58,7 +58,7 @@ func requireBookingOrder(t *testing.T, bookings []guarantees.Booking) {
 	t.Helper()
 	latest := map[float64]int{} // per cost, the index of the latest booking
 	for i, b := range bookings {
-		if b.GivenBack || b.Verb == sluice.VerbAtMost {
+		if b.GivenBack || b.Verb == engine.VerbAtMost {
 			continue
 		}
 		if j, ok := latest[b.Cost]; ok {
@@ -93,7 +93,7 @@ func TestWaitersActOneCostApartInBookingOrder(t *testing.T) {
 			// one nanosecond either side of the exact one (the tolerance
 			// of reference.Compare); the others' are exact.
 			var tolerance int64
-			if p.Kind != sluice.KindGCRA && !p.IntervalRefill {
+			if p.Kind != engine.KindGCRA && !p.IntervalRefill {
 				tolerance = 1
 			}
 			burst := 0
@@ -114,8 +114,8 @@ func TestWaitersActOneCostApartInBookingOrder(t *testing.T) {
 
 // waiterInstant returns when waiter i (from 0) of unit cost, booked at
 // start on a fresh key with the others, may act, in exact arithmetic.
-func waiterInstant(p sluice.Params, start int64, i int) int64 {
-	if p.Kind == sluice.KindGCRA {
+func waiterInstant(p engine.Params, start int64, i int) int64 {
+	if p.Kind == engine.KindGCRA {
 		// allowAt = start + (i+1)*T - tau, or start if that is earlier.
 		tau := int64(math.Round(p.Limit * float64(p.Interval)))
 		return max(start, start+int64(i+1)*p.Interval-tau)
@@ -160,7 +160,7 @@ func TestCancelGivesBackOnlyItsOwnReservation(t *testing.T) {
 		t.Run(alg.name, func(t *testing.T) {
 			k := guarantees.NewKey(p)
 			for {
-				d, err := k.Apply(sluice.VerbAllow, start, 1)
+				d, err := k.Apply(engine.VerbAllow, start, 1)
 				require.NoError(t, err)
 				if !d.Allowed {
 					break
@@ -213,7 +213,7 @@ func TestShapingWithAClockSteppingBackStaysWithinTheGuarantee(t *testing.T) {
 					var err error
 					switch r := rng.IntN(10); {
 					case r < 3:
-						_, err = k.Apply(sluice.VerbAllow, now, 1)
+						_, err = k.Apply(engine.VerbAllow, now, 1)
 					case r < 6:
 						var i int
 						if _, i, err = k.Reserve(now, 1, rng.Int64N(3*period)); i >= 0 && k.Bookings()[i].At != 0 {

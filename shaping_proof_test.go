@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
@@ -22,30 +22,30 @@ import (
 
 // drawVerb draws the verb of the next operation among those p runs; a
 // cancel only if something was booked.
-func drawVerb(rng *rand.Rand, p sluice.Params, booked bool) sluice.Verb {
+func drawVerb(rng *rand.Rand, p engine.Params, booked bool) engine.Verb {
 	switch r := rng.IntN(100); {
 	case r < 12:
-		return sluice.VerbCheck
-	case r < 24 && p.Kind == sluice.KindLeakyBucket:
-		return sluice.VerbFill
+		return engine.VerbCheck
+	case r < 24 && p.Kind == engine.KindLeakyBucket:
+		return engine.VerbFill
 	case r >= 24 && r < 44 && p.Reservable():
-		return sluice.VerbReserve
+		return engine.VerbReserve
 	case r >= 44 && r < 56 && p.Reservable() && booked:
-		return sluice.VerbCancel
+		return engine.VerbCancel
 	case r >= 56 && r < 68:
-		return sluice.VerbAtMost
+		return engine.VerbAtMost
 	}
-	return sluice.VerbAllow
+	return engine.VerbAllow
 }
 
 // drawOp draws the trace's next operation at now.
-func (c *checker) drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op {
-	op := sluice.Op{Verb: drawVerb(rng, c.p, len(c.booked) > 0), Now: now}
+func (c *checker) drawOp(rng *rand.Rand, costs costMode, now int64) engine.Op {
+	op := engine.Op{Verb: drawVerb(rng, c.p, len(c.booked) > 0), Now: now}
 	switch op.Verb {
-	case sluice.VerbCancel:
+	case engine.VerbCancel:
 		op = c.drawCancel(rng)
 		op.Now = now
-	case sluice.VerbReserve:
+	case engine.VerbReserve:
 		op.Cost = drawCost(rng, c.p, costs, op.Verb)
 		op.MaxDelay = c.drawDelay(rng, now)
 		if rng.IntN(5) == 0 {
@@ -55,7 +55,7 @@ func (c *checker) drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op {
 			op.At = max(now+rng.Int64N(2*scale)-scale/2, 0)
 		}
 		c.lastReserve = op
-	case sluice.VerbAtMost:
+	case engine.VerbAtMost:
 		op.Cost = drawAtMostCost(rng, c.p, costs)
 	default:
 		op.Cost = drawCost(rng, c.p, costs, op.Verb)
@@ -67,7 +67,7 @@ func (c *checker) drawOp(rng *rand.Rand, costs costMode, now int64) sluice.Op {
 // the latest one or any earlier one, perhaps given back already; now and
 // then one of an instant nothing was booked for, or with another cost
 // than was booked.
-func (c *checker) drawCancel(rng *rand.Rand) sluice.Op {
+func (c *checker) drawCancel(rng *rand.Rand) engine.Op {
 	op := c.booked[len(c.booked)-1]
 	if rng.IntN(2) == 0 {
 		op = c.booked[rng.IntN(len(c.booked))]
@@ -100,7 +100,7 @@ func (c *checker) drawDelay(rng *rand.Rand, now int64) int64 {
 		return 1 << 60
 	}
 	last := c.lastReserve
-	if last.Verb != sluice.VerbReserve || last.At != 0 || c.lastRefused == 0 {
+	if last.Verb != engine.VerbReserve || last.At != 0 || c.lastRefused == 0 {
 		return rng.Int64N(2 * scale)
 	}
 	// The refused booking's instant, if nothing was recorded since.
@@ -111,9 +111,9 @@ func (c *checker) drawDelay(rng *rand.Rand, now int64) int64 {
 // drawAtMostCost draws what a partial grant asks for: a cost as Allow
 // would (at most the limit), or up to three times the limit, whole or
 // fractional.
-func drawAtMostCost(rng *rand.Rand, p sluice.Params, mode costMode) float64 {
+func drawAtMostCost(rng *rand.Rand, p engine.Params, mode costMode) float64 {
 	if rng.IntN(3) > 0 {
-		return drawCost(rng, p, mode, sluice.VerbAtMost)
+		return drawCost(rng, p, mode, engine.VerbAtMost)
 	}
 	c := rng.Float64() * 3 * p.Limit
 	if mode == unitCosts || mode == integerCosts {
@@ -126,7 +126,7 @@ func drawAtMostCost(rng *rand.Rand, p sluice.Params, mode costMode) float64 {
 // does, and often just before one of the trace's booked instants (where
 // a cancel still gives the cost back and a request sees the booked point
 // ahead of it), one nanosecond before it, or on it.
-func (c *checker) nextTime(rng *rand.Rand, now int64, last sluice.Decision) int64 {
+func (c *checker) nextTime(rng *rand.Rand, now int64, last engine.Decision) int64 {
 	n := len(c.booked)
 	if n == 0 || rng.IntN(4) > 0 {
 		return nextTime(rng, c.p, now, last)
@@ -161,15 +161,15 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 	for _, alg := range testAlgorithms(t) {
 		p := alg.params
 		t.Run(alg.name, func(t *testing.T) {
-			s, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit / 2, Now: start})
+			s, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit / 2, Now: start})
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
 			later := start + int64(d.ResetAfter) + 10*guarantees.Period(p)
-			next, d, err := p.Step(cloneState(s), sluice.Op{Verb: sluice.VerbAtMost, Cost: 0, Now: later})
+			next, d, err := p.Step(cloneState(s), engine.Op{Verb: engine.VerbAtMost, Cost: 0, Now: later})
 			require.NoError(t, err)
 			require.False(t, d.Allowed, "a grant of nothing is not admitted")
 			require.Zero(t, d.Granted)
-			require.False(t, p.Records(sluice.VerbAtMost, d), "the contract records nothing")
+			require.False(t, p.Records(engine.VerbAtMost, &d), "the contract records nothing")
 			require.Equal(t, s, next, "Step changed the state of a decision that records nothing")
 		})
 	}
@@ -191,10 +191,10 @@ func TestPartialGrantOfNothingRecordsNothing(t *testing.T) {
 //   - a partial grant of g > 0 is Allow of g: the same decision and state,
 //     with Granted g; one of nothing is a check of one unit (or of the
 //     cost, if less), not admitted, with the state unchanged.
-func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decision) error {
+func (c *checker) sameAsAllow(op engine.Op, next engine.State, got engine.Decision) error {
 	switch op.Verb {
-	case sluice.VerbReserve:
-		allowed, allow, err := c.p.Step(cloneState(c.state), sluice.Op{Verb: sluice.VerbAllow, Cost: op.Cost, Now: op.Now})
+	case engine.VerbReserve:
+		allowed, allow, err := c.p.Step(cloneState(c.state), engine.Op{Verb: engine.VerbAllow, Cost: op.Cost, Now: op.Now})
 		if err != nil {
 			return err
 		}
@@ -213,12 +213,12 @@ func (c *checker) sameAsAllow(op sluice.Op, next sluice.State, got sluice.Decisi
 				return fmt.Errorf("a reservation beyond its MaxDelay of a wait of %v decided %+v with state %+v", time.Duration(wait), got, next)
 			}
 		}
-	case sluice.VerbAtMost:
-		verb, cost := sluice.VerbAllow, got.Granted
+	case engine.VerbAtMost:
+		verb, cost := engine.VerbAllow, got.Granted
 		if got.Granted == 0 {
-			verb, cost = sluice.VerbCheck, min(op.Cost, 1)
+			verb, cost = engine.VerbCheck, min(op.Cost, 1)
 		}
-		then, want, err := c.p.Step(cloneState(c.state), sluice.Op{Verb: verb, Cost: cost, Now: op.Now})
+		then, want, err := c.p.Step(cloneState(c.state), engine.Op{Verb: verb, Cost: cost, Now: op.Now})
 		if err != nil {
 			return err
 		}
@@ -251,19 +251,19 @@ func TestABookingFromALaterInstantIsKeptAndOnlyAMeterGivesItBack(t *testing.T) {
 			for _, cost := range []float64{0, 1} {
 				t.Run(fmt.Sprintf("%s/cost %v from %d", alg.name, cost, now), func(t *testing.T) {
 					from := now + p.Interval + p.Interval/2
-					s, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: 1 << 60, At: from})
+					s, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: 1 << 60, At: from})
 					require.NoError(t, err)
 					require.True(t, d.Allowed)
 					require.Equal(t, time.Duration(from-now), d.Delay, "booked from the instant asked")
 					require.Positive(t, d.ResetAfter)
-					require.NotEqual(t, sluice.State{}, s, "the booking described by %+v was not kept", d)
-					meter := p.Kind == sluice.KindLeakyBucket || p.Kind == sluice.KindTokenBucket && !p.IntervalRefill
+					require.NotEqual(t, engine.State{}, s, "the booking described by %+v was not kept", d)
+					meter := p.Kind == engine.KindLeakyBucket || p.Kind == engine.KindTokenBucket && !p.IntervalRefill
 					if !meter {
 						require.Zero(t, d.At, "no instant to give back by")
 						return
 					}
 					require.Equal(t, from, d.At)
-					_, c, err := p.Step(s, sluice.Op{Verb: sluice.VerbCancel, Cost: cost, Now: now, At: d.At})
+					_, c, err := p.Step(s, engine.Op{Verb: engine.VerbCancel, Cost: cost, Now: now, At: d.At})
 					require.NoError(t, err, "the cancel of %+v", d)
 					require.True(t, c.Allowed, "the cancel of %+v gave nothing back", d)
 				})

@@ -91,7 +91,7 @@ func TestAStoppedProcessDoesNotActOnItsStaleTurns(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := sluice.NewMemStore(sluice.MemStoreConfig{})
 				stopped := newPausingClock()
-				newProcess := func(c sluice.Clock) *sluice.GCRA {
+				newProcess := func(c sluice.Clock) *sluice.Limiter {
 					lim, err := sluice.NewGCRA(sluice.Per(1, interval), 1, sluice.WithStore(st), sluice.WithClock(c), sluice.WithMaxLateness(tt.lateness))
 					require.NoError(t, err)
 					return lim
@@ -104,7 +104,7 @@ func TestAStoppedProcessDoesNotActOnItsStaleTurns(t *testing.T) {
 					acts []time.Duration
 					wg   sync.WaitGroup
 				)
-				for _, lim := range []*sluice.GCRA{newProcess(stopped), newProcess(sluice.SystemClock())} {
+				for _, lim := range []*sluice.Limiter{newProcess(stopped), newProcess(sluice.SystemClock())} {
 					for range 16 {
 						wg.Go(func() {
 							for lim.Wait(ctx, "api", 1) == nil {

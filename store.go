@@ -2,226 +2,45 @@ package sluice
 
 import (
 	"context"
-	"strconv"
-	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
-// Store keeps the per-key state of limiters and executes each decision
-// atomically.
+// Store keeps the per-key state of limiters and decides each request
+// atomically: a limiter hands it the whole decision in one call to Apply,
+// and the store runs [engine.Params.Step] (or an exact translation of it)
+// on the key's state and writes the result back as one step, with no
+// compare-and-swap retry loop. [MemStore] holds the key's shard lock; the
+// Redis store (module github.com/sluice-go/sluice/redisstore) runs one
+// script call, the PostgreSQL store (.../pgstore) one statement. A store
+// refuses an algorithm it cannot run with [ErrUnsupported], never falling
+// back to something weaker. Package [engine] states the contract in full:
+// state, time, keys, and how storetest proves a store.
 //
-// # The contract
-//
-// A limiter never reads state, decides, and writes it back in separate
-// steps: that is a check-then-act race between two callers. Instead it hands
-// the whole decision to the store in one call to Apply, with the algorithm's
-// Params, the verb, the cost and the caller's time. The store must run
-// [Params.Step] (or an exact translation of it) on the key's state and write
-// the result back as one atomic step:
-//
-//   - the in-memory store ([MemStore]) holds the key's shard lock;
-//   - a Redis store runs the step as one server-side Lua script call;
-//   - a PostgreSQL store runs it as one INSERT ... ON CONFLICT ... RETURNING
-//     statement.
-//
-// No compare-and-swap retry loop is needed on any of them, so a hot key under
-// contention is limited, never failed.
-//
-// The Go step functions are the specification. A store that implements an
-// algorithm natively must give the same decisions as Params.Step for the same
-// state, time and cost, and must return an error wrapping [ErrUnsupported] for
-// a Kind it cannot run: never a silent fallback.
-//
-// # State and time
-//
-// Every algorithm except the sliding log keeps a fixed-shape [State]: one
-// int64 time in nanoseconds and at most two float64 amounts. The sliding log
-// also keeps a list of (time, cost) entries. The zero State is a fresh key:
-// a store may forget a key at any instant at which its state is
-// indistinguishable from fresh, and Step reports that instant as
-// now + Decision.ResetAfter.
-//
-// Times are int64 nanoseconds since the Unix epoch. Stores must keep them
-// exact:
-//
-//   - Go: int64. A limiter derives them from its [Clock] so that elapsed time
-//     in one process is monotonic.
-//   - Lua: numbers are IEEE doubles, exact only up to 2^53, and nanoseconds
-//     since the epoch (about 1.8e18) are above that. Scripts keep a time as a
-//     pair (seconds, nanoseconds) and return times and amounts as strings,
-//     because Redis truncates a Lua number to an integer reply.
-//   - SQL: bigint nanoseconds, since PostgreSQL timestamps have only
-//     microsecond resolution; amounts are float8.
-//
-// Amounts (costs, levels, tokens, counts) are float64 everywhere.
-//
-// A store either uses the time in [Op].Now (the caller's clock) or its own
-// clock (Redis TIME, PostgreSQL clock_timestamp()), chosen when the store is
-// built and never mixed within one store. Whatever the source, a step never
-// stores a time earlier than the one it read, and a clock that steps
-// backwards never loosens a limit (the package documentation says exactly
-// what each algorithm does).
-//
-// # Keys
-//
-// Keys are opaque strings. Limiters that share a store share its key space:
-// give each limiter's keys their own prefix (for example "login:" + user).
-// A store may report [ErrKeyConflict] when a key holds the state of a
-// different algorithm.
+// Limiters that share a store share its key space: give each limiter's
+// keys their own prefix (for example "login:" + user).
 type Store interface {
 	// Apply runs op against the state of key under the algorithm p,
 	// atomically, stores the new state (unless op.Verb is VerbCheck) and
 	// returns the decision. p is never modified and must not be retained.
-	Apply(ctx context.Context, key string, p *Params, op Op) (Decision, error)
+	Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error)
 
 	// Reset forgets key, so that its next request sees a fresh state.
 	Reset(ctx context.Context, key string) error
 }
 
-// Verb says what a decision does to the key's state.
-type Verb uint8
-
-const (
-	// VerbAllow admits the cost if it fits now and records it; a denied
-	// request records nothing.
-	VerbAllow Verb = iota + 1
-	// VerbCheck decides as VerbAllow would and records nothing.
-	VerbCheck
-	// VerbFill records the cost unconditionally, clamping at the limit. Only
-	// the leaky bucket supports it (Fillup).
-	VerbFill
-	// VerbReserve books the earliest instant at which the cost conforms,
-	// if it is at most Op.MaxDelay from now, and records the cost as if
-	// admitted at that instant. With MaxDelay 0 it is VerbAllow. The GCRA,
-	// the leaky bucket and the token bucket support it (see reserve.go).
-	VerbReserve
-	// VerbCancel gives back a reservation that has not reached its instant,
-	// Op.At, when nothing was booked after it on the key.
-	VerbCancel
-	// VerbAtMost admits the whole cost if it fits, and otherwise the most
-	// whole units of it that fit (a partial grant); Decision.Granted says
-	// how much.
-	VerbAtMost
-)
-
-// String returns the verb's name as used in error messages.
-func (v Verb) String() string {
-	switch v {
-	case VerbAllow:
-		return "allow"
-	case VerbCheck:
-		return "check"
-	case VerbFill:
-		return "fill"
-	case VerbReserve:
-		return "reserve"
-	case VerbCancel:
-		return "cancel"
-	case VerbAtMost:
-		return "at most"
-	}
-	return "verb(" + strconv.Itoa(int(v)) + ")"
+// A GroupStore decides several limits as one, atomically: a [Store] that
+// implements it runs [engine.DecideGroup] on the states of every key of the group
+// while no other decision can change them, and writes back the states
+// the decision changed. The in-memory store locks the shards involved in a
+// fixed order; the Redis store runs one script over every key (in one
+// slot of a Cluster); the PostgreSQL store runs one transaction that locks
+// the rows in key order. A store that cannot decide a group atomically
+// does not implement it, and groups over it are refused with
+// [ErrUnsupported]: never decided one key at a time.
+type GroupStore interface {
+	Store
+	// ApplyGroup decides ops as one and fills each[i] with the decision
+	// on ops[i]; it returns the group's decision. len(each) == len(ops).
+	ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error)
 }
-
-// Op is one decision requested from a [Store].
-type Op struct {
-	// Verb is what the decision does to the state.
-	Verb Verb
-	// Cost is the amount the request consumes: finite and not negative.
-	Cost float64
-	// Now is the caller's time in nanoseconds since the Unix epoch, from 0
-	// to 2^62 (in 2116). A store that uses its own clock ignores it.
-	Now int64
-	// MaxDelay is, for VerbReserve, the longest the caller will wait for
-	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years).
-	MaxDelay int64
-	// At is, for VerbCancel, the instant the reservation was booked for, as
-	// its Decision.At gave it: on the clock of the store that booked it.
-	// For VerbReserve it is the earliest instant to book, zero for none:
-	// a group of limits books each of them at one common instant.
-	At int64
-}
-
-// State is the record a store keeps per key. Its meaning depends on the
-// algorithm (see [Kind]); the zero State is a fresh key.
-type State struct {
-	// Time is the leaky bucket's last update, GCRA's theoretical arrival
-	// time, the token bucket's last refill, or a window's start, in
-	// nanoseconds since the Unix epoch.
-	Time int64
-	// A is the leaky bucket's level, the token bucket's tokens in use (so
-	// that zero is a full bucket), or the current window's count.
-	A float64
-	// B is the sliding counter's previous window count.
-	B float64
-	// Until is when a penalty's block ends (see Params.Penalty), in
-	// nanoseconds since the Unix epoch; zero when the key is not blocked.
-	Until int64
-	// Log holds the sliding log's admitted requests, oldest first. Step may
-	// reuse its storage.
-	Log []Entry
-}
-
-// Entry is one admitted request in a sliding log.
-type Entry struct {
-	// Time is when the request was admitted, in nanoseconds since the Unix
-	// epoch.
-	Time int64
-	// Cost is what it consumed.
-	Cost float64
-}
-
-// Decision is the outcome of one request.
-//
-// Every field is an exact consequence of the algorithm's arithmetic. For
-// the leaky and token buckets and the sliding counter, whose amounts are
-// float64, amounts that differ by less than one part in 2^48 of the limit
-// compare as equal, so that float rounding never turns an exact fit into a
-// denial.
-type Decision struct {
-	// Allowed reports whether the request was admitted (or, for VerbCheck,
-	// would be). For Fillup it reports whether the cost fitted below the
-	// capacity; the cost is recorded either way.
-	Allowed bool
-	// Limit is the most cost the key can hold: the leaky bucket's capacity,
-	// the GCRA and token bucket burst, or the limit per window.
-	Limit float64
-	// Used is the allowance in use after this request: the leaky bucket's
-	// level, the tokens missing from the token bucket, the window's count or
-	// estimate, or GCRA's backlog in units of cost.
-	Used float64
-	// Remaining is what a request could still cost and be admitted right
-	// after this one: Limit - Used, never negative.
-	Remaining float64
-	// RetryAfter is zero when the request was admitted, and for Fillup,
-	// which records its cost either way, unless a penalty blocks the key.
-	// Otherwise it is how long until the same cost would be admitted, if
-	// nothing else is recorded meanwhile: one nanosecond earlier it would
-	// still be denied.
-	RetryAfter time.Duration
-	// ResetAfter is how long until the key is back to its full allowance
-	// (fresh), if nothing else is recorded meanwhile.
-	ResetAfter time.Duration
-	// Delay is, for a booked reservation (VerbReserve), how long from now
-	// until the caller may act: zero when it may act at once.
-	Delay time.Duration
-	// At is, for a booked reservation that must wait (Delay > 0), the
-	// instant it may act, in nanoseconds since the Unix epoch on the clock
-	// the store decided by (the caller's or the store's own). Cancel hands
-	// it back to the store. It is zero otherwise, and for a reservation
-	// that VerbReserve's Op.At booked later than the GCRA or the
-	// interval-refill bucket needed (in a group): their state cannot tell
-	// it from a later booking, so it cannot be given back.
-	At int64
-	// Granted is, for VerbAtMost, the cost admitted and recorded: the whole
-	// cost, a whole number of units less than it, or zero. It is zero for
-	// the other verbs.
-	Granted float64
-	// Blocked reports that the key is blocked by a penalty (see
-	// Params.Penalty): it admits nothing before the block ends, which
-	// RetryAfter (or a reservation's Delay) reaches at least.
-	Blocked bool
-}
-
-// Full reports whether no allowance is left after the request: for Fillup,
-// whether the fill-up reached capacity.
-func (d Decision) Full() bool { return d.Remaining <= 0 }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/reference"
 )
@@ -55,7 +57,7 @@ var strictVariants = []strictVariant{
 // withVariant returns p under v, with a penalty drawn from rng around p's
 // time scale: a nanosecond, a third of a period, a period, a little more
 // than two, ten.
-func withVariant(p sluice.Params, v strictVariant, rng *rand.Rand) sluice.Params {
+func withVariant(p engine.Params, v strictVariant, rng *rand.Rand) engine.Params {
 	p.CountDenied = v.count
 	if v.penalty {
 		period := guarantees.Period(p)
@@ -103,7 +105,7 @@ func TestStrictStepMatchesReference(t *testing.T) {
 
 // strictTrace replays the random trace of seed against p under v and the
 // strict model.
-func strictTrace(base sluice.Params, v strictVariant, seed uint64) (strictStats, error) {
+func strictTrace(base engine.Params, v strictVariant, seed uint64) (strictStats, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x5751c7))
 	p := withVariant(base, v, rng)
 	m, err := reference.NewStrict(p)
@@ -122,9 +124,9 @@ func strictTrace(base sluice.Params, v strictVariant, seed uint64) (strictStats,
 func (c *strictChecker) invalid(rng *rand.Rand, now int64) error {
 	op, want := c.drawInvalid(rng, now)
 	if c.p.Penalty > 0 && rng.IntN(2) == 0 {
-		op, want = sluice.Op{Verb: sluice.VerbAllow, Cost: 2 * c.p.Limit, Now: now}, sluice.ErrCostExceedsLimit
+		op, want = engine.Op{Verb: engine.VerbAllow, Cost: 2 * c.p.Limit, Now: now}, sluice.ErrCostExceedsLimit
 		if c.p.Reservable() && rng.IntN(2) == 0 {
-			op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(guarantees.Period(c.p)+1)
+			op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(guarantees.Period(c.p)+1)
 		}
 	}
 	if c.p.Overflows(op, want) {
@@ -175,7 +177,7 @@ func (s strictStats) String() string {
 // nextTime draws the time of the next operation: as the checker does, and
 // often on the edges of the key's block: a nanosecond before its end, on
 // it, just after, and back inside it.
-func (c *strictChecker) nextTime(rng *rand.Rand, now int64, last sluice.Decision) int64 {
+func (c *strictChecker) nextTime(rng *rand.Rand, now int64, last engine.Decision) int64 {
 	until := c.state.Until
 	if until == 0 || rng.IntN(4) > 0 {
 		return c.checker.nextTime(rng, now, last)
@@ -196,7 +198,7 @@ func (c *strictChecker) nextTime(rng *rand.Rand, now int64, last sluice.Decision
 
 // apply runs op on both sides, compares them, and checks the step against
 // the definitions.
-func (c *strictChecker) apply(op sluice.Op) (sluice.Decision, error) {
+func (c *strictChecker) apply(op engine.Op) (engine.Decision, error) {
 	c.ops = append(c.ops, formatOp(op))
 	before := cloneState(c.state)
 	next, got, err := c.p.Step(cloneState(c.state), op)
@@ -211,7 +213,7 @@ func (c *strictChecker) apply(op sluice.Op) (sluice.Decision, error) {
 	if c.tally(op, got, lenient, want.At) {
 		defer c.strict.Load(next)
 	}
-	recorded := c.p.Records(op.Verb, got)
+	recorded := c.p.Records(op.Verb, &got)
 	if err := c.blockRules(op, before, next, got, recorded); err != nil {
 		return got, c.fail("%v\ndecision %+v\nstate before %+v, after %+v", err, got, before, next)
 	}
@@ -239,7 +241,7 @@ func (c *strictChecker) apply(op sluice.Op) (sluice.Decision, error) {
 // checkStrictTransition checks a recorded step's new state as
 // checkTransition does, and its block: a state keeps only a block in
 // force, and a key fresh but for its block lives until the block's end.
-func checkStrictTransition(before, next sluice.State, op sluice.Op, d sluice.Decision) error {
+func checkStrictTransition(before, next engine.State, op engine.Op, d engine.Decision) error {
 	switch {
 	case next.Until != 0 && next.Until <= op.Now:
 		return fmt.Errorf("the state %+v keeps a block that has ended", next)
@@ -254,7 +256,7 @@ func checkStrictTransition(before, next sluice.State, op sluice.Op, d sluice.Dec
 
 // blockRules checks the step's block against the definitions of a
 // penalty.
-func (c *strictChecker) blockRules(op sluice.Op, before, next sluice.State, d sluice.Decision, recorded bool) error {
+func (c *strictChecker) blockRules(op engine.Op, before, next engine.State, d engine.Decision, recorded bool) error {
 	now := op.Now
 	was := before.Until > now
 	end := before.Until
@@ -268,11 +270,11 @@ func (c *strictChecker) blockRules(op sluice.Op, before, next sluice.State, d sl
 	case !was && d.Blocked:
 		// A block starts here: only at an overflow, for the penalty.
 		end = next.Until
-		overflow := op.Verb == sluice.VerbAllow || op.Verb == sluice.VerbReserve || op.Verb == sluice.VerbFill
+		overflow := op.Verb == engine.VerbAllow || op.Verb == engine.VerbReserve || op.Verb == engine.VerbFill
 		switch {
 		case !overflow:
 			return fmt.Errorf("a %v started a block", op.Verb)
-		case op.Verb != sluice.VerbFill && d.Allowed:
+		case op.Verb != engine.VerbFill && d.Allowed:
 			return fmt.Errorf("an admission started a block")
 		case !recorded || next.Until != now+c.p.Penalty:
 			return fmt.Errorf("a block started at %d ends at %d, not a penalty of %v later", now, next.Until, time.Duration(c.p.Penalty))
@@ -287,9 +289,9 @@ func (c *strictChecker) blockRules(op sluice.Op, before, next sluice.State, d sl
 	}
 	wait := time.Duration(end - now)
 	switch {
-	case op.Verb == sluice.VerbReserve && d.Allowed && d.Delay < wait:
+	case op.Verb == engine.VerbReserve && d.Allowed && d.Delay < wait:
 		return fmt.Errorf("a reservation in a block until %d acts after %v", end, d.Delay)
-	case op.Verb != sluice.VerbReserve && op.Verb != sluice.VerbCancel && (d.Allowed || d.RetryAfter < wait):
+	case op.Verb != engine.VerbReserve && op.Verb != engine.VerbCancel && (d.Allowed || d.RetryAfter < wait):
 		return fmt.Errorf("a blocked key admitted, or said to retry before the block ends in %v", wait)
 	case d.ResetAfter < wait:
 		return fmt.Errorf("ResetAfter %v ends before the block, in %v", d.ResetAfter, wait)
@@ -298,12 +300,12 @@ func (c *strictChecker) blockRules(op sluice.Op, before, next sluice.State, d sl
 }
 
 // countedDenial checks that a counted denial left the key full.
-func (c *strictChecker) countedDenial(op sluice.Op, d sluice.Decision) error {
-	if !c.p.CountDenied || d.Allowed || op.Verb != sluice.VerbAllow && op.Verb != sluice.VerbReserve {
+func (c *strictChecker) countedDenial(op engine.Op, d engine.Decision) error {
+	if !c.p.CountDenied || d.Allowed || op.Verb != engine.VerbAllow && op.Verb != engine.VerbReserve {
 		return nil
 	}
 	c.strictStats.counted++
-	_, left, err := c.p.Step(cloneState(c.state), sluice.Op{Verb: sluice.VerbCheck, Now: op.Now})
+	_, left, err := c.p.Step(cloneState(c.state), engine.Op{Verb: engine.VerbCheck, Now: op.Now})
 	if err != nil {
 		return err
 	}
@@ -316,8 +318,8 @@ func (c *strictChecker) countedDenial(op sluice.Op, d sluice.Decision) error {
 // retryExact checks that a denied Allow or check of a cost is admitted
 // after exactly its RetryAfter, on the key as the decision left it: a
 // nanosecond earlier it is denied.
-func (c *strictChecker) retryExact(op sluice.Op, d sluice.Decision) error {
-	if d.Allowed || op.Verb != sluice.VerbAllow && op.Verb != sluice.VerbCheck {
+func (c *strictChecker) retryExact(op engine.Op, d engine.Decision) error {
+	if d.Allowed || op.Verb != engine.VerbAllow && op.Verb != engine.VerbCheck {
 		return nil
 	}
 	at := op.Now + int64(d.RetryAfter)
@@ -325,7 +327,7 @@ func (c *strictChecker) retryExact(op sluice.Op, d sluice.Decision) error {
 		if t < op.Now || t > maxTime {
 			continue
 		}
-		_, then, err := c.p.Step(cloneState(c.state), sluice.Op{Verb: sluice.VerbCheck, Cost: op.Cost, Now: t})
+		_, then, err := c.p.Step(cloneState(c.state), engine.Op{Verb: engine.VerbCheck, Cost: op.Cost, Now: t})
 		if err != nil {
 			return err
 		}
@@ -354,19 +356,19 @@ func ratString(x interface{ FloatString(int) string }) string {
 // it back too early, to be denied and filled again, forever.
 func TestACountedDenialSaysWhenTheRequestIsAdmitted(t *testing.T) {
 	const s = int64(time.Second)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: s, CountDenied: true}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: s, CountDenied: true}
 	now := int64(1000 * s)
-	st, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 2, Now: now})
+	st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 2, Now: now})
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	now += s / 2 // half a unit has leaked
-	st, d, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
 	require.Zero(t, d.Remaining, "the denial filled the key")
 	require.Equal(t, time.Second, d.RetryAfter, "a whole unit must leak from the full key")
 	for range 8 { // a client that retries exactly when told
-		if st, d, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now + int64(d.RetryAfter)}); d.Allowed {
+		if st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now + int64(d.RetryAfter)}); d.Allowed {
 			break
 		}
 		now += int64(d.RetryAfter)
@@ -380,15 +382,15 @@ func TestACountedDenialSaysWhenTheRequestIsAdmitted(t *testing.T) {
 // as it stands, not as if the cost had been admitted.
 func TestABlockedRequestDescribesTheKeyUntouched(t *testing.T) {
 	const s = int64(time.Second)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s}
 	now := int64(1000 * s)
-	st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 5, Now: now})
+	st, _, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 5, Now: now})
 	require.NoError(t, err)
-	st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	st, d, err := p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 	require.NoError(t, err)
 	require.True(t, d.Blocked)
-	for _, verb := range []sluice.Verb{sluice.VerbCheck, sluice.VerbAllow} {
-		_, d, err = p.Step(st, sluice.Op{Verb: verb, Cost: 1, Now: now + 30*s}) // the bucket has drained
+	for _, verb := range []engine.Verb{engine.VerbCheck, engine.VerbAllow} {
+		_, d, err = p.Step(st, engine.Op{Verb: verb, Cost: 1, Now: now + 30*s}) // the bucket has drained
 		require.NoError(t, err)
 		require.True(t, d.Blocked)
 		require.False(t, d.Allowed)
@@ -403,13 +405,13 @@ func TestABlockedRequestDescribesTheKeyUntouched(t *testing.T) {
 // limit less the request's cost.
 func TestACountedDenialInABlockFillsTheKeyToItsLimit(t *testing.T) {
 	const s = int64(time.Second)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s, CountDenied: true}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s, CountDenied: true}
 	now := int64(1000 * s)
-	st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 5, Now: now})
+	st, _, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 5, Now: now})
 	require.NoError(t, err)
-	st, _, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	st, _, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 	require.NoError(t, err)
-	st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now + 30*s})
+	st, d, err := p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now + 30*s})
 	require.NoError(t, err)
 	require.True(t, d.Blocked)
 	require.Zero(t, d.Remaining, "the key is full")
@@ -423,20 +425,20 @@ func TestACountedDenialInABlockFillsTheKeyToItsLimit(t *testing.T) {
 // steps back into the block.
 func TestAStepThatRecordsNothingKeepsAnEndedBlock(t *testing.T) {
 	const s = int64(time.Second)
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: 10 * s, Penalty: 5 * s}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: 10 * s, Penalty: 5 * s}
 	now := int64(1000 * s) // the window's start: full until now+10s
-	st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	st, _, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 	require.NoError(t, err)
-	st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+	st, d, err := p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 	require.NoError(t, err)
 	require.True(t, d.Blocked)
-	for _, op := range []sluice.Op{
-		{Verb: sluice.VerbCheck, Cost: 1, Now: now + 6*s},
-		{Verb: sluice.VerbAtMost, Cost: 2, Now: now + 6*s}, // nothing fits
+	for _, op := range []engine.Op{
+		{Verb: engine.VerbCheck, Cost: 1, Now: now + 6*s},
+		{Verb: engine.VerbAtMost, Cost: 2, Now: now + 6*s}, // nothing fits
 	} {
 		next, d, err := p.Step(cloneState(st), op)
 		require.NoError(t, err)
-		require.False(t, p.Records(op.Verb, d), "%v records nothing", op.Verb)
+		require.False(t, p.Records(op.Verb, &d), "%v records nothing", op.Verb)
 		require.Equal(t, st, next, "%v changed the state", op.Verb)
 	}
 }
@@ -505,9 +507,9 @@ func TestCountedDenialsKeepEveryGuarantee(t *testing.T) {
 // most the limit in each window, in the windows the key counted its
 // admissions in: a denial that counts, or a blocked fill-up, opens an
 // anchored window too.
-func requireCountedWindowLimit(t *testing.T, p sluice.Params, k *guarantees.StrictKey, where string) {
+func requireCountedWindowLimit(t *testing.T, p engine.Params, k *guarantees.StrictKey, where string) {
 	t.Helper()
-	if p.Kind != sluice.KindFixedWindow {
+	if p.Kind != engine.KindFixedWindow {
 		return
 	}
 	sums := map[int64]float64{}
@@ -523,14 +525,14 @@ func requireCountedWindowLimit(t *testing.T, p sluice.Params, k *guarantees.Stri
 // blocked: no request decided in a block was admitted, but for
 // reservations acting at its end or later; and that its blocks each
 // lasted the penalty, one after another.
-func requireNothingAdmittedInABlock(t *testing.T, p sluice.Params, k *guarantees.StrictKey, where string) {
+func requireNothingAdmittedInABlock(t *testing.T, p engine.Params, k *guarantees.StrictKey, where string) {
 	t.Helper()
 	for i, b := range k.Bookings() {
 		end := k.DecidedInBlock(i)
 		if end == 0 {
 			continue
 		}
-		require.Equal(t, sluice.VerbReserve, b.Verb, "%s: booking %d (%+v) admitted by a key blocked until %d", where, i, b, end)
+		require.Equal(t, engine.VerbReserve, b.Verb, "%s: booking %d (%+v) admitted by a key blocked until %d", where, i, b, end)
 		require.GreaterOrEqual(t, b.Acts, end, "%s: reservation %d (%+v) booked in a block acts before its end", where, i, b)
 	}
 	blocks := k.Blocks()
@@ -559,14 +561,14 @@ func TestCountedDenialsAdmitNothingToAFloodOfTheGCRAOrAContinuousBucket(t *testi
 	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	for _, alg := range testAlgorithms(t) {
 		p := alg.params
-		if p.Kind != sluice.KindGCRA && p.Kind != sluice.KindLeakyBucket && (p.Kind != sluice.KindTokenBucket || p.IntervalRefill) {
+		if p.Kind != engine.KindGCRA && p.Kind != engine.KindLeakyBucket && (p.Kind != engine.KindTokenBucket || p.IntervalRefill) {
 			continue
 		}
 		t.Run(alg.name, func(t *testing.T) {
 			for _, cost := range boundCosts(p) {
 				// The time the rate takes to free one request.
 				frees := int64(math.Ceil(cost * float64(p.Interval)))
-				if p.Kind != sluice.KindGCRA {
+				if p.Kind != engine.KindGCRA {
 					frees = int64(math.Ceil(cost * float64(p.Interval) / p.Amount))
 				}
 				with := p
@@ -589,18 +591,18 @@ func TestCountedDenialsAdmitNothingToAFloodOfTheGCRAOrAContinuousBucket(t *testi
 // flood offers cost every gap nanoseconds, n times, through Step, and
 // returns how many were admitted: from rest at start, or after a burst of
 // the whole limit there if full.
-func flood(t *testing.T, p sluice.Params, start, gap, n int64, cost float64, full bool) int {
+func flood(t *testing.T, p engine.Params, start, gap, n int64, cost float64, full bool) int {
 	t.Helper()
-	var s sluice.State
+	var s engine.State
 	if full {
 		var err error
-		s, _, err = p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit, Now: start})
+		s, _, err = p.Step(s, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: start})
 		require.NoError(t, err)
 		start += gap
 	}
 	admitted := 0
 	for i := range n {
-		next, d, err := p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: start + i*gap})
+		next, d, err := p.Step(s, engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: start + i*gap})
 		require.NoError(t, err)
 		s = next
 		if d.Allowed {
@@ -618,22 +620,22 @@ func flood(t *testing.T, p sluice.Params, start, gap, n int64, cost float64, ful
 // through, as if denials did not count.
 func TestACountedDenialFillsASlowBucket(t *testing.T) {
 	month := int64(30 * 24 * time.Hour)
-	for _, p := range []sluice.Params{
-		{Kind: sluice.KindLeakyBucket, Limit: 1000, Interval: month, Amount: 1000, CountDenied: true},
-		{Kind: sluice.KindTokenBucket, Limit: 1000, Interval: month, Amount: 1000, CountDenied: true},
+	for _, p := range []engine.Params{
+		{Kind: engine.KindLeakyBucket, Limit: 1000, Interval: month, Amount: 1000, CountDenied: true},
+		{Kind: engine.KindTokenBucket, Limit: 1000, Interval: month, Amount: 1000, CountDenied: true},
 	} {
 		t.Run(p.Kind.String(), func(t *testing.T) {
 			now := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
-			st, d, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 1000, Now: now})
+			st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 1000, Now: now})
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
 			now += month / 1000 * 99 / 100 // 0.99 has leaked
-			st, d, err = p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+			st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 			require.NoError(t, err)
 			require.False(t, d.Allowed)
-			require.True(t, p.Records(sluice.VerbAllow, d))
+			require.True(t, p.Records(engine.VerbAllow, &d))
 			require.Zero(t, d.Remaining, "the denial filled the key: %+v, state %+v", d, st)
-			_, left, err := p.Step(st, sluice.Op{Verb: sluice.VerbCheck, Now: now})
+			_, left, err := p.Step(st, engine.Op{Verb: engine.VerbCheck, Now: now})
 			require.NoError(t, err)
 			require.Zero(t, left.Remaining, "the key is full: %+v", st)
 		})
@@ -658,19 +660,19 @@ func TestCountedDenialsChangeNothingForUnitCostsInAFixedWindowOrALogThatDoesNotM
 	algs = append(algs, testAlgorithm{"sliding log 7.5/3s", log.Params()})
 	for _, alg := range algs {
 		p := alg.params
-		if p.Kind != sluice.KindFixedWindow && (p.Kind != sluice.KindSlidingLog || float64(p.MaxEntries) < math.Ceil(p.Limit)) {
+		if p.Kind != engine.KindFixedWindow && (p.Kind != engine.KindSlidingLog || float64(p.MaxEntries) < math.Ceil(p.Limit)) {
 			continue
 		}
 		t.Run(alg.name, func(t *testing.T) {
 			with := p
 			with.CountDenied = true
 			for _, times := range unitTraffic(p, start) {
-				var plain, counted sluice.State
+				var plain, counted engine.State
 				for i, now := range times.at {
-					var a, b sluice.Decision
-					plain, a, err = p.Step(plain, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+					var a, b engine.Decision
+					plain, a, err = p.Step(plain, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 					require.NoError(t, err)
-					counted, b, err = with.Step(counted, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+					counted, b, err = with.Step(counted, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 					require.NoError(t, err)
 					require.Equal(t, a.Allowed, b.Allowed, "%s, request %d: admitted without denials counted: %v", times.name, i, a.Allowed)
 				}
@@ -682,7 +684,7 @@ func TestCountedDenialsChangeNothingForUnitCostsInAFixedWindowOrALogThatDoesNotM
 // unitTraffic returns the times of request patterns on p's key: floods at
 // twice and ten times the rate, bursts of twice the limit on both sides
 // of each boundary, and random traffic, over twenty windows.
-func unitTraffic(p sluice.Params, start int64) []struct {
+func unitTraffic(p engine.Params, start int64) []struct {
 	name string
 	at   []int64
 } {
@@ -738,7 +740,7 @@ func TestCountedDenialsStarveAFloodOfASlidingCounter(t *testing.T) {
 	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	for _, alg := range testAlgorithms(t) {
 		p := alg.params
-		if p.Kind != sluice.KindSlidingCounter {
+		if p.Kind != engine.KindSlidingCounter {
 			continue
 		}
 		t.Run(alg.name, func(t *testing.T) {
@@ -791,14 +793,14 @@ func TestCountedDenialsLetAFloodThroughAtEachRefillOfAnIntervalRefillBucket(t *t
 func TestACountedDenialOfAReservationInABlockSaysWhenItWouldBook(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	for _, count := range []bool{false, true} {
-		p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: 100 * ms, Penalty: 1000 * ms, CountDenied: count}
+		p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: 100 * ms, Penalty: 1000 * ms, CountDenied: count}
 		now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixNano()
-		st, _, err := p.Step(sluice.State{}, sluice.Op{Verb: sluice.VerbAllow, Cost: 5, Now: now})
+		st, _, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 5, Now: now})
 		require.NoError(t, err)
-		st, d, err := p.Step(st, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+		st, d, err := p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 		require.NoError(t, err)
 		require.True(t, d.Blocked, "blocked for a second")
-		reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 300 * ms}
+		reserve := engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: 300 * ms}
 		st, d, err = p.Step(st, reserve)
 		require.NoError(t, err)
 		require.False(t, d.Allowed, "the block ends beyond the MaxDelay")

@@ -71,7 +71,7 @@ func TestABlockedKeyIsNotForgottenBeforeItsBlockEnds(t *testing.T) {
 	ctx := context.Background()
 	mock := newMock()
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithClock(mock), sluice.WithStore(st), sluice.WithPenalty(time.Minute))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), 10, sluice.WithClock(mock), sluice.WithStore(st), sluice.WithPenalty(time.Minute))
 	require.NoError(t, err)
 	_, err = lim.Allow(ctx, "k", 10)
 	require.NoError(t, err)

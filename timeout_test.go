@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // stalledStore is a store that never answers: each call waits until its
@@ -19,9 +21,9 @@ type stalledStore struct{}
 
 var errIOTimeout = errors.New("read tcp 127.0.0.1:6379: i/o timeout")
 
-func (stalledStore) Apply(ctx context.Context, _ string, p *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
+func (stalledStore) Apply(ctx context.Context, _ string, p *engine.Params, _ engine.Op) (engine.Decision, error) {
 	<-ctx.Done()
-	return sluice.Decision{Limit: p.Limit}, errIOTimeout
+	return engine.Decision{Limit: p.Limit}, errIOTimeout
 }
 
 func (stalledStore) Reset(ctx context.Context, _ string) error {
@@ -94,8 +96,8 @@ func TestTimeoutLeavesOtherErrorsAlone(t *testing.T) {
 // failingStore fails every call at once with err.
 type failingStore struct{ err error }
 
-func (s failingStore) Apply(_ context.Context, _ string, p *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{Limit: p.Limit}, s.err
+func (s failingStore) Apply(_ context.Context, _ string, p *engine.Params, _ engine.Op) (engine.Decision, error) {
+	return engine.Decision{Limit: p.Limit}, s.err
 }
 func (s failingStore) Reset(context.Context, string) error { return s.err }
 

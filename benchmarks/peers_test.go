@@ -104,7 +104,7 @@ func keys(n int) []string {
 // sluiceGCRA is sluice's default choice for per-client limits, a GCRA,
 // on a store that it closes with itself.
 type sluiceGCRA struct {
-	lim   *sluice.GCRA
+	lim   *sluice.Limiter
 	store io.Closer
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -65,7 +65,7 @@ func (s sluiceRedis) AllowBatch(ctx context.Context, keys []string) ([]bool, err
 	p := s.lim.Params()
 	reqs := make([]redisstore.Request, len(keys))
 	for i, k := range keys {
-		reqs[i] = redisstore.Request{Key: k, Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}}
+		reqs[i] = redisstore.Request{Key: k, Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1}}
 	}
 	allowed := make([]bool, len(keys))
 	for i, r := range s.store.ApplyBatch(ctx, reqs) {

@@ -4,7 +4,7 @@
 //
 // A [Store] wraps a remote [sluice.Store] (Redis, PostgreSQL). When the
 // remote store denies a request of cost c on a key at time t (the caller's
-// time, [sluice.Op].Now) with a RetryAfter r, the cache remembers that the
+// time, [engine.Op].Now) with a RetryAfter r, the cache remembers that the
 // key denies every cost of at least c until t+r, and answers such requests
 // itself until then, without a round trip. Everything else goes to the
 // remote store: every admission, every denial the cache cannot vouch for,
@@ -75,6 +75,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // DefaultMaxKeys is the number of keys a Store holds at most unless
@@ -121,11 +122,11 @@ type shard struct {
 // entry is a remote denial: every request under params of at least cost
 // is denied until the instant until.
 type entry struct {
-	params  sluice.Params
+	params  engine.Params
 	cost    float64
 	until   int64 // ns since the epoch, on the callers' clock
 	resetAt int64 // when the key was due to be fresh
-	denial  sluice.Decision
+	denial  engine.Decision
 }
 
 // New returns a Store caching remote's denials.
@@ -176,12 +177,12 @@ func (s *Store) shard(key string) *shard {
 // Apply answers op from the cache if a remote denial covers it, and
 // otherwise passes it to the remote store, caching a denial it returns.
 // It implements [sluice.Store].
-func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	if p == nil {
-		return sluice.Decision{}, fmt.Errorf("%w: nearcache: no Params", sluice.ErrInvalidConfig)
+		return engine.Decision{}, fmt.Errorf("%w: nearcache: no Params", sluice.ErrInvalidConfig)
 	}
 	sh := s.shard(key)
-	cacheable := op.Verb == sluice.VerbAllow || op.Verb == sluice.VerbCheck
+	cacheable := op.Verb == engine.VerbAllow || op.Verb == engine.VerbCheck
 	sh.mu.Lock()
 	if e, ok := sh.entries[key]; ok && cacheable {
 		switch {
@@ -190,10 +191,10 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		case e.params == *p && op.Cost >= e.cost:
 			sh.mu.Unlock()
 			if err := p.CheckCost(op.Verb, op.Cost); err != nil {
-				return sluice.Decision{Limit: p.Limit}, err
+				return engine.Decision{Limit: p.Limit}, err
 			}
-			if err := sluice.CheckTime(op.Now); err != nil {
-				return sluice.Decision{Limit: p.Limit}, err
+			if err := engine.CheckTime(op.Now); err != nil {
+				return engine.Decision{Limit: p.Limit}, err
 			}
 			s.local.Add(1)
 			return e.answer(op.Now), nil
@@ -214,13 +215,13 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 	if !cacheable {
 		switch e, ok := sh.entries[key]; {
 		case !ok:
-		case op.Verb == sluice.VerbCancel && d.Allowed:
+		case op.Verb == engine.VerbCancel && d.Allowed:
 			// A reservation given back leaves the key looser than the
 			// denial held: forget it, and (as Reset does) keep out a
 			// denial decided before the cancel and arriving after it.
 			sh.epoch++
 			delete(sh.entries, key)
-		case e.params == *p && p.Records(op.Verb, d):
+		case e.params == *p && p.Records(op.Verb, &d):
 			// A fill-up, a booked reservation or a partial grant, which the
 			// cache never answers, only makes the key stricter: a denial
 			// held still holds, and later answers carry the allowance left.
@@ -237,7 +238,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 			// An admission of a cost the cache would deny means the key
 			// was changed elsewhere: forget the stale denial.
 			delete(sh.entries, key)
-		case op.Verb == sluice.VerbAllow:
+		case op.Verb == engine.VerbAllow:
 			// A smaller cost was recorded: the denial holds, and later
 			// answers carry the key's latest allowance.
 			e.recorded(op.Now, d)
@@ -246,7 +247,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 		return d, nil
 	}
 	until := op.Now + int64(d.RetryAfter)
-	if d.RetryAfter <= 0 || sluice.CheckTime(op.Now) != nil || until < op.Now {
+	if d.RetryAfter <= 0 || engine.CheckTime(op.Now) != nil || until < op.Now {
 		return d, nil // nothing to cache, or no instant to cache it until
 	}
 	if e, ok := sh.entries[key]; ok && e.params == *p && e.cost <= op.Cost && e.until >= until {
@@ -258,13 +259,13 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 
 // recorded takes in d, a decision at now that recorded a cost on the key
 // and left e's denial standing: later answers carry the allowance it left.
-func (e *entry) recorded(now int64, d sluice.Decision) {
+func (e *entry) recorded(now int64, d engine.Decision) {
 	e.denial.Used, e.denial.Remaining = d.Used, d.Remaining
 	e.resetAt = now + int64(d.ResetAfter)
 }
 
 // answer is the cached denial as of now, before until.
-func (e *entry) answer(now int64) sluice.Decision {
+func (e *entry) answer(now int64) engine.Decision {
 	d := e.denial
 	d.RetryAfter = time.Duration(e.until - now)
 	d.ResetAfter = time.Duration(max(e.resetAt-now, int64(d.RetryAfter)))

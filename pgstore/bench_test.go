@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
 )
@@ -24,9 +24,9 @@ import (
 func BenchmarkApply(b *testing.B) {
 	pool := newPool(b, testserver.StartPostgres(b).URL, 16)
 	st, _ := newStore(b, pool)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1e6, Interval: int64(time.Nanosecond)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1e6, Interval: int64(time.Nanosecond)}
 	ctx := context.Background()
-	op := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	op := engine.Op{Verb: engine.VerbAllow, Cost: 1}
 	apply := func(b *testing.B, key string) {
 		if _, err := st.Apply(ctx, key, &p, op); err != nil {
 			b.Error(err)
@@ -70,7 +70,7 @@ func BenchmarkApply(b *testing.B) {
 	})
 	// sequential runs decisions of op under q on one key, after warming
 	// up the connection's prepared statement.
-	sequential := func(b *testing.B, key string, q sluice.Params, op sluice.Op) {
+	sequential := func(b *testing.B, key string, q engine.Params, op engine.Op) {
 		for range 10 {
 			if _, err := st.Apply(ctx, key, &q, op); err != nil {
 				b.Fatal(err)
@@ -86,17 +86,17 @@ func BenchmarkApply(b *testing.B) {
 	b.Run("Reserve", func(b *testing.B) {
 		// One unit per microsecond and no burst: each booking waits
 		// behind the previous one.
-		q := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Microsecond)}
-		sequential(b, "reserve", q, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 1 << 60})
+		q := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Microsecond)}
+		sequential(b, "reserve", q, engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: 1 << 60})
 	})
 	b.Run("AtMost", func(b *testing.B) {
 		// A key kept full: every candidate cost is decided, and little
 		// or nothing is granted.
-		q := sluice.Params{Kind: sluice.KindGCRA, Limit: 10, Interval: int64(time.Millisecond)}
-		sequential(b, "atmost", q, sluice.Op{Verb: sluice.VerbAtMost, Cost: 5})
+		q := engine.Params{Kind: engine.KindGCRA, Limit: 10, Interval: int64(time.Millisecond)}
+		sequential(b, "atmost", q, engine.Op{Verb: engine.VerbAtMost, Cost: 5})
 	})
 	b.Run("Check", func(b *testing.B) {
-		check := sluice.Op{Verb: sluice.VerbCheck, Cost: 1}
+		check := engine.Op{Verb: engine.VerbCheck, Cost: 1}
 		for range 10 {
 			if _, err := st.Apply(ctx, "seq", &p, check); err != nil {
 				b.Error(err)
@@ -151,10 +151,10 @@ func BenchmarkApplyGroup(b *testing.B) {
 	}
 	b.Cleanup(pool.Close)
 	ctx := context.Background()
-	limits := []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 1e6, Interval: int64(time.Nanosecond)},
-		{Kind: sluice.KindFixedWindow, Limit: 1e12, Interval: int64(24 * time.Hour)},
-		{Kind: sluice.KindTokenBucket, Limit: 1e6, Interval: int64(time.Millisecond), Amount: 1e6},
+	limits := []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 1e6, Interval: int64(time.Nanosecond)},
+		{Kind: engine.KindFixedWindow, Limit: 1e12, Interval: int64(24 * time.Hour)},
+		{Kind: engine.KindTokenBucket, Limit: 1e6, Interval: int64(time.Millisecond), Amount: 1e6},
 	}
 	for _, clock := range []string{"DatabaseClock", "CallerClock"} {
 		var opts []pgstore.Option
@@ -163,11 +163,11 @@ func BenchmarkApplyGroup(b *testing.B) {
 		}
 		st, _ := newStore(b, pool, opts...)
 		for _, n := range []int{2, 3} {
-			ops := make([]sluice.GroupOp, n)
+			ops := make([]engine.GroupOp, n)
 			for i := range ops {
-				ops[i] = sluice.GroupOp{Key: fmt.Sprintf("%s%d.%d", clock, n, i), Params: &limits[i], Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}}
+				ops[i] = engine.GroupOp{Key: fmt.Sprintf("%s%d.%d", clock, n, i), Params: &limits[i], Op: engine.Op{Verb: engine.VerbAllow, Cost: 1}}
 			}
-			each := make([]sluice.Decision, n)
+			each := make([]engine.Decision, n)
 			// run decides the limits once, as one group or separately.
 			run := func(b *testing.B, group bool) {
 				now := time.Now().UnixNano()

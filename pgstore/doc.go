@@ -4,7 +4,7 @@
 //
 // A [Store] runs every decision as one SQL statement that computes the
 // key's new state from its locked row inside the database, with the
-// algorithm translated exactly from [sluice.Params.Step]. Create its table
+// algorithm translated exactly from [engine.Params.Step]. Create its table
 // with [Store.CreateSchema] (or the DDL of [Store.Schema]), pass the store
 // to a limiter with [sluice.WithStore], and call [Store.Prune] periodically
 // to delete expired rows:

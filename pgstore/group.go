@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
-// ApplyGroup decides ops as one ([sluice.DecideGroup]) in one
+// ApplyGroup decides ops as one ([engine.DecideGroup]) in one
 // transaction, and fills each with the decision on each limit. It
 // implements [sluice.GroupStore].
 //
@@ -33,33 +34,33 @@ import (
 // results; the end of the transaction. So a group of checks or admissions
 // costs three round trips by the caller's clock and four by the
 // database's, and a group of cancels three.
-func (st *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []sluice.Decision) (sluice.Decision, error) {
-	if err := sluice.CheckGroup(ops, st.callerClock); err != nil {
-		return sluice.Decision{}, err
+func (st *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
+	if err := engine.CheckGroup(ops, st.callerClock); err != nil {
+		return engine.Decision{}, err
 	}
 	if len(each) != len(ops) {
-		return sluice.Decision{}, fmt.Errorf("%w: pgstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
+		return engine.Decision{}, fmt.Errorf("%w: pgstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
 	}
 	keys := make([]string, len(ops))
 	for i, g := range ops {
 		if err := checkKey(g.Key); err != nil {
-			return sluice.Decision{}, err
+			return engine.Decision{}, err
 		}
 		keys[i] = g.Key
 	}
 	slices.Sort(keys) // byte by byte, as COLLATE "C" orders them
-	return st.applyGroup(ctx, ops, keys, each, sluice.DecideGroup)
+	return st.applyGroup(ctx, ops, keys, each, engine.DecideGroup)
 }
 
-// decideGroup is sluice.DecideGroup's signature.
-type decideGroup func(ops []sluice.GroupOp, decide func(i int, op sluice.Op) (sluice.Decision, error), each []sluice.Decision) (sluice.Decision, error)
+// decideGroup is engine.DecideGroup's signature.
+type decideGroup func(ops []engine.GroupOp, decide func(i int, op engine.Op) (engine.Decision, error), each []engine.Decision) (engine.Decision, error)
 
 // applyGroup is ApplyGroup for valid ops, whose keys are sorted in keys,
 // deciding them with decideGroup.
-func (st *Store) applyGroup(ctx context.Context, ops []sluice.GroupOp, keys []string, each []sluice.Decision, decideGroup decideGroup) (sluice.Decision, error) {
+func (st *Store) applyGroup(ctx context.Context, ops []engine.GroupOp, keys []string, each []engine.Decision, decideGroup decideGroup) (engine.Decision, error) {
 	conn, err := st.pool.Acquire(ctx)
 	if err != nil {
-		return sluice.Decision{}, fmt.Errorf("pgstore: %w", err)
+		return engine.Decision{}, fmt.Errorf("pgstore: %w", err)
 	}
 	// A connection released inside a transaction, which could not be
 	// rolled back, is closed: the server then rolls it back.
@@ -71,7 +72,7 @@ func (st *Store) applyGroup(ctx context.Context, ops []sluice.GroupOp, keys []st
 	}
 	if err != nil {
 		clear(each)
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
 	return d, nil
 }
@@ -85,10 +86,10 @@ var errSpeculation = errors.New("pgstore: the group's decisions were not the one
 type group struct {
 	st   *Store
 	conn *pgxpool.Conn
-	ops  []sluice.GroupOp // with the time decided at
+	ops  []engine.GroupOp // with the time decided at
 	keys []string         // sorted
-	each []sluice.Decision
-	// decideGroup is sluice.DecideGroup.
+	each []engine.Decision
+	// decideGroup is engine.DecideGroup.
 	decideGroup decideGroup
 	// checks are the checks run with the locks, as DecideGroup makes
 	// them first (none for cancels), with their results.
@@ -100,8 +101,8 @@ type group struct {
 // A call is one decision of a group, and its result once run.
 type call struct {
 	i   int
-	op  sluice.Op
-	d   sluice.Decision
+	op  engine.Op
+	d   engine.Decision
 	err error
 }
 
@@ -110,23 +111,23 @@ type call struct {
 // results, together, and errSpeculation if DecideGroup, answered their
 // results, asks for others; without, it runs each as DecideGroup asks for
 // it.
-func (g *group) decide(ctx context.Context, speculate bool) (d sluice.Decision, err error) {
+func (g *group) decide(ctx context.Context, speculate bool) (d engine.Decision, err error) {
 	if err := g.begin(ctx); err != nil {
 		g.rollback(ctx)
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
 	if speculate {
 		d, err = g.speculate(ctx)
 	} else {
 		ran := false // a check's result is the statement's until another runs
-		d, err = g.decideGroup(g.ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+		d, err = g.decideGroup(g.ops, func(i int, op engine.Op) (engine.Decision, error) {
 			if c, ok := g.checked(i, op); ok && !ran {
 				return c.d, c.err
 			}
 			c := []call{{i: i, op: op}}
 			ran = true
 			if err := g.run(ctx, c); err != nil {
-				return sluice.Decision{}, err
+				return engine.Decision{}, err
 			}
 			return c[0].d, c[0].err
 		}, g.each)
@@ -136,7 +137,7 @@ func (g *group) decide(ctx context.Context, speculate bool) (d sluice.Decision, 
 	}
 	if err != nil {
 		g.rollback(ctx)
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
 	return d, nil
 }
@@ -145,10 +146,10 @@ func (g *group) decide(ctx context.Context, speculate bool) (d sluice.Decision, 
 // runs the checks.
 func (g *group) begin(ctx context.Context) error {
 	g.checks = g.checks[:0]
-	if first := g.ops[0].Op; first.Verb != sluice.VerbCancel {
+	if first := g.ops[0].Op; first.Verb != engine.VerbCancel {
 		for i, o := range g.ops {
 			check := o.Op
-			check.Verb, check.MaxDelay, check.At = sluice.VerbCheck, 0, 0
+			check.Verb, check.MaxDelay, check.At = engine.VerbCheck, 0, 0
 			g.checks = append(g.checks, call{i: i, op: check})
 		}
 	}
@@ -191,29 +192,29 @@ func (g *group) begin(ctx context.Context) error {
 // checks' results, and the decisions it asks for next with nothing, until
 // they are run, in one batch; the second answers it with their results,
 // and must ask for the very decisions run, in the order run.
-func (g *group) speculate(ctx context.Context) (sluice.Decision, error) {
+func (g *group) speculate(ctx context.Context) (engine.Decision, error) {
 	var asked []call // in the order DecideGroup asked for them
 	var runs []call  // those to run: every one after the first not checked already
-	d, err := g.decideGroup(g.ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+	d, err := g.decideGroup(g.ops, func(i int, op engine.Op) (engine.Decision, error) {
 		if c, ok := g.checked(i, op); ok && len(runs) == 0 {
 			asked = append(asked, c)
 			return c.d, c.err
 		}
 		c := call{i: i, op: op}
 		asked, runs = append(asked, c), append(runs, c)
-		return sluice.Decision{Limit: g.ops[i].Params.Limit}, nil
+		return engine.Decision{Limit: g.ops[i].Params.Limit}, nil
 	}, g.each)
 	if len(runs) == 0 {
 		return d, err // every answer was a statement's
 	}
 	if err := g.run(ctx, runs); err != nil {
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
 	copy(asked[len(asked)-len(runs):], runs)
 	next := 0
-	d, err = g.decideGroup(g.ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+	d, err = g.decideGroup(g.ops, func(i int, op engine.Op) (engine.Decision, error) {
 		if next == len(asked) || asked[next].i != i || asked[next].op != op {
-			return sluice.Decision{}, errSpeculation
+			return engine.Decision{}, errSpeculation
 		}
 		next++
 		return asked[next-1].d, asked[next-1].err
@@ -225,7 +226,7 @@ func (g *group) speculate(ctx context.Context) (sluice.Decision, error) {
 }
 
 // checked returns the result of the check run of op on limit i.
-func (g *group) checked(i int, op sluice.Op) (call, bool) {
+func (g *group) checked(i int, op engine.Op) (call, bool) {
 	for _, c := range g.checks {
 		if c.i == i && c.op == op {
 			return c, true

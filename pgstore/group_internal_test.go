@@ -10,25 +10,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 )
 
-// chained is a group decision of another shape than sluice.DecideGroup's:
+// chained is a group decision of another shape than engine.DecideGroup's:
 // it admits the cost in each limit in turn while the previous one
 // admitted it, and then only checks. Which decision it asks for next
 // depends on the answer to the previous one, which the first pass of a
 // speculative group answers with nothing.
-func chained(ops []sluice.GroupOp, decide func(i int, op sluice.Op) (sluice.Decision, error), each []sluice.Decision) (sluice.Decision, error) {
+func chained(ops []engine.GroupOp, decide func(i int, op engine.Op) (engine.Decision, error), each []engine.Decision) (engine.Decision, error) {
 	admitted := true
 	for i, g := range ops {
 		op := g.Op
 		if !admitted {
-			op.Verb = sluice.VerbCheck
+			op.Verb = engine.VerbCheck
 		}
 		d, err := decide(i, op)
 		if err != nil {
-			return sluice.Decision{}, err
+			return engine.Decision{}, err
 		}
 		each[i] = d
 		admitted = admitted && d.Allowed
@@ -58,19 +58,19 @@ func TestGroupOfAnotherShapeIsDecidedAgainOneStatementAtATime(t *testing.T) {
 	})
 
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixNano()
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 10, Interval: time.Hour.Nanoseconds()}
-	ops := []sluice.GroupOp{
-		{Key: "a", Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}},
-		{Key: "b", Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 2, Now: now}},
-		{Key: "c", Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 3, Now: now}},
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 10, Interval: time.Hour.Nanoseconds()}
+	ops := []engine.GroupOp{
+		{Key: "a", Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}},
+		{Key: "b", Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 2, Now: now}},
+		{Key: "c", Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 3, Now: now}},
 	}
-	each := make([]sluice.Decision, len(ops))
+	each := make([]engine.Decision, len(ops))
 	d, err := st.applyGroup(ctx, ops, []string{"a", "b", "c"}, each, chained)
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	for i, key := range []string{"a", "b", "c"} {
 		require.True(t, each[i].Allowed)
-		got, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Now: now})
+		got, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Now: now})
 		require.NoError(t, err)
 		require.Equal(t, ops[i].Op.Cost, got.Used, "key %s records the request once", key)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -23,16 +24,16 @@ import (
 
 // groupSpec keeps the specification's state of the keys of group
 // decisions.
-type groupSpec map[string]sluice.State
+type groupSpec map[string]engine.State
 
-// decide returns the group's decisions on ops by sluice.DecideGroup over
+// decide returns the group's decisions on ops by engine.DecideGroup over
 // Params.Step, and records the states they leave.
-func (spec groupSpec) decide(t *testing.T, ops []sluice.GroupOp) (sluice.Decision, []sluice.Decision) {
+func (spec groupSpec) decide(t *testing.T, ops []engine.GroupOp) (engine.Decision, []engine.Decision) {
 	t.Helper()
-	require.NoError(t, sluice.CheckGroup(ops, true))
-	each := make([]sluice.Decision, len(ops))
-	next := map[string]sluice.State{}
-	d, err := sluice.DecideGroup(ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+	require.NoError(t, engine.CheckGroup(ops, true))
+	each := make([]engine.Decision, len(ops))
+	next := map[string]engine.State{}
+	d, err := engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
 		key := ops[i].Key
 		s, ok := next[key]
 		if !ok {
@@ -40,7 +41,7 @@ func (spec groupSpec) decide(t *testing.T, ops []sluice.GroupOp) (sluice.Decisio
 			s.Log = slices.Clone(s.Log)
 		}
 		s2, d, err := ops[i].Params.Step(s, op)
-		if ops[i].Params.Records(op.Verb, d) {
+		if ops[i].Params.Records(op.Verb, &d) {
 			s = s2
 		}
 		next[key] = s
@@ -55,7 +56,7 @@ func (spec groupSpec) decide(t *testing.T, ops []sluice.GroupOp) (sluice.Decisio
 
 // requireGroup fails t unless the group's decision and each limit's are
 // want's bit for bit.
-func requireGroup(t *testing.T, want, got sluice.Decision, wantEach, gotEach []sluice.Decision, where string) {
+func requireGroup(t *testing.T, want, got engine.Decision, wantEach, gotEach []engine.Decision, where string) {
 	t.Helper()
 	storetest.RequireIdenticalDecision(t, want, got, where+" (the group's)")
 	for i := range wantEach {
@@ -95,11 +96,11 @@ func groupFailingOnItsLastKeyRecordsNothing(t *testing.T, url string) {
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	s := int64(time.Second)
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: s}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: time.Hour.Nanoseconds()}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: s}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: time.Hour.Nanoseconds()}
 	// "booked" holds two bookings, the latest a second ahead; "window"
 	// holds a fixed window's count for the hour.
-	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: 10 * s}
+	reserve := engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base, MaxDelay: 10 * s}
 	_, err := st.Apply(ctx, "booked", &gcra, reserve)
 	require.NoError(t, err)
 	booking, err := st.Apply(ctx, "booked", &gcra, reserve)
@@ -108,27 +109,27 @@ func groupFailingOnItsLastKeyRecordsNothing(t *testing.T, url string) {
 	_, err = st.Apply(ctx, "window", &window, allow(1, base))
 	require.NoError(t, err)
 
-	cancel := sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base + 1, At: booking.At}
+	cancel := engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base + 1, At: booking.At}
 	for _, tc := range []struct {
 		name string
-		ops  []sluice.GroupOp
+		ops  []engine.GroupOp
 	}{
-		{"cancels", []sluice.GroupOp{
+		{"cancels", []engine.GroupOp{
 			{Key: "booked", Params: &gcra, Op: cancel},
 			{Key: "fresh", Params: &gcra, Op: cancel},
 			{Key: "window", Params: &gcra, Op: cancel},
 		}},
-		{"admissions", []sluice.GroupOp{
+		{"admissions", []engine.GroupOp{
 			{Key: "fresh", Params: &gcra, Op: allow(1, base+1)},
 			{Key: "booked", Params: &gcra, Op: allow(0, base+1)},
 			{Key: "window", Params: &gcra, Op: allow(0, base+1)},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			each := make([]sluice.Decision, len(tc.ops))
+			each := make([]engine.Decision, len(tc.ops))
 			_, err := st.ApplyGroup(ctx, tc.ops, each)
 			require.ErrorIs(t, err, sluice.ErrKeyConflict)
-			require.Equal(t, make([]sluice.Decision, len(tc.ops)), each, "no decision is reported")
+			require.Equal(t, make([]engine.Decision, len(tc.ops)), each, "no decision is reported")
 			require.Zero(t, rowCount(t, pool, table, "fresh"), "the row inserted to lock a key is gone")
 		})
 	}
@@ -137,7 +138,7 @@ func groupFailingOnItsLastKeyRecordsNothing(t *testing.T, url string) {
 	d, err := st.Apply(ctx, "booked", &gcra, cancel)
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "the group's cancel was rolled back")
-	d, err = st.Apply(ctx, "window", &window, sluice.Op{Verb: sluice.VerbCheck, Now: base + 1})
+	d, err = st.Apply(ctx, "window", &window, engine.Op{Verb: engine.VerbCheck, Now: base + 1})
 	require.NoError(t, err)
 	require.Equal(t, 1.0, d.Used)
 }
@@ -150,26 +151,26 @@ func groupLeavesNoRowForKeysItDidNotRecord(t *testing.T, url string) {
 	pool := newPool(t, url, 4)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
-	small := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: time.Hour.Nanoseconds()}
-	large := sluice.Params{Kind: sluice.KindGCRA, Limit: 10, Interval: time.Second.Nanoseconds()}
-	group := func(verb sluice.Verb, cost float64, keys ...string) sluice.Decision {
-		ops := []sluice.GroupOp{
-			{Key: keys[0], Params: &large, Op: sluice.Op{Verb: verb, Cost: cost, Now: base}},
-			{Key: keys[1], Params: &small, Op: sluice.Op{Verb: verb, Cost: cost, Now: base}},
+	small := engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: time.Hour.Nanoseconds()}
+	large := engine.Params{Kind: engine.KindGCRA, Limit: 10, Interval: time.Second.Nanoseconds()}
+	group := func(verb engine.Verb, cost float64, keys ...string) engine.Decision {
+		ops := []engine.GroupOp{
+			{Key: keys[0], Params: &large, Op: engine.Op{Verb: verb, Cost: cost, Now: base}},
+			{Key: keys[1], Params: &small, Op: engine.Op{Verb: verb, Cost: cost, Now: base}},
 		}
-		d, err := st.ApplyGroup(ctx, ops, make([]sluice.Decision, 2))
+		d, err := st.ApplyGroup(ctx, ops, make([]engine.Decision, 2))
 		require.NoError(t, err)
 		return d
 	}
-	require.True(t, group(sluice.VerbCheck, 1, "c1", "c2").Allowed)
+	require.True(t, group(engine.VerbCheck, 1, "c1", "c2").Allowed)
 	require.Zero(t, rowCount(t, pool, table, "c1")+rowCount(t, pool, table, "c2"), "checks record nothing")
 
 	_, err := st.Apply(ctx, "full", &small, allow(1, base))
 	require.NoError(t, err)
-	require.False(t, group(sluice.VerbAllow, 1, "new", "full").Allowed)
+	require.False(t, group(engine.VerbAllow, 1, "new", "full").Allowed)
 	require.Zero(t, rowCount(t, pool, table, "new"), "a denied group records nothing on its other keys")
 
-	require.True(t, group(sluice.VerbAllow, 1, "a1", "a2").Allowed)
+	require.True(t, group(engine.VerbAllow, 1, "a1", "a2").Allowed)
 	require.Equal(t, 2, rowCount(t, pool, table, "a1")+rowCount(t, pool, table, "a2"))
 }
 
@@ -184,30 +185,30 @@ func groupByTheDatabasesClockAreBitIdenticalToDecideGroup(t *testing.T, url stri
 	st, _ := newStore(t, clock.pool)
 	ctx := context.Background()
 	s := int64(time.Second)
-	limits := []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 3, Interval: s / 4, Penalty: 2 * s},
-		{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, CountDenied: true},
-		{Kind: sluice.KindTokenBucket, Limit: 5, Interval: s, Amount: 2, IntervalRefill: true},
-		{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10},
+	limits := []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 3, Interval: s / 4, Penalty: 2 * s},
+		{Kind: engine.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, CountDenied: true},
+		{Kind: engine.KindTokenBucket, Limit: 5, Interval: s, Amount: 2, IntervalRefill: true},
+		{Kind: engine.KindGCRA, Limit: 5, Interval: s / 10},
 	}
 	rng := rand.New(rand.NewPCG(3, 0x9409))
 	spec := groupSpec{}
-	var booked [][]sluice.GroupOp
+	var booked [][]engine.GroupOp
 	now := base / 1000 * 1000
 	for step := range 120 {
 		now += rng.Int64N(s) / 1000 * 1000
-		op := sluice.Op{Verb: sluice.VerbAllow, Now: now}
+		op := engine.Op{Verb: engine.VerbAllow, Now: now}
 		switch r := rng.IntN(10); {
 		case r < 2:
-			op.Verb = sluice.VerbCheck
+			op.Verb = engine.VerbCheck
 		case r < 6:
-			op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(3*s)
+			op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(3*s)
 		}
-		var ops []sluice.GroupOp
+		var ops []engine.GroupOp
 		for _, i := range rng.Perm(len(limits))[:2+rng.IntN(len(limits)-1)] {
 			c := op
 			c.Cost = float64(1 + rng.IntN(2))
-			ops = append(ops, sluice.GroupOp{Key: fmt.Sprintf("k%d", i), Params: &limits[i], Op: c})
+			ops = append(ops, engine.GroupOp{Key: fmt.Sprintf("k%d", i), Params: &limits[i], Op: c})
 		}
 		if len(booked) > 0 && rng.IntN(5) == 0 {
 			ops = slices.Clone(booked[rng.IntN(len(booked))])
@@ -224,15 +225,15 @@ func groupByTheDatabasesClockAreBitIdenticalToDecideGroup(t *testing.T, url stri
 			sent[i].Op.Now = ignored // the database's clock decides
 		}
 		reads := clock.reads(t)
-		got := make([]sluice.Decision, len(ops))
+		got := make([]engine.Decision, len(ops))
 		gotD, err := st.ApplyGroup(ctx, sent, got)
 		require.NoError(t, err, where)
 		require.Equal(t, reads+1, clock.reads(t), "the group reads the clock once: %s", where)
 		requireGroup(t, wantD, gotD, want, got, where)
-		if op.Verb == sluice.VerbReserve && wantD.Allowed && wantD.Delay > 0 {
+		if op.Verb == engine.VerbReserve && wantD.Allowed && wantD.Delay > 0 {
 			cancels := slices.Clone(ops)
 			for i := range cancels {
-				cancels[i].Op = sluice.Op{Verb: sluice.VerbCancel, Cost: ops[i].Op.Cost, At: want[i].At}
+				cancels[i].Op = engine.Op{Verb: engine.VerbCancel, Cost: ops[i].Op.Cost, At: want[i].At}
 			}
 			booked = append(booked, cancels)
 		}
@@ -246,21 +247,21 @@ func groupWaitForALockedRowWithinTheirContext(t *testing.T, url string) {
 	pool := newPool(t, url, 4)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: time.Hour.Nanoseconds()}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: time.Hour.Nanoseconds()}
 	_, err := st.Apply(ctx, "b", &p, allow(1, base))
 	require.NoError(t, err)
 
 	tx, _ := lockRow(t, url, table, "b")
 
-	ops := []sluice.GroupOp{{Key: "a", Params: &p, Op: allow(1, base)}, {Key: "b", Params: &p, Op: allow(1, base)}}
+	ops := []engine.GroupOp{{Key: "a", Params: &p, Op: allow(1, base)}, {Key: "b", Params: &p, Op: allow(1, base)}}
 	short, cancel := context.WithTimeout(ctx, lockTimeout)
 	defer cancel()
-	_, err = st.ApplyGroup(short, ops, make([]sluice.Decision, 2))
+	_, err = st.ApplyGroup(short, ops, make([]engine.Decision, 2))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Zero(t, rowCount(t, pool, table, "a"), "nothing is recorded")
 
 	require.NoError(t, tx.Rollback(ctx))
-	d, err := st.ApplyGroup(ctx, ops, make([]sluice.Decision, 2))
+	d, err := st.ApplyGroup(ctx, ops, make([]engine.Decision, 2))
 	require.NoError(t, err, "the store recovers by itself")
 	require.True(t, d.Allowed)
 	require.Equal(t, 2.0, d.Used)
@@ -276,7 +277,7 @@ func groupConcurrentWithDecisionsNeverDeadlock(t *testing.T, url string) {
 	pool := newPool(t, url, callers)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 100, Interval: time.Hour.Nanoseconds()}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 100, Interval: time.Hour.Nanoseconds()}
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
 	var mu sync.Mutex
 	admitted := map[string]float64{}
@@ -286,11 +287,11 @@ func groupConcurrentWithDecisionsNeverDeadlock(t *testing.T, url string) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 11))
 			for range 8 {
-				var ops []sluice.GroupOp
+				var ops []engine.GroupOp
 				for _, i := range rng.Perm(len(keys))[:2+rng.IntN(2)] {
-					ops = append(ops, sluice.GroupOp{Key: keys[i], Params: &p, Op: allow(1, base)})
+					ops = append(ops, engine.GroupOp{Key: keys[i], Params: &p, Op: allow(1, base)})
 				}
-				d, err := st.ApplyGroup(ctx, ops, make([]sluice.Decision, len(ops)))
+				d, err := st.ApplyGroup(ctx, ops, make([]engine.Decision, len(ops)))
 				if err != nil {
 					errs <- err
 					return
@@ -301,7 +302,7 @@ func groupConcurrentWithDecisionsNeverDeadlock(t *testing.T, url string) {
 					errs <- err
 					return
 				}
-				if _, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Cost: 1, Now: base}); err != nil {
+				if _, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Cost: 1, Now: base}); err != nil {
 					errs <- err
 					return
 				}
@@ -329,7 +330,7 @@ func groupConcurrentWithDecisionsNeverDeadlock(t *testing.T, url string) {
 	}
 	full := 0
 	for _, key := range keys {
-		d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Now: base})
+		d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, admitted[key], d.Used, "key %s records exactly the requests admitted", key)
 		if d.Remaining == 0 {
@@ -345,31 +346,31 @@ func TestInvalidGroupsFailBeforeTheDatabase(t *testing.T) {
 	pool := newPool(t, "postgres://127.0.0.1:1/none", 1)
 	st, err := pgstore.New(pool, pgstore.WithCallerClock())
 	require.NoError(t, err)
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: time.Second.Nanoseconds()}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: time.Second.Nanoseconds()}
-	limit := func(key string, p *sluice.Params, op sluice.Op) sluice.GroupOp {
-		return sluice.GroupOp{Key: key, Params: p, Op: op}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: time.Second.Nanoseconds()}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: time.Second.Nanoseconds()}
+	limit := func(key string, p *engine.Params, op engine.Op) engine.GroupOp {
+		return engine.GroupOp{Key: key, Params: p, Op: op}
 	}
 	for _, tc := range []struct {
 		name string
-		ops  []sluice.GroupOp
+		ops  []engine.GroupOp
 		each int
 		want error
 	}{
 		{"no limits", nil, 0, sluice.ErrInvalidConfig},
-		{"too many limits", slices.Repeat([]sluice.GroupOp{limit("k", &gcra, allow(1, base))}, sluice.MaxGroup+1), sluice.MaxGroup + 1, sluice.ErrInvalidConfig},
-		{"decisions missing", []sluice.GroupOp{limit("a", &gcra, allow(1, base)), limit("b", &gcra, allow(1, base))}, 1, sluice.ErrInvalidConfig},
-		{"key twice", []sluice.GroupOp{limit("a", &gcra, allow(1, base)), limit("a", &window, allow(1, base))}, 2, sluice.ErrInvalidKey},
-		{"key not UTF-8", []sluice.GroupOp{limit("a", &gcra, allow(1, base)), limit("\xff", &gcra, allow(1, base))}, 2, sluice.ErrInvalidKey},
-		{"times differ", []sluice.GroupOp{limit("a", &gcra, allow(1, base)), limit("b", &gcra, allow(1, base+1))}, 2, sluice.ErrInvalidConfig},
-		{"time out of range", []sluice.GroupOp{limit("a", &gcra, allow(1, -1))}, 1, sluice.ErrTimeOutOfRange},
-		{"reservation of a window", []sluice.GroupOp{limit("a", &gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base}),
-			limit("b", &window, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base})}, 2, sluice.ErrUnsupported},
-		{"fill-up", []sluice.GroupOp{limit("a", &gcra, sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: base})}, 1, sluice.ErrUnsupported},
-		{"cost above a limit", []sluice.GroupOp{limit("a", &gcra, allow(6, base))}, 1, sluice.ErrCostExceedsLimit},
+		{"too many limits", slices.Repeat([]engine.GroupOp{limit("k", &gcra, allow(1, base))}, engine.MaxGroup+1), engine.MaxGroup + 1, sluice.ErrInvalidConfig},
+		{"decisions missing", []engine.GroupOp{limit("a", &gcra, allow(1, base)), limit("b", &gcra, allow(1, base))}, 1, sluice.ErrInvalidConfig},
+		{"key twice", []engine.GroupOp{limit("a", &gcra, allow(1, base)), limit("a", &window, allow(1, base))}, 2, sluice.ErrInvalidKey},
+		{"key not UTF-8", []engine.GroupOp{limit("a", &gcra, allow(1, base)), limit("\xff", &gcra, allow(1, base))}, 2, sluice.ErrInvalidKey},
+		{"times differ", []engine.GroupOp{limit("a", &gcra, allow(1, base)), limit("b", &gcra, allow(1, base+1))}, 2, sluice.ErrInvalidConfig},
+		{"time out of range", []engine.GroupOp{limit("a", &gcra, allow(1, -1))}, 1, sluice.ErrTimeOutOfRange},
+		{"reservation of a window", []engine.GroupOp{limit("a", &gcra, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}),
+			limit("b", &window, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base})}, 2, sluice.ErrUnsupported},
+		{"fill-up", []engine.GroupOp{limit("a", &gcra, engine.Op{Verb: engine.VerbFill, Cost: 1, Now: base})}, 1, sluice.ErrUnsupported},
+		{"cost above a limit", []engine.GroupOp{limit("a", &gcra, allow(6, base))}, 1, sluice.ErrCostExceedsLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := st.ApplyGroup(context.Background(), tc.ops, make([]sluice.Decision, tc.each))
+			_, err := st.ApplyGroup(context.Background(), tc.ops, make([]engine.Decision, tc.each))
 			require.ErrorIs(t, err, tc.want)
 		})
 	}
@@ -389,7 +390,7 @@ func groupOfLimitersAdmitAllOrNothing(t *testing.T, url string) {
 	require.NoError(t, err)
 	perDay, err := sluice.NewFixedWindow(5, 24*time.Hour, opts...)
 	require.NoError(t, err)
-	global, err := sluice.NewTokenBucket(sluice.PerSecond(3), opts...)
+	global, err := sluice.NewTokenBucket(sluice.PerSecond(3), 3, opts...)
 	require.NoError(t, err)
 	api, err := sluice.NewGroup(perSecond, perDay, global)
 	require.NoError(t, err)

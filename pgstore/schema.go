@@ -13,7 +13,7 @@ import (
 // they would be in a new one.
 const ddl = `CREATE TABLE IF NOT EXISTS %[1]s (
     key              text COLLATE "C" PRIMARY KEY,
-    kind             smallint NOT NULL, -- the algorithm (sluice.Kind)
+    kind             smallint NOT NULL, -- the algorithm (engine.Kind)
     time_ns          bigint NOT NULL,   -- State.Time, ns since the Unix epoch
     a                float8 NOT NULL,   -- State.A
     b                float8 NOT NULL,   -- State.B

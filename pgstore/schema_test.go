@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -70,18 +70,18 @@ func TestCreateSchemaUpgradesAnEarlierTableKeepingItsRows(t *testing.T) {
 	t.Run("ANewTableHasTheColumnsOfAnUpgradedOne", func(t *testing.T) { newTableHasTheColumnsOfAnUpgradedOne(t, pool) })
 	ctx := context.Background()
 	s := int64(time.Second)
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s}
-	log := sluice.Params{Kind: sluice.KindSlidingLog, Limit: 5, Interval: s, MaxEntries: 5}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: s}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: s}
+	log := engine.Params{Kind: engine.KindSlidingLog, Limit: 5, Interval: s, MaxEntries: 5}
 	now := base / s * s // a window's start
 	rows := []struct {
 		key   string
-		p     sluice.Params
-		state sluice.State
+		p     engine.Params
+		state engine.State
 	}{
-		{"gcra", gcra, sluice.State{Time: now + 4*s}},
-		{"window", window, sluice.State{Time: now, A: 3}},
-		{"log", log, sluice.State{Log: []sluice.Entry{{Time: now - s/2, Cost: 1}, {Time: now - s/10, Cost: 2.5}}}},
+		{"gcra", gcra, engine.State{Time: now + 4*s}},
+		{"window", window, engine.State{Time: now, A: 3}},
+		{"log", log, engine.State{Log: []engine.Entry{{Time: now - s/2, Cost: 1}, {Time: now - s/10, Cost: 2.5}}}},
 	}
 	for _, earlier := range earlierSchemas {
 		t.Run(earlier.name, func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestCreateSchemaUpgradesAnEarlierTableKeepingItsRows(t *testing.T) {
 
 			at := now + s/4
 			for _, r := range rows {
-				op := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: at}
+				op := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: at}
 				_, want, err := r.p.Step(r.state, op)
 				require.NoError(t, err)
 				got, err := st.Apply(ctx, r.key, &r.p, op)
@@ -122,14 +122,14 @@ func TestCreateSchemaUpgradesAnEarlierTableKeepingItsRows(t *testing.T) {
 			// kept in the new column.
 			strict := gcra
 			strict.Penalty = 10 * s
-			state := sluice.State{Time: now + 5*s} // after the Allow above
-			for i, op := range []sluice.Op{allow(5, at), allow(1, at+s), allow(1, at+9*s), allow(1, at+11*s)} {
+			state := engine.State{Time: now + 5*s} // after the Allow above
+			for i, op := range []engine.Op{allow(5, at), allow(1, at+s), allow(1, at+9*s), allow(1, at+11*s)} {
 				next, want, err := strict.Step(state, op)
 				require.NoError(t, err)
 				got, err := st.Apply(ctx, "gcra", &strict, op)
 				require.NoError(t, err)
 				storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("request %d under a penalty", i))
-				if strict.Records(op.Verb, want) {
+				if strict.Records(op.Verb, &want) {
 					state = next
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -93,8 +94,8 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(ai), 0xc10c))
 			for trace := range 4 {
 				key := fmt.Sprintf("trace%d.%d", ai, trace)
-				var s sluice.State
-				var booked []sluice.Op // cancels of the bookings, latest last
+				var s engine.State
+				var booked []engine.Op // cancels of the bookings, latest last
 				now := base / 1000 * 1000
 				for step := range 50 {
 					if n := len(booked); n > 0 && booked[n-1].At-now > 1000 && rng.IntN(2) == 0 {
@@ -119,16 +120,16 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 					}
 					require.NoError(t, err, where)
 					storetest.RequireIdenticalDecision(t, want, got, where)
-					if p.Records(op.Verb, want) {
+					if p.Records(op.Verb, &want) {
 						s = next
 					}
 					switch {
-					case op.Verb == sluice.VerbReserve && want.At != 0:
-						booked = append(booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
-					case op.Verb == sluice.VerbCancel && want.Allowed && rng.IntN(2) == 0:
+					case op.Verb == engine.VerbReserve && want.At != 0:
+						booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
+					case op.Verb == engine.VerbCancel && want.Allowed && rng.IntN(2) == 0:
 						// Then the booking before it, mostly: the key's
 						// latest again, for the GCRA.
-						booked = slices.DeleteFunc(booked, func(b sluice.Op) bool { return b.At == op.At })
+						booked = slices.DeleteFunc(booked, func(b engine.Op) bool { return b.At == op.At })
 					}
 				}
 			}
@@ -139,7 +140,7 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 // microGap draws the time to the next request in whole microseconds, as
 // the database's clock has them: often none, around the algorithm's time
 // scale, long idles, and a clock stepping back.
-func microGap(rng *rand.Rand, p sluice.Params) int64 {
+func microGap(rng *rand.Rand, p engine.Params) int64 {
 	scale := p.Interval * int64(math.Ceil(p.Limit))
 	var gap int64
 	switch r := rng.IntN(20); {
@@ -161,18 +162,18 @@ func microGap(rng *rand.Rand, p sluice.Params) int64 {
 // no earlier than an instant), and
 // cancels of the bookings, mostly the latest, sometimes of an instant
 // nothing was booked for.
-func serverClockOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.Op) sluice.Op {
+func serverClockOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) engine.Op {
 	cost := []float64{0, 1, 1, math.Ceil(p.Limit), math.Round(rng.Float64()*p.Limit*100) / 100}[rng.IntN(5)]
-	op := sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: now}
+	op := engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
 	switch r := rng.IntN(10); {
 	case r == 0:
-		op.Verb = sluice.VerbCheck
-	case r == 1 && p.Kind == sluice.KindLeakyBucket:
-		op.Verb = sluice.VerbFill
+		op.Verb = engine.VerbCheck
+	case r == 1 && p.Kind == engine.KindLeakyBucket:
+		op.Verb = engine.VerbFill
 	case r == 2:
-		op.Verb, op.Cost = sluice.VerbAtMost, math.Round(rng.Float64()*3*p.Limit*100)/100
+		op.Verb, op.Cost = engine.VerbAtMost, math.Round(rng.Float64()*3*p.Limit*100)/100
 	case r < 6:
-		op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
+		op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
 		if rng.IntN(3) == 0 {
 			// No earlier than an instant, as a group books: in the past,
 			// soon, or beyond the maximum delay.
@@ -200,7 +201,7 @@ func TestServerClockIsReadOnceForAllOfAtMostsCosts(t *testing.T) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			// reads returns how often two decisions, on a new key and
 			// then on the same key, read the clock.
-			reads := func(key string, op sluice.Op) (onNew, onExisting int64) {
+			reads := func(key string, op engine.Op) (onNew, onExisting int64) {
 				counts := [2]int64{}
 				for i := range counts {
 					before := clock.reads(t)
@@ -210,9 +211,9 @@ func TestServerClockIsReadOnceForAllOfAtMostsCosts(t *testing.T) {
 				}
 				return counts[0], counts[1]
 			}
-			allowNew, allowExisting := reads(fmt.Sprintf("allow%d", ai), sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			allowNew, allowExisting := reads(fmt.Sprintf("allow%d", ai), engine.Op{Verb: engine.VerbAllow, Cost: 1})
 			require.Equal(t, int64(1), allowNew)
-			atMostNew, atMostExisting := reads(fmt.Sprintf("atmost%d", ai), sluice.Op{Verb: sluice.VerbAtMost, Cost: 3 * p.Limit})
+			atMostNew, atMostExisting := reads(fmt.Sprintf("atmost%d", ai), engine.Op{Verb: engine.VerbAtMost, Cost: 3 * p.Limit})
 			require.Equal(t, allowNew, atMostNew)
 			require.Equal(t, allowExisting, atMostExisting)
 		})
@@ -226,8 +227,8 @@ func TestServerClockReservationsAreOnItsClock(t *testing.T) {
 	st, _ := newStore(t, pool)
 	ctx := context.Background()
 	// An hour per unit: the test's own duration is noise.
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
-	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(24 * time.Hour)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	reserve := engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: int64(24 * time.Hour)}
 	first, err := st.Apply(ctx, "k", &p, reserve)
 	require.NoError(t, err)
 	require.True(t, first.Allowed)
@@ -239,7 +240,7 @@ func TestServerClockReservationsAreOnItsClock(t *testing.T) {
 	require.InDelta(t, time.Now().Add(second.Delay).UnixNano(), second.At, float64(time.Minute),
 		"At is an instant on the database's clock, which is this machine's")
 
-	cancel := sluice.Op{Verb: sluice.VerbCancel, Cost: 1, At: second.At}
+	cancel := engine.Op{Verb: engine.VerbCancel, Cost: 1, At: second.At}
 	d, err := st.Apply(ctx, "k", &p, cancel)
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "the latest booking is given back")
@@ -270,13 +271,13 @@ func TestPruneKeepsBookedKeysUntilTheirReset(t *testing.T) {
 		// A day per unit: a turn booked behind a full key comes a day
 		// or more after then, well after now.
 		p.Interval = day
-		if p.Kind == sluice.KindGCRA {
+		if p.Kind == engine.KindGCRA {
 			p.Interval = day / int64(p.Limit)
 		}
 		key := fmt.Sprintf("booked%d", ai)
-		var last sluice.Decision
+		var last engine.Decision
 		for range int(math.Ceil(p.Limit)) + 1 {
-			d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: then, MaxDelay: 2 * day})
+			d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: then, MaxDelay: 2 * day})
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
 			last = d

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
@@ -64,15 +64,15 @@ type algorithm struct {
 
 // The verbs as the column verb carries them.
 var (
-	verbAllow   = verbSQL(sluice.VerbAllow)
-	verbCheck   = verbSQL(sluice.VerbCheck)
-	verbFill    = verbSQL(sluice.VerbFill)
-	verbReserve = verbSQL(sluice.VerbReserve)
-	verbCancel  = verbSQL(sluice.VerbCancel)
-	verbAtMost  = verbSQL(sluice.VerbAtMost)
+	verbAllow   = verbSQL(engine.VerbAllow)
+	verbCheck   = verbSQL(engine.VerbCheck)
+	verbFill    = verbSQL(engine.VerbFill)
+	verbReserve = verbSQL(engine.VerbReserve)
+	verbCancel  = verbSQL(engine.VerbCancel)
+	verbAtMost  = verbSQL(engine.VerbAtMost)
 )
 
-func verbSQL(v sluice.Verb) string { return strconv.Itoa(int(v)) }
+func verbSQL(v engine.Verb) string { return strconv.Itoa(int(v)) }
 
 var (
 	// sqlTolerance is sluice's relative float slack, written so that
@@ -199,15 +199,15 @@ func retryAfter(noRetry ...string) string {
 // algorithmFor returns the step of an algorithm variant.
 func algorithmFor(v variant) algorithm {
 	switch {
-	case v.kind == sluice.KindLeakyBucket, v.kind == sluice.KindTokenBucket && !v.intervalRefill:
+	case v.kind == engine.KindLeakyBucket, v.kind == engine.KindTokenBucket && !v.intervalRefill:
 		return meter()
-	case v.kind == sluice.KindGCRA:
+	case v.kind == engine.KindGCRA:
 		return gcra()
-	case v.kind == sluice.KindTokenBucket:
+	case v.kind == engine.KindTokenBucket:
 		return intervalRefill()
-	case v.kind == sluice.KindFixedWindow:
+	case v.kind == engine.KindFixedWindow:
 		return fixedWindow(v.anchored)
-	case v.kind == sluice.KindSlidingLog:
+	case v.kind == engine.KindSlidingLog:
 		return slidingLog()
 	default:
 		return slidingCounter()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // This file assembles the statements of an algorithm variant from its
@@ -181,7 +182,7 @@ func buildStatements(table string, v variant, callerClock bool) statements {
 	// GCRA's c*T of a candidate, a whole number, is exact in float8.
 	atMost := func(state, reads string) string {
 		nanos := func(c string) string { return "0::int8" }
-		if v.kind == sluice.KindGCRA {
+		if v.kind == engine.KindGCRA {
 			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
 		}
 		left := fmt.Sprintf("SELECT %s, %s, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g,\n\td_used AS z_used, d_remaining AS z_remaining, d_reset AS z_reset",

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // TestStatementsAreBuiltOnceWhenFirstNeeded requires a store's statements
@@ -30,6 +31,6 @@ func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
 // Params has to give an error rather than an empty statement.
 func TestStatementsOfAnUnknownVariantAreAnError(t *testing.T) {
 	set := newStatementSet(`"sluice_buckets"`, true)
-	_, err := set.of(variant{kind: sluice.KindGCRA, intervalRefill: true})
+	_, err := set.of(variant{kind: engine.KindGCRA, intervalRefill: true})
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }

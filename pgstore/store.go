@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
@@ -23,7 +24,7 @@ import (
 // Every decision is one SQL statement, one round trip: an INSERT ... ON
 // CONFLICT ... DO UPDATE that computes the key's new state from its
 // current row, locked, inside the database, with the algorithm translated
-// to SQL from [sluice.Params.Step]. Concurrent decisions on one key are
+// to SQL from [engine.Params.Step]. Concurrent decisions on one key are
 // serialized by the row lock, never retried. A reservation (Reserve,
 // Wait), its cancel and a partial grant (AllowAtMost) are one such
 // statement each too. CanAccept (VerbCheck) is a plain SELECT and writes
@@ -56,14 +57,14 @@ type Store struct {
 // change its step, and the parts of a penalty's and counted denials'
 // step it runs.
 type variant struct {
-	kind           sluice.Kind
+	kind           engine.Kind
 	intervalRefill bool
 	anchored       bool
 	strict         strictness
 }
 
 // variantOf returns the variant of p.
-func variantOf(p *sluice.Params) variant {
+func variantOf(p *engine.Params) variant {
 	return variant{kind: p.Kind, intervalRefill: p.IntervalRefill, anchored: p.Anchored, strict: strictnessOf(p)}
 }
 
@@ -71,14 +72,14 @@ func variantOf(p *sluice.Params) variant {
 var variants = func() []variant {
 	var vs []variant
 	for _, v := range []variant{
-		{kind: sluice.KindLeakyBucket},
-		{kind: sluice.KindGCRA},
-		{kind: sluice.KindTokenBucket},
-		{kind: sluice.KindTokenBucket, intervalRefill: true},
-		{kind: sluice.KindFixedWindow},
-		{kind: sluice.KindFixedWindow, anchored: true},
-		{kind: sluice.KindSlidingLog},
-		{kind: sluice.KindSlidingCounter},
+		{kind: engine.KindLeakyBucket},
+		{kind: engine.KindGCRA},
+		{kind: engine.KindTokenBucket},
+		{kind: engine.KindTokenBucket, intervalRefill: true},
+		{kind: engine.KindFixedWindow},
+		{kind: engine.KindFixedWindow, anchored: true},
+		{kind: engine.KindSlidingLog},
+		{kind: engine.KindSlidingCounter},
 	} {
 		for _, s := range []strictness{lenient, blocking, counting} {
 			v.strict = s
@@ -188,11 +189,11 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 // Apply runs op against key's state in one statement, atomically. It
 // implements [sluice.Store]. A key holding the live state of another
 // algorithm gives an error wrapping [sluice.ErrKeyConflict].
-func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (st *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	if err := p.Validate(); err != nil {
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
-	d := sluice.Decision{Limit: p.Limit}
+	d := engine.Decision{Limit: p.Limit}
 	refused := st.checkOp(p, op)
 	if refused != nil && !p.Overflows(op, refused) {
 		return d, refused
@@ -212,31 +213,31 @@ func (st *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slu
 
 // statement returns the SQL of op under p among stmts, and its arguments
 // on key. It passes op.Now as the time with callerClock.
-func statement(stmts *statementSet, callerClock bool, key string, p *sluice.Params, op sluice.Op) (string, []any, error) {
+func statement(stmts *statementSet, callerClock bool, key string, p *engine.Params, op engine.Op) (string, []any, error) {
 	v, err := stmts.of(variantOf(p))
 	if err != nil {
 		return "", nil, err
 	}
 	sql := v.apply
 	switch op.Verb {
-	case sluice.VerbCheck:
+	case engine.VerbCheck:
 		sql = v.check
-	case sluice.VerbAtMost:
+	case engine.VerbAtMost:
 		sql = v.atMost
 	}
 	return sql, args(key, p, op, callerClock), nil
 }
 
 // scanDecision reads the decision a statement on key under p returned.
-func scanDecision(row pgx.Row, key string, p *sluice.Params) (sluice.Decision, error) {
-	d := sluice.Decision{Limit: p.Limit}
+func scanDecision(row pgx.Row, key string, p *engine.Params) (engine.Decision, error) {
+	d := engine.Decision{Limit: p.Limit}
 	var retry, reset, delay int64
 	err := row.Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
+		return engine.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
 	case err != nil:
-		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q: %w", p.Kind, key, err)
+		return engine.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q: %w", p.Kind, key, err)
 	}
 	d.RetryAfter, d.ResetAfter, d.Delay = time.Duration(retry), time.Duration(reset), time.Duration(delay)
 	return d, nil
@@ -244,9 +245,9 @@ func scanDecision(row pgx.Row, key string, p *sluice.Params) (sluice.Decision, e
 
 // args returns the parameters of the statements, in the order of the CTE
 // params.
-func args(key string, p *sluice.Params, op sluice.Op, callerClock bool) []any {
+func args(key string, p *engine.Params, op engine.Op, callerClock bool) []any {
 	var tau, costNanos int64
-	if p.Kind == sluice.KindGCRA {
+	if p.Kind == engine.KindGCRA {
 		tau = arith.Nanos(p.Limit, p.Interval)
 		// A cost above the limit (VerbAtMost's) is never tried whole.
 		if op.Cost <= p.Limit {
@@ -261,11 +262,11 @@ func args(key string, p *sluice.Params, op sluice.Op, callerClock bool) []any {
 	return args
 }
 
-// checkOp validates op as sluice's Params.Step does; the caller's time only
+// checkOp validates op as [engine.Params.Step] does; the caller's time only
 // when the store uses it.
-func (st *Store) checkOp(p *sluice.Params, op sluice.Op) error {
+func (st *Store) checkOp(p *engine.Params, op engine.Op) error {
 	if st.callerClock {
-		if err := sluice.CheckTime(op.Now); err != nil {
+		if err := engine.CheckTime(op.Now); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -63,8 +64,8 @@ func dropAfter(t testing.TB, pool *pgxpool.Pool, what string) {
 var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 
 // allow is a VerbAllow of cost at now.
-func allow(cost float64, now int64) sluice.Op {
-	return sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: now}
+func allow(cost float64, now int64) engine.Op {
+	return engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
 }
 
 func TestConformance(t *testing.T) {
@@ -98,20 +99,20 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 		for _, start := range []int64{0, maxTime - 3*p.Interval} {
 			t.Run(fmt.Sprintf("%d_%v_from_%d", ai, p.Kind, start), func(t *testing.T) {
 				key := fmt.Sprintf("ends%d.%d", ai, start)
-				var s sluice.State
+				var s engine.State
 				var booked int64 // the latest booking's instant
 				for now := start; now <= start+3*p.Interval; now += p.Interval / 3 {
-					ops := []sluice.Op{
-						{Verb: sluice.VerbCheck, Cost: 1, Now: now},
-						{Verb: sluice.VerbAllow, Cost: 1, Now: now},
-						{Verb: sluice.VerbAtMost, Cost: 2 * p.Limit, Now: now},
+					ops := []engine.Op{
+						{Verb: engine.VerbCheck, Cost: 1, Now: now},
+						{Verb: engine.VerbAllow, Cost: 1, Now: now},
+						{Verb: engine.VerbAtMost, Cost: 2 * p.Limit, Now: now},
 					}
 					if p.Reservable() {
 						ops = append(ops,
-							sluice.Op{Verb: sluice.VerbReserve, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
-							sluice.Op{Verb: sluice.VerbCancel, Cost: p.Limit, Now: now, At: booked},
-							sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60, At: maxTime + 1<<60},
-							sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: booked})
+							engine.Op{Verb: engine.VerbReserve, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
+							engine.Op{Verb: engine.VerbCancel, Cost: p.Limit, Now: now, At: booked},
+							engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60, At: maxTime + 1<<60},
+							engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: booked})
 					}
 					for _, op := range ops {
 						next, want, err := p.Step(s, op)
@@ -119,7 +120,7 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 						got, err := st.Apply(ctx, key, &p, op)
 						require.NoError(t, err)
 						storetest.RequireIdenticalDecision(t, want, got, fmt.Sprintf("now %d op %+v", now, op))
-						if p.Records(op.Verb, want) {
+						if p.Records(op.Verb, &want) {
 							s = next
 						}
 						if want.At != 0 {
@@ -151,12 +152,12 @@ func TestCheckWritesNothing(t *testing.T) {
 			require.NoError(t, err)
 			before := row(key)
 			for _, cost := range []float64{0, 1, p.Limit} {
-				_, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: base + 1})
+				_, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: base + 1})
 				require.NoError(t, err)
 			}
 			require.Equal(t, before, row(key))
 
-			_, err = st.Apply(ctx, key+"-absent", &p, sluice.Op{Verb: sluice.VerbCheck, Cost: 1, Now: base})
+			_, err = st.Apply(ctx, key+"-absent", &p, engine.Op{Verb: engine.VerbCheck, Cost: 1, Now: base})
 			require.NoError(t, err)
 			var n int
 			require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()+" WHERE key = $1", key+"-absent").Scan(&n))
@@ -170,7 +171,7 @@ func TestKilledConnectionGivesErrorAndPoolRecovers(t *testing.T) {
 	pool := newPool(t, url, 2)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 100, Interval: int64(time.Second)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 100, Interval: int64(time.Second)}
 	_, err := st.Apply(ctx, "k", &p, allow(1, base))
 	require.NoError(t, err)
 
@@ -235,7 +236,7 @@ func TestReconnectsAfterServerRestart(t *testing.T) {
 	pool := newPool(t, pg.URL, conns)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 100, Interval: int64(time.Hour)}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 100, Interval: int64(time.Hour)}
 
 	d, err := st.Apply(ctx, "k", &p, allow(1, base))
 	require.NoError(t, err)
@@ -296,8 +297,8 @@ func TestPruneDeletesOnlyExpiredRowsInBatches(t *testing.T) {
 	// clock: a day is far from the edge either way.
 	now := time.Now().UnixNano()
 	day := int64(24 * time.Hour)
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	var live []string
 	for i := range 10 {
 		_, err := st.Apply(ctx, fmt.Sprintf("expired%d", i), &window, allow(1, now-day))
@@ -354,8 +355,8 @@ func TestCreateSchemaIsIdempotentAndSafeConcurrently(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, st.CreateSchema(ctx))
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Second)}
-	_, err = st.Apply(ctx, "k", &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Second)}
+	_, err = st.Apply(ctx, "k", &p, engine.Op{Verb: engine.VerbAllow, Cost: 1})
 	require.NoError(t, err)
 }
 
@@ -365,15 +366,15 @@ func TestServerClockGivesSaneDecisions(t *testing.T) {
 	ctx := context.Background()
 	// An hour per unit: the test's own duration is noise.
 	const T = time.Hour
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(T)}
-	var last sluice.Decision
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(T)}
+	var last engine.Decision
 	for i := range 5 {
-		d, err := st.Apply(ctx, "k", &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: 1})
+		d, err := st.Apply(ctx, "k", &p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: 1})
 		require.NoError(t, err)
 		require.True(t, d.Allowed, "request %d of the burst", i)
 		last = d
 	}
-	d, err := st.Apply(ctx, "k", &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+	d, err := st.Apply(ctx, "k", &p, engine.Op{Verb: engine.VerbAllow, Cost: 1})
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
 	require.Greater(t, d.RetryAfter, time.Duration(0))
@@ -391,16 +392,16 @@ func TestKeyHoldingAnotherAlgorithmsLiveStateConflicts(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: int64(time.Minute)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Minute)}
 
 	_, err := st.Apply(ctx, "k", &gcra, allow(2, base)) // live for 2 s
 	require.NoError(t, err)
-	for _, verb := range []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck} {
-		_, err = st.Apply(ctx, "k", &window, sluice.Op{Verb: verb, Cost: 1, Now: base + 1})
+	for _, verb := range []engine.Verb{engine.VerbAllow, engine.VerbCheck} {
+		_, err = st.Apply(ctx, "k", &window, engine.Op{Verb: verb, Cost: 1, Now: base + 1})
 		require.ErrorIs(t, err, sluice.ErrKeyConflict, verb.String())
 	}
-	d, err := st.Apply(ctx, "k", &gcra, sluice.Op{Verb: sluice.VerbCheck, Cost: 3, Now: base + 1})
+	d, err := st.Apply(ctx, "k", &gcra, engine.Op{Verb: engine.VerbCheck, Cost: 3, Now: base + 1})
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "the conflicting requests changed nothing")
 
@@ -420,7 +421,7 @@ func TestTableOptionNamesTheTable(t *testing.T) {
 	_, err := pool.Exec(ctx, "CREATE SCHEMA limits_"+suffix)
 	require.NoError(t, err)
 	dropAfter(t, pool, "SCHEMA limits_"+suffix+" CASCADE")
-	p := sluice.Params{Kind: sluice.KindSlidingLog, Limit: 2, Interval: int64(time.Second), MaxEntries: 2}
+	p := engine.Params{Kind: engine.KindSlidingLog, Limit: 2, Interval: int64(time.Second), MaxEntries: 2}
 	for _, name := range []string{"Mixed_Case_" + suffix, "limits_" + suffix + ".buckets", "select_" + suffix} {
 		t.Run(name, func(t *testing.T) {
 			st, err := pgstore.New(pool, pgstore.WithTable(name), pgstore.WithCallerClock())
@@ -469,31 +470,31 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 	defer pool.Close()
 	st, err := pgstore.New(pool, pgstore.WithCallerClock())
 	require.NoError(t, err)
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
 	for _, tc := range []struct {
 		name string
 		key  string
-		p    sluice.Params
-		op   sluice.Op
+		p    engine.Params
+		op   engine.Op
 		want error
 	}{
-		{"invalid params", "k", sluice.Params{Kind: sluice.KindGCRA}, allow(1, base), sluice.ErrInvalidConfig},
+		{"invalid params", "k", engine.Params{Kind: engine.KindGCRA}, allow(1, base), sluice.ErrInvalidConfig},
 		{"negative cost", "k", gcra, allow(-1, base), sluice.ErrInvalidCost},
 		{"cost above limit", "k", gcra, allow(6, base), sluice.ErrCostExceedsLimit},
-		{"check above limit", "k", gcra, sluice.Op{Verb: sluice.VerbCheck, Cost: 6}, sluice.ErrCostExceedsLimit},
-		{"fill-up of GCRA", "k", gcra, sluice.Op{Verb: sluice.VerbFill, Cost: 1}, sluice.ErrUnsupported},
-		{"unknown verb", "k", gcra, sluice.Op{Verb: 9, Cost: 1}, sluice.ErrUnsupported},
-		{"reservation of a window", "k", window, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
-		{"cancel of a window", "k", window, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
-		{"reservation above limit", "k", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
-		{"negative max delay", "k", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
-		{"max delay above 2^60 ns", "k", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
-		{"cancel before the epoch", "k", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
-		{"cancel after 2^62 + 2^60 ns", "k", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
-		{"partial grant of NaN", "k", gcra, sluice.Op{Verb: sluice.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
-		{"partial grant above a limit below one", "k", sluice.Params{Kind: sluice.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
-			sluice.Op{Verb: sluice.VerbAtMost, Cost: 1, Now: base}, sluice.ErrCostExceedsLimit},
+		{"check above limit", "k", gcra, engine.Op{Verb: engine.VerbCheck, Cost: 6}, sluice.ErrCostExceedsLimit},
+		{"fill-up of GCRA", "k", gcra, engine.Op{Verb: engine.VerbFill, Cost: 1}, sluice.ErrUnsupported},
+		{"unknown verb", "k", gcra, engine.Op{Verb: 9, Cost: 1}, sluice.ErrUnsupported},
+		{"reservation of a window", "k", window, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"cancel of a window", "k", window, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
+		{"reservation above limit", "k", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
+		{"negative max delay", "k", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
+		{"max delay above 2^60 ns", "k", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+		{"cancel before the epoch", "k", gcra, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
+		{"cancel after 2^62 + 2^60 ns", "k", gcra, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+		{"partial grant of NaN", "k", gcra, engine.Op{Verb: engine.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
+		{"partial grant above a limit below one", "k", engine.Params{Kind: engine.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
+			engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrCostExceedsLimit},
 		{"time before the epoch", "k", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"time after 2116", "k", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
 	} {
@@ -530,7 +531,7 @@ func TestGuideShowsTheSchema(t *testing.T) {
 // replays them all in pgx's default mode.)
 func TestDecisionsAreBitIdenticalToStepInEveryQueryMode(t *testing.T) {
 	url := testserver.StartPostgres(t).URL
-	strict := sluice.Params{Kind: sluice.KindGCRA, Limit: 3, Interval: int64(time.Second) / 4, Penalty: int64(2 * time.Second), CountDenied: true}
+	strict := engine.Params{Kind: engine.KindGCRA, Limit: 3, Interval: int64(time.Second) / 4, Penalty: int64(2 * time.Second), CountDenied: true}
 	for _, mode := range []pgx.QueryExecMode{
 		pgx.QueryExecModeCacheDescribe,
 		pgx.QueryExecModeDescribeExec,

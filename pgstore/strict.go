@@ -3,7 +3,7 @@ package pgstore
 import (
 	"strings"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // This file translates Params.decideStrict, the algorithm under a penalty
@@ -32,7 +32,7 @@ const (
 )
 
 // strictnessOf returns the strictness of p's statements.
-func strictnessOf(p *sluice.Params) strictness {
+func strictnessOf(p *engine.Params) strictness {
 	switch {
 	case p.CountDenied:
 		return counting

@@ -15,7 +15,7 @@
 --          instant before which a reservation is not booked) in seconds
 --          and nanoseconds, and the penalty in seconds and nanoseconds
 --
--- Kinds and verbs are sluice.Kind and sluice.Verb as numbers. The variant
+-- Kinds and verbs are engine.Kind and engine.Verb as numbers. The variant
 -- is 1 for the token bucket's interval refill and anchored fixed windows.
 -- In server-clock mode the now fields are ignored: the script reads TIME
 -- once, for every limit it decides, and a cancel's instant is on the
@@ -60,8 +60,8 @@
 -- every call). Each algorithm's section ends by registering its step
 -- function in steps.
 
-local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER = 1, 2, 3, 4, 5, 6 -- sluice.Kind
-local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST = 1, 2, 3, 4, 5, 6 -- sluice.Verb
+local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER = 1, 2, 3, 4, 5, 6 -- engine.Kind
+local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST = 1, 2, 3, 4, 5, 6 -- engine.Verb
 local TOLERANCE = 2^-48
 local MAX_SPAN = 2^60
 local EXACT = 2^53 -- doubles hold every integer up to here

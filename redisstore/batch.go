@@ -5,20 +5,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // A Request is one decision of a batch: op on Key's state under Params.
 type Request struct {
 	Key    string
-	Params *sluice.Params
-	Op     sluice.Op
+	Params *engine.Params
+	Op     engine.Op
 }
 
 // A Result is the outcome of one Request: what [Store.Apply] would have
 // returned for it.
 type Result struct {
-	Decision sluice.Decision
+	Decision engine.Decision
 	Err      error
 }
 
@@ -90,7 +90,7 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 			}
 			s.reload.failed(err)
 			d, err := outcome(r.Key, r.Params, r.Op.Verb, reply, err)
-			if err == nil && s.acks.records(r.Op.Verb) && r.Params.Records(r.Op.Verb, d) {
+			if err == nil && s.acks.records(r.Op.Verb) && r.Params.Records(r.Op.Verb, &d) {
 				err = s.acks.verdict(keyName(r.Key), c.wait)
 			}
 			if err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -40,15 +41,15 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	algorithms := storetest.Algorithms()
 	rng := rand.New(rand.NewPCG(7, 11))
-	states := map[string]sluice.State{}
-	booked := map[string][]sluice.Op{} // each key's reservations, as the cancels that give them back
+	states := map[string]engine.State{}
+	booked := map[string][]engine.Op{} // each key's reservations, as the cancels that give them back
 	now := base
 	waited, givenBack := 0, 0
 	for batch := range 30 {
 		// The specification decides each request as it is drawn, so that
 		// a cancel can name a reservation booked earlier in the batch.
 		reqs := make([]redisstore.Request, 1+rng.IntN(60))
-		wants := make([]sluice.Decision, len(reqs))
+		wants := make([]engine.Decision, len(reqs))
 		for i := range reqs {
 			a := rng.IntN(len(algorithms))
 			p := &algorithms[a]
@@ -57,14 +58,14 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 			op := batchOp(rng, p, now, booked[key])
 			next, want, err := p.Step(cloneState(states[key]), op)
 			require.NoError(t, err)
-			if p.Records(op.Verb, want) {
+			if p.Records(op.Verb, &want) {
 				states[key] = next
 			}
-			if op.Verb == sluice.VerbReserve && want.At != 0 {
-				booked[key] = append(booked[key], sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+			if op.Verb == engine.VerbReserve && want.At != 0 {
+				booked[key] = append(booked[key], engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 				waited++
 			}
-			if op.Verb == sluice.VerbCancel && want.Allowed {
+			if op.Verb == engine.VerbCancel && want.Allowed {
 				givenBack++
 			}
 			reqs[i], wants[i] = redisstore.Request{Key: key, Params: p, Op: op}, want
@@ -84,15 +85,15 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 // batchOp draws a request of a batch: mostly admissions, with checks,
 // partial grants, and for the algorithms that book ahead, reservations
 // and cancels of the latest booking or of any.
-func batchOp(rng *rand.Rand, p *sluice.Params, now int64, booked []sluice.Op) sluice.Op {
-	op := sluice.Op{Verb: sluice.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
+func batchOp(rng *rand.Rand, p *engine.Params, now int64, booked []engine.Op) engine.Op {
+	op := engine.Op{Verb: engine.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
 	switch r := rng.IntN(10); {
 	case r < 2:
-		op.Verb = sluice.VerbCheck
+		op.Verb = engine.VerbCheck
 	case r < 3:
-		op.Verb, op.Cost = sluice.VerbAtMost, op.Cost*2
+		op.Verb, op.Cost = engine.VerbAtMost, op.Cost*2
 	case r < 5 && p.Reservable():
-		op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
+		op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
 	case r < 6 && len(booked) > 0:
 		op = booked[len(booked)-1]
 		if rng.IntN(3) == 0 {
@@ -124,11 +125,11 @@ func TestBatchSurvivesScriptFlush(t *testing.T) {
 		}
 	}
 	for a, p := range algorithms {
-		var s sluice.State
+		var s engine.State
 		for range 6 {
 			s, _, _ = p.Step(s, allow(0.25, base))
 		}
-		check := sluice.Op{Verb: sluice.VerbCheck, Now: base}
+		check := engine.Op{Verb: engine.VerbCheck, Now: base}
 		_, want, _ := p.Step(s, check)
 		got, err := st.Apply(t.Context(), fmt.Sprint(a), &p, check)
 		require.NoError(t, err)
@@ -142,14 +143,14 @@ func TestBatchSurvivesScriptFlush(t *testing.T) {
 func TestBatchRefusesInvalidRequestsAlone(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: int64(time.Second)}
 	tests := []struct {
 		req  redisstore.Request
 		want error
 	}{
 		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(1, base)}, nil},
 		{redisstore.Request{Key: "a", Params: nil, Op: allow(1, base)}, sluice.ErrInvalidConfig},
-		{redisstore.Request{Key: "a", Params: &sluice.Params{Kind: sluice.KindGCRA}, Op: allow(1, base)}, sluice.ErrInvalidConfig},
+		{redisstore.Request{Key: "a", Params: &engine.Params{Kind: engine.KindGCRA}, Op: allow(1, base)}, sluice.ErrInvalidConfig},
 		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(math.NaN(), base)}, sluice.ErrInvalidCost},
 		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(3, base)}, sluice.ErrCostExceedsLimit},
 		{redisstore.Request{Key: "a", Params: &gcra, Op: allow(1, -1)}, sluice.ErrTimeOutOfRange},
@@ -180,7 +181,7 @@ func TestBatchFailsEveryRequestWhenRedisIsDown(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	c := newClient(t, srv.Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
 	reqs := []redisstore.Request{
 		{Key: "a", Params: &gcra, Op: allow(1, base)},
 		{Key: "b", Params: &gcra, Op: allow(9, base)},

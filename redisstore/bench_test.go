@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -29,11 +29,11 @@ func BenchmarkApply(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, p := range []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)},
-		{Kind: sluice.KindTokenBucket, Limit: 100, Interval: int64(time.Second), Amount: 100},
-		{Kind: sluice.KindFixedWindow, Limit: 1e6, Interval: int64(24 * time.Hour)},
-		{Kind: sluice.KindSlidingLog, Limit: 100, Interval: int64(time.Second), MaxEntries: 100},
+	for _, p := range []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)},
+		{Kind: engine.KindTokenBucket, Limit: 100, Interval: int64(time.Second), Amount: 100},
+		{Kind: engine.KindFixedWindow, Limit: 1e6, Interval: int64(24 * time.Hour)},
+		{Kind: engine.KindSlidingLog, Limit: 100, Interval: int64(time.Second), MaxEntries: 100},
 	} {
 		keys := make([]string, 1024)
 		for i := range keys {
@@ -80,7 +80,7 @@ func BenchmarkApplyReplicaAcks(b *testing.B) {
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 100, Interval: int64(time.Millisecond)}
 	for _, mode := range []struct {
 		name string
 		opts []redisstore.Option
@@ -131,19 +131,19 @@ func BenchmarkApplyShaping(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
-	apply := func(b *testing.B, key string, op sluice.Op) sluice.Decision {
+	apply := func(b *testing.B, key string, op engine.Op) engine.Decision {
 		d, err := st.Apply(b.Context(), key, &p, op)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return d
 	}
-	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 1 << 60}
+	reserve := engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: 1 << 60}
 	b.Run("Reserve", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -155,13 +155,13 @@ func BenchmarkApplyShaping(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			key := "c" + keys[i%len(keys)]
 			d := apply(b, key, reserve)
-			apply(b, key, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, At: d.At})
+			apply(b, key, engine.Op{Verb: engine.VerbCancel, Cost: 1, At: d.At})
 		}
 	})
 	b.Run("AllowAtMost", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			apply(b, "g"+keys[i%len(keys)], sluice.Op{Verb: sluice.VerbAtMost, Cost: 5})
+			apply(b, "g"+keys[i%len(keys)], engine.Op{Verb: engine.VerbAtMost, Cost: 5})
 		}
 	})
 }
@@ -185,10 +185,10 @@ func BenchmarkApplyGroup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	limits := []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 5000, Interval: int64(time.Second) / 5000},
-		{Kind: sluice.KindFixedWindow, Limit: 10000, Interval: int64(24 * time.Hour)},
-		{Kind: sluice.KindTokenBucket, Limit: 100, Interval: int64(time.Second), Amount: 100},
+	limits := []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 5000, Interval: int64(time.Second) / 5000},
+		{Kind: engine.KindFixedWindow, Limit: 10000, Interval: int64(24 * time.Hour)},
+		{Kind: engine.KindTokenBucket, Limit: 100, Interval: int64(time.Second), Amount: 100},
 	}
 	names := []string{"second", "day", "bucket"}
 	apiKeys := make([][]string, 1024)
@@ -198,8 +198,8 @@ func BenchmarkApplyGroup(b *testing.B) {
 		}
 	}
 	for _, n := range []int{2, 3} {
-		ops := make([]sluice.GroupOp, n)
-		each := make([]sluice.Decision, n)
+		ops := make([]engine.GroupOp, n)
+		each := make([]engine.Decision, n)
 		measure := func(b *testing.B, decide func(keys []string)) {
 			b.ReportAllocs()
 			trips.n.Store(0)
@@ -213,7 +213,7 @@ func BenchmarkApplyGroup(b *testing.B) {
 		b.Run(fmt.Sprintf("limits=%d/Group", n), func(b *testing.B) {
 			measure(b, func(keys []string) {
 				for j := range ops {
-					ops[j] = sluice.GroupOp{Key: keys[j], Params: &limits[j], Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}}
+					ops[j] = engine.GroupOp{Key: keys[j], Params: &limits[j], Op: engine.Op{Verb: engine.VerbAllow, Cost: 1}}
 				}
 				if _, err := st.ApplyGroup(b.Context(), ops, each); err != nil {
 					b.Fatal(err)

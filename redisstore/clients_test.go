@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 )
 
@@ -21,8 +21,8 @@ import (
 func TestClusterNeedsAClusterClient(t *testing.T) {
 	cluster := testserver.StartRedisClusterWithReplicas(t)
 	one := cluster.Nodes[0].Addr
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1}
 	for _, tc := range []struct {
 		name    string
 		client  redis.UniversalClient

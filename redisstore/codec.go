@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // args returns the script's ARGV[1] for one op under p.
-func (s *Store) args(p *sluice.Params, op sluice.Op) string {
+func (s *Store) args(p *engine.Params, op engine.Op) string {
 	var b [opSize + limitSize]byte
 	s.putOp(b[:opSize], op)
 	putLimit(b[opSize:], p, op)
@@ -33,8 +34,8 @@ func (s *Store) args(p *sluice.Params, op sluice.Op) string {
 
 // groupArgs returns the script's ARGV[1] for a group of ops, which share
 // their verb, time and maximum delay.
-func (s *Store) groupArgs(ops []sluice.GroupOp) string {
-	var b [opSize + sluice.MaxGroup*limitSize]byte
+func (s *Store) groupArgs(ops []engine.GroupOp) string {
+	var b [opSize + engine.MaxGroup*limitSize]byte
 	s.putOp(b[:opSize], ops[0].Op)
 	for i, g := range ops {
 		putLimit(b[opSize+i*limitSize:], g.Params, g.Op)
@@ -44,14 +45,14 @@ func (s *Store) groupArgs(ops []sluice.GroupOp) string {
 
 // putOp packs the op's fields into b: verb, clock, now, the TTL margin and
 // a reservation's MaxDelay.
-func (s *Store) putOp(b []byte, op sluice.Op) {
+func (s *Store) putOp(b []byte, op engine.Op) {
 	b[0] = byte(op.Verb)
 	var now, maxDelay int64
 	if s.callerClock {
 		b[1] = 1
 		now = op.Now
 	}
-	if op.Verb == sluice.VerbReserve {
+	if op.Verb == engine.VerbReserve {
 		maxDelay = op.MaxDelay
 	}
 	sec, nsec := split(now)
@@ -61,7 +62,7 @@ func (s *Store) putOp(b []byte, op sluice.Op) {
 
 // putLimit packs a limit's fields into b: its Params, and the op's cost
 // and instant (a reservation's or a cancel's At), both checked in range.
-func putLimit(b []byte, p *sluice.Params, op sluice.Op) {
+func putLimit(b []byte, p *engine.Params, op engine.Op) {
 	b[0] = byte(p.Kind)
 	if p.IntervalRefill || p.Anchored {
 		b[1] = 1
@@ -70,7 +71,7 @@ func putLimit(b []byte, p *sluice.Params, op sluice.Op) {
 		b[2] = 1
 	}
 	var at int64
-	if op.Verb == sluice.VerbReserve || op.Verb == sluice.VerbCancel {
+	if op.Verb == engine.VerbReserve || op.Verb == engine.VerbCancel {
 		at = op.At
 	}
 	atSec, atNsec := split(at)
@@ -114,17 +115,17 @@ const (
 
 // decode turns the script's reply to op under p on key into a decision. A
 // reply of an unexpected shape is an error.
-func decode(reply any, key string, p *sluice.Params, verb sluice.Verb) (sluice.Decision, error) {
+func decode(reply any, key string, p *engine.Params, verb engine.Verb) (engine.Decision, error) {
 	b, _ := reply.(string)
 	if conflict, kind, _ := conflictOf(b); conflict {
-		return sluice.Decision{Limit: p.Limit}, conflictError(key, kind, p)
+		return engine.Decision{Limit: p.Limit}, conflictError(key, kind, p)
 	}
-	d, rest, why := record(b, verb, verb == sluice.VerbAtMost)
+	d, rest, why := record(b, verb, verb == engine.VerbAtMost)
 	if why == "" && rest != "" {
 		why = ": bytes left over"
 	}
 	if why != "" {
-		return sluice.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %q%s", key, reply, why)
+		return engine.Decision{Limit: p.Limit}, fmt.Errorf("redisstore: key %q: unexpected script reply %q%s", key, reply, why)
 	}
 	d.Limit = p.Limit
 	return d, nil
@@ -133,14 +134,14 @@ func decode(reply any, key string, p *sluice.Params, verb sluice.Verb) (sluice.D
 // decodeGroup turns the script's reply to a group of ops into each
 // limit's decision, in each, and the group's. A reply of an unexpected
 // shape is an error, and leaves each as it was.
-func decodeGroup(reply any, ops []sluice.GroupOp, each []sluice.Decision) (sluice.Decision, error) {
+func decodeGroup(reply any, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
 	b, _ := reply.(string)
 	if conflict, kind, i := conflictOf(b); conflict && i >= 1 && i <= len(ops) {
 		g := ops[i-1]
-		return sluice.Decision{}, conflictError(g.Key, kind, g.Params)
+		return engine.Decision{}, conflictError(g.Key, kind, g.Params)
 	}
-	unexpected := func(why string) (sluice.Decision, error) {
-		return sluice.Decision{}, fmt.Errorf("redisstore: group of %d keys: unexpected script reply %q%s", len(ops), reply, why)
+	unexpected := func(why string) (engine.Decision, error) {
+		return engine.Decision{}, fmt.Errorf("redisstore: group of %d keys: unexpected script reply %q%s", len(ops), reply, why)
 	}
 	verb := ops[0].Op.Verb
 	if len(b) == 0 || int(b[0]) < 1 || int(b[0]) > len(ops) {
@@ -148,7 +149,7 @@ func decodeGroup(reply any, ops []sluice.GroupOp, each []sluice.Decision) (sluic
 	}
 	best := int(b[0]) - 1
 	group, rest, why := record(b[1:], verb, false)
-	decided := make([]sluice.Decision, len(ops))
+	decided := make([]engine.Decision, len(ops))
 	for i := range decided {
 		if why != "" {
 			break
@@ -169,14 +170,14 @@ func decodeGroup(reply any, ops []sluice.GroupOp, each []sluice.Decision) (sluic
 
 // conflictOf reports whether b is a key conflict's reply, and the kind
 // stored and the key's index it names.
-func conflictOf(b string) (conflict bool, kind sluice.Kind, index int) {
+func conflictOf(b string) (conflict bool, kind engine.Kind, index int) {
 	if len(b) != conflictSize || b[0] != conflictStatus {
 		return false, 0, 0
 	}
-	return true, sluice.Kind(b[1]), int(b[2])
+	return true, engine.Kind(b[1]), int(b[2])
 }
 
-func conflictError(key string, stored sluice.Kind, p *sluice.Params) error {
+func conflictError(key string, stored engine.Kind, p *engine.Params) error {
 	return fmt.Errorf("%w: key %q holds %v state, not %v", sluice.ErrKeyConflict, key, stored, p.Kind)
 }
 
@@ -185,7 +186,7 @@ func conflictError(key string, stored sluice.Kind, p *sluice.Params) error {
 // is empty if the record is well formed, and else says what is wrong: an
 // unknown status, a waiting reservation of another verb or of a denial, a
 // record cut short, times out of range.
-func record(b string, verb sluice.Verb, grant bool) (d sluice.Decision, rest string, why string) {
+func record(b string, verb engine.Verb, grant bool) (d engine.Decision, rest string, why string) {
 	if len(b) < recordSize {
 		return d, "", ": record cut short"
 	}
@@ -194,7 +195,7 @@ func record(b string, verb sluice.Verb, grant bool) (d sluice.Decision, rest str
 	switch {
 	case status&^(allowedBit|blockedBit|waitsBit) != 0:
 		return d, "", ": unknown status"
-	case waits && (verb != sluice.VerbReserve || status&allowedBit == 0):
+	case waits && (verb != engine.VerbReserve || status&allowedBit == 0):
 		return d, "", ": a wait where none can be"
 	}
 	n := 6
@@ -265,7 +266,7 @@ func instant(sec, nsec float64) (int64, bool) {
 // scriptError returns the error of a script call on what (a key, a group)
 // of verb: wrapping sluice.ErrUnsupported when the script refused a verb
 // or algorithm it does not know.
-func scriptError(verb sluice.Verb, what string, err error) error {
+func scriptError(verb engine.Verb, what string, err error) error {
 	if redis.HasErrorPrefix(err, "UNSUPPORTED") {
 		return fmt.Errorf("%w: redisstore: %v on %s: %w", sluice.ErrUnsupported, verb, what, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // reply packs a decision's record as the script does: a status byte and
@@ -22,29 +23,29 @@ func reply(status byte, x ...float64) string {
 }
 
 func TestDecodeReadsDecision(t *testing.T) {
-	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	p := &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	tests := []struct {
 		name  string
-		verb  sluice.Verb
+		verb  engine.Verb
 		reply string
-		want  sluice.Decision
+		want  engine.Decision
 	}{
-		{"Denial", sluice.VerbAllow, reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807),
-			sluice.Decision{Limit: 5, Used: 4.5, Remaining: 0.5, RetryAfter: 123, ResetAfter: 1<<63 - 1}},
-		{"Blocked", sluice.VerbAllow, reply(2, 5, 0, 2, 0, 3, 0),
-			sluice.Decision{Limit: 5, Used: 5, RetryAfter: 2e9, ResetAfter: 3e9, Blocked: true}},
-		{"ReservationThatFitsNow", sluice.VerbReserve, reply(1, 1, 4, 0, 0, 0, 200),
-			sluice.Decision{Allowed: true, Limit: 5, Used: 1, Remaining: 4, ResetAfter: 200}},
-		{"ReservationThatWaits", sluice.VerbReserve, reply(5, 5, 0, 0, 0, 3, 5, 2, 999999999, 5764607523, 34234880),
-			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2999999999, At: 1<<62 + 1<<60}},
-		{"ReservationBehindABlock", sluice.VerbReserve, reply(7, 5, 0, 0, 0, 3, 5, 2, 0, 7, 0),
-			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2e9, At: 7e9, Blocked: true}},
-		{"MarkBeforeTheEpoch", sluice.VerbReserve, reply(5, 5, 0, 0, 0, 3, 5, 2, 0, -2, 999999999),
-			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2e9, At: -1e9 - 1}},
-		{"PartialGrant", sluice.VerbAtMost, reply(1, 5, 0, 0, 0, 1, 0, 2),
-			sluice.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 1e9, Granted: 2}},
-		{"NothingGranted", sluice.VerbAtMost, reply(0, 5, 0, 0, 7, 1, 0, 0),
-			sluice.Decision{Limit: 5, Used: 5, RetryAfter: 7, ResetAfter: 1e9}},
+		{"Denial", engine.VerbAllow, reply(0, 4.5, 0.5, 0, 123, 9223372036, 854775807),
+			engine.Decision{Limit: 5, Used: 4.5, Remaining: 0.5, RetryAfter: 123, ResetAfter: 1<<63 - 1}},
+		{"Blocked", engine.VerbAllow, reply(2, 5, 0, 2, 0, 3, 0),
+			engine.Decision{Limit: 5, Used: 5, RetryAfter: 2e9, ResetAfter: 3e9, Blocked: true}},
+		{"ReservationThatFitsNow", engine.VerbReserve, reply(1, 1, 4, 0, 0, 0, 200),
+			engine.Decision{Allowed: true, Limit: 5, Used: 1, Remaining: 4, ResetAfter: 200}},
+		{"ReservationThatWaits", engine.VerbReserve, reply(5, 5, 0, 0, 0, 3, 5, 2, 999999999, 5764607523, 34234880),
+			engine.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2999999999, At: 1<<62 + 1<<60}},
+		{"ReservationBehindABlock", engine.VerbReserve, reply(7, 5, 0, 0, 0, 3, 5, 2, 0, 7, 0),
+			engine.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2e9, At: 7e9, Blocked: true}},
+		{"MarkBeforeTheEpoch", engine.VerbReserve, reply(5, 5, 0, 0, 0, 3, 5, 2, 0, -2, 999999999),
+			engine.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3e9 + 5, Delay: 2e9, At: -1e9 - 1}},
+		{"PartialGrant", engine.VerbAtMost, reply(1, 5, 0, 0, 0, 1, 0, 2),
+			engine.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 1e9, Granted: 2}},
+		{"NothingGranted", engine.VerbAtMost, reply(0, 5, 0, 0, 7, 1, 0, 0),
+			engine.Decision{Limit: 5, Used: 5, RetryAfter: 7, ResetAfter: 1e9}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,8 +57,8 @@ func TestDecodeReadsDecision(t *testing.T) {
 }
 
 func TestDecodeReportsConflict(t *testing.T) {
-	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	_, err := decode("\x80\x05\x01", "k", p, sluice.VerbReserve)
+	p := &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	_, err := decode("\x80\x05\x01", "k", p, engine.VerbReserve)
 	require.ErrorIs(t, err, sluice.ErrKeyConflict)
 	require.ErrorContains(t, err, "sliding log")
 }
@@ -66,15 +67,15 @@ func TestDecodeReportsConflict(t *testing.T) {
 // a made-up decision, for replies of any other shape, or of a shape that
 // the verb never gets.
 func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
-	p := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	p := &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	valid := reply(1, 0, 5, 0, 0, 0, 0)
 	waits := func(delayS, delayN, atS, atN float64) string {
 		return reply(5, 5, 0, 0, 0, 1, 0, delayS, delayN, atS, atN)
 	}
 	grants := func(g float64) string { return reply(1, 5, 0, 0, 0, 1, 0, g) }
-	allow, reserve, atMost := sluice.VerbAllow, sluice.VerbReserve, sluice.VerbAtMost
+	allow, reserve, atMost := engine.VerbAllow, engine.VerbReserve, engine.VerbAtMost
 	for name, tt := range map[string]struct {
-		verb  sluice.Verb
+		verb  engine.Verb
 		reply any
 	}{
 		"Nil":                 {allow, nil},
@@ -113,42 +114,42 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 			d, err := decode(tt.reply, "k", p, tt.verb)
 			require.Error(t, err)
 			require.NotErrorIs(t, err, sluice.ErrKeyConflict)
-			require.Equal(t, sluice.Decision{Limit: 5}, d)
+			require.Equal(t, engine.Decision{Limit: 5}, d)
 		})
 	}
 }
 
 // groupOps are the ops of a group of two limits of different limits.
-func groupOps(verb sluice.Verb) []sluice.GroupOp {
-	return []sluice.GroupOp{
-		{Key: "a", Params: &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}, Op: sluice.Op{Verb: verb, Cost: 1}},
-		{Key: "b", Params: &sluice.Params{Kind: sluice.KindFixedWindow, Limit: 100, Interval: int64(time.Hour)}, Op: sluice.Op{Verb: verb, Cost: 1}},
+func groupOps(verb engine.Verb) []engine.GroupOp {
+	return []engine.GroupOp{
+		{Key: "a", Params: &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}, Op: engine.Op{Verb: verb, Cost: 1}},
+		{Key: "b", Params: &engine.Params{Kind: engine.KindFixedWindow, Limit: 100, Interval: int64(time.Hour)}, Op: engine.Op{Verb: verb, Cost: 1}},
 	}
 }
 
 func TestDecodeGroupReadsEachDecision(t *testing.T) {
-	ops := groupOps(sluice.VerbReserve)
-	each := make([]sluice.Decision, 2)
+	ops := groupOps(engine.VerbReserve)
+	each := make([]engine.Decision, 2)
 	b := "\x02" + reply(5, 50, 50, 0, 0, 3600, 0, 1, 0, 9, 0) +
 		reply(5, 5, 0, 0, 0, 3, 0, 1, 0, 8, 500) + reply(1, 50, 50, 0, 0, 3600, 0)
 	d, err := decodeGroup(b, ops, each)
 	require.NoError(t, err)
-	require.Equal(t, sluice.Decision{Allowed: true, Limit: 100, Used: 50, Remaining: 50, ResetAfter: time.Hour, Delay: time.Second, At: 9e9}, d,
+	require.Equal(t, engine.Decision{Allowed: true, Limit: 100, Used: 50, Remaining: 50, ResetAfter: time.Hour, Delay: time.Second, At: 9e9}, d,
 		"the group's decision is made from the limit it names, with its Limit")
-	require.Equal(t, []sluice.Decision{
+	require.Equal(t, []engine.Decision{
 		{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3 * time.Second, Delay: time.Second, At: 8e9 + 500},
 		{Allowed: true, Limit: 100, Used: 50, Remaining: 50, ResetAfter: time.Hour},
 	}, each)
 }
 
 func TestDecodeGroupReportsTheConflictingKey(t *testing.T) {
-	_, err := decodeGroup("\x80\x05\x02", groupOps(sluice.VerbAllow), make([]sluice.Decision, 2))
+	_, err := decodeGroup("\x80\x05\x02", groupOps(engine.VerbAllow), make([]engine.Decision, 2))
 	require.ErrorIs(t, err, sluice.ErrKeyConflict)
 	require.ErrorContains(t, err, `key "b" holds sliding log state, not fixed window`)
 }
 
 func TestDecodeGroupRejectsUnexpectedReplies(t *testing.T) {
-	ops := groupOps(sluice.VerbAllow)
+	ops := groupOps(engine.VerbAllow)
 	r := reply(1, 1, 4, 0, 0, 1, 0)
 	for name, b := range map[string]any{
 		"Nil":             nil,
@@ -162,11 +163,11 @@ func TestDecodeGroupRejectsUnexpectedReplies(t *testing.T) {
 		"ConflictOfNoKey": "\x80\x05\x03",
 	} {
 		t.Run(name, func(t *testing.T) {
-			each := []sluice.Decision{{Used: 7}, {Used: 7}}
+			each := []engine.Decision{{Used: 7}, {Used: 7}}
 			_, err := decodeGroup(b, ops, each)
 			require.Error(t, err)
 			require.NotErrorIs(t, err, sluice.ErrKeyConflict)
-			require.Equal(t, []sluice.Decision{{Used: 7}, {Used: 7}}, each, "each is left as it was")
+			require.Equal(t, []engine.Decision{{Used: 7}, {Used: 7}}, each, "each is left as it was")
 		})
 	}
 }

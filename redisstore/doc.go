@@ -12,7 +12,7 @@
 // Redis runs the script atomically, so concurrent callers on one key are
 // serialized without WATCH, transactions or retries, and a hot key is
 // limited, never failed. The script is an exact translation of
-// [sluice.Params.Step], and gives its decisions bit for bit.
+// [engine.Params.Step], and gives its decisions bit for bit.
 //
 // Reservations (Reserve, and Wait, which books its turn with one), the
 // cancels that give them back and partial grants (AllowAtMost) are one
@@ -29,7 +29,7 @@
 //
 // [Store.ApplyGroup] decides a group of limits ([sluice.NewGroup]) in one
 // script call over every key of the group, exactly as
-// [sluice.DecideGroup]: recorded in every limit or in none, in one round
+// [engine.DecideGroup]: recorded in every limit or in none, in one round
 // trip whatever the number of limits. In a Cluster the keys of a group
 // must be in one slot: start them with the same hash tag, as in
 // "{api:KEY}:second" and "{api:KEY}:day" (see [Store.Key]). A group whose

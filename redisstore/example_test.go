@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/redisstore"
 )
 
@@ -92,7 +93,7 @@ func ExampleWithReplicaAcks() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := sluice.NewTokenBucket(sluice.PerHour(5), sluice.WithStore(st))
+	lim, err := sluice.NewTokenBucket(sluice.PerHour(5), 5, sluice.WithStore(st))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -155,14 +156,14 @@ func ExampleStore_ApplyBatch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := sluice.NewTokenBucket(sluice.PerMinute(100), sluice.WithStore(st))
+	lim, err := sluice.NewTokenBucket(sluice.PerMinute(100), 100, sluice.WithStore(st))
 	if err != nil {
 		log.Fatal(err)
 	}
 	p := lim.Params() // in the server-clock mode, Op.Now is not needed
 	var reqs []redisstore.Request
 	for _, tenant := range []string{"acme", "globex", "initech"} {
-		reqs = append(reqs, redisstore.Request{Key: tenant, Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 10}})
+		reqs = append(reqs, redisstore.Request{Key: tenant, Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 10}})
 	}
 	for i, r := range st.ApplyBatch(context.Background(), reqs) {
 		if r.Err != nil {
@@ -195,7 +196,7 @@ func Example_group() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	global, err := sluice.NewTokenBucket(sluice.PerSecond(5000), sluice.WithStore(st))
+	global, err := sluice.NewTokenBucket(sluice.PerSecond(5000), 5000, sluice.WithStore(st))
 	if err != nil {
 		log.Fatal(err)
 	}

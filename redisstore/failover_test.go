@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -95,7 +96,7 @@ type admission struct {
 // fails with ErrNotReplicated was made, and counts as a success for the
 // recovery, but not as an admission.
 func decideThroughFailover(t *testing.T, st *redisstore.Store, kill, failover func(), acked bool) failoverFigures {
-	lim, err := sluice.NewTokenBucket(sluice.PerHour(failoverLimit), sluice.WithStore(st))
+	lim, err := sluice.NewTokenBucket(sluice.PerHour(failoverLimit), failoverLimit, sluice.WithStore(st))
 	require.NoError(t, err)
 	keys := make([]string, failoverKeys)
 	for i := range keys {
@@ -397,10 +398,10 @@ func TestFailoverLosesWhatWasNotReplicated(t *testing.T) {
 	plainKeys, ackedKeys := keysOn(plain, perStore+1), keysOn(acked, perStore)
 	spare := plainKeys[perStore]
 	plainKeys = plainKeys[:perStore]
-	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1}
 	// A loaded machine may take many seconds over the failover, and no key
 	// may refill measurably meanwhile.
-	decide := func(st *redisstore.Store, key string) (sluice.Decision, error) {
+	decide := func(st *redisstore.Store, key string) (engine.Decision, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		return st.Apply(ctx, key, &monthly, allow)

@@ -8,9 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
-// ApplyGroup decides ops as one ([sluice.DecideGroup]) in one script call
+// ApplyGroup decides ops as one ([engine.DecideGroup]) in one script call
 // over every key of the group, atomically, fills each with each limit's
 // decision and returns the group's. It implements [sluice.GroupStore].
 //
@@ -22,7 +23,7 @@ import (
 // the server's clock once, for the whole group (every op's Now is
 // ignored).
 //
-// Ops are checked with [sluice.CheckGroup] before Redis is contacted, as
+// Ops are checked with [engine.CheckGroup] before Redis is contacted, as
 // are the spans of their Params (as for Apply). On a Cluster client every
 // key must hash to one slot, which only keys with a common hash tag do
 // (see [Store.Key]): name a client's limits "{api:KEY}:second" and
@@ -36,24 +37,24 @@ import (
 // With [WithReplicaAcks], a group that may record (every verb but Check)
 // is followed by one WAIT on the same connection, and its decisions come
 // with an error wrapping [ErrNotReplicated] if the replicas fell short.
-func (s *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []sluice.Decision) (sluice.Decision, error) {
-	if err := sluice.CheckGroup(ops, s.callerClock); err != nil {
-		return sluice.Decision{}, err
+func (s *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
+	if err := engine.CheckGroup(ops, s.callerClock); err != nil {
+		return engine.Decision{}, err
 	}
 	if len(each) != len(ops) {
-		return sluice.Decision{}, fmt.Errorf("%w: redisstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
+		return engine.Decision{}, fmt.Errorf("%w: redisstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
 	}
 	names := make([]string, len(ops))
 	mask := 0
 	for i, g := range ops {
 		if err := checkSpan(g.Params); err != nil {
-			return sluice.Decision{}, err
+			return engine.Decision{}, err
 		}
 		names[i] = s.Key(g.Key)
 		mask |= 1 << scriptIndex(g.Params)
 	}
 	if err := s.sameSlot(ops, names); err != nil {
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
 	script, args, verb := s.groups.of(mask), s.groupArgs(ops), ops[0].Op.Verb
 	var (
@@ -68,7 +69,7 @@ func (s *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []slu
 		s.reload.failed(err)
 	}
 	if err != nil {
-		return sluice.Decision{}, scriptError(verb, groupName(ops), err)
+		return engine.Decision{}, scriptError(verb, groupName(ops), err)
 	}
 	d, err := decodeGroup(reply, ops, each)
 	if err == nil && wait != nil && recorded(ops, d, each) {
@@ -81,11 +82,11 @@ func (s *Store) ApplyGroup(ctx context.Context, ops []sluice.GroupOp, each []slu
 // of its keys: an admission or cancel that records on one, or a limit's
 // denial that records (a penalty, a counted denial). A limit that would
 // have admitted on its own, in a group that denied, recorded nothing
-// ([sluice.DecideGroup]).
-func recorded(ops []sluice.GroupOp, d sluice.Decision, each []sluice.Decision) bool {
+// ([engine.DecideGroup]).
+func recorded(ops []engine.GroupOp, d engine.Decision, each []engine.Decision) bool {
 	for i, o := range ops {
-		counts := d.Allowed || !each[i].Allowed || o.Op.Verb == sluice.VerbCancel
-		if counts && o.Params.Records(o.Op.Verb, each[i]) {
+		counts := d.Allowed || !each[i].Allowed || o.Op.Verb == engine.VerbCancel
+		if counts && o.Params.Records(o.Op.Verb, &each[i]) {
 			return true
 		}
 	}
@@ -96,7 +97,7 @@ func recorded(ops []sluice.GroupOp, d sluice.Decision, each []sluice.Decision) b
 func keyName(key string) string { return "key " + strconv.Quote(key) }
 
 // groupName names the keys of a group in errors.
-func groupName(ops []sluice.GroupOp) string {
+func groupName(ops []engine.GroupOp) string {
 	keys := make([]string, len(ops))
 	for i, g := range ops {
 		keys[i] = g.Key

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -41,10 +42,10 @@ func scriptCalls(t *testing.T, addr string) int {
 
 // group returns the ops of a group deciding verb of cost at now on each
 // of keys, under p.
-func group(p *sluice.Params, verb sluice.Verb, cost float64, now int64, keys ...string) []sluice.GroupOp {
-	ops := make([]sluice.GroupOp, len(keys))
+func group(p *engine.Params, verb engine.Verb, cost float64, now int64, keys ...string) []engine.GroupOp {
+	ops := make([]engine.GroupOp, len(keys))
 	for i, key := range keys {
-		ops[i] = sluice.GroupOp{Key: key, Params: p, Op: sluice.Op{Verb: verb, Cost: cost, Now: now}}
+		ops[i] = engine.GroupOp{Key: key, Params: p, Op: engine.Op{Verb: verb, Cost: cost, Now: now}}
 	}
 	return ops
 }
@@ -60,7 +61,7 @@ func TestGroupAcrossSlotsIsRefused(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	ctx := t.Context()
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	for _, keys := range [][]string{
 		{"api:acme:second", "api:acme:day"},
 		{"{api:acme}:second", "global"},
@@ -68,7 +69,7 @@ func TestGroupAcrossSlotsIsRefused(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(keys), func(t *testing.T) {
 			scripts := scriptCalls(t, srv.Addr)
-			_, err := st.ApplyGroup(ctx, group(&p, sluice.VerbAllow, 1, base, keys...), make([]sluice.Decision, len(keys)))
+			_, err := st.ApplyGroup(ctx, group(&p, engine.VerbAllow, 1, base, keys...), make([]engine.Decision, len(keys)))
 			require.ErrorIs(t, err, redisstore.ErrCrossSlot)
 			require.ErrorIs(t, err, sluice.ErrUnsupported)
 			require.Equal(t, scripts, scriptCalls(t, srv.Addr), "no script ran")
@@ -80,13 +81,13 @@ func TestGroupAcrossSlotsIsRefused(t *testing.T) {
 
 	keys := []string{"{api:acme}:second", "{api:acme}:day"}
 	for i := range 6 {
-		each := make([]sluice.Decision, 2)
-		d, err := st.ApplyGroup(ctx, group(&p, sluice.VerbAllow, 1, base, keys...), each)
+		each := make([]engine.Decision, 2)
+		d, err := st.ApplyGroup(ctx, group(&p, engine.VerbAllow, 1, base, keys...), each)
 		require.NoError(t, err)
 		require.Equal(t, i < 5, d.Allowed, "request %d", i)
 	}
 	for _, key := range keys {
-		d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Now: base})
+		d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, 5.0, d.Used, "both keys recorded the five admitted")
 	}
@@ -102,13 +103,13 @@ func TestGroupOnARingNeedsOneHashTag(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	ctx := t.Context()
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 3, Interval: int64(time.Hour)}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 3, Interval: int64(time.Hour)}
 
-	_, err := st.ApplyGroup(ctx, group(&p, sluice.VerbAllow, 1, base, "acme:second", "acme:day"), make([]sluice.Decision, 2))
+	_, err := st.ApplyGroup(ctx, group(&p, engine.VerbAllow, 1, base, "acme:second", "acme:day"), make([]engine.Decision, 2))
 	require.ErrorIs(t, err, redisstore.ErrCrossSlot)
 
 	keys := []string{"{acme}:second", "{acme}:day"}
-	d, err := st.ApplyGroup(ctx, group(&p, sluice.VerbAllow, 1, base, keys...), make([]sluice.Decision, 2))
+	d, err := st.ApplyGroup(ctx, group(&p, engine.VerbAllow, 1, base, keys...), make([]engine.Decision, 2))
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	holders := 0
@@ -132,17 +133,17 @@ func TestGroupKeyConflictRecordsNothing(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	ctx := t.Context()
-	log := sluice.Params{Kind: sluice.KindSlidingLog, Limit: 5, Interval: int64(time.Hour), MaxEntries: 5}
+	log := engine.Params{Kind: engine.KindSlidingLog, Limit: 5, Interval: int64(time.Hour), MaxEntries: 5}
 	_, err := st.Apply(ctx, "b", &log, allow(1, base))
 	require.NoError(t, err)
 
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: int64(time.Hour)}
-	ops := []sluice.GroupOp{
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Hour)}
+	ops := []engine.GroupOp{
 		{Key: "a", Params: &gcra, Op: allow(1, base)},
 		{Key: "b", Params: &window, Op: allow(1, base)},
 	}
-	_, err = st.ApplyGroup(ctx, ops, make([]sluice.Decision, 2))
+	_, err = st.ApplyGroup(ctx, ops, make([]engine.Decision, 2))
 	require.ErrorIs(t, err, sluice.ErrKeyConflict)
 	require.ErrorContains(t, err, `key "b" holds sliding log state, not fixed window`)
 	require.Zero(t, c.Exists(ctx, st.Key("a")).Val(), "nothing recorded on the other key")
@@ -153,30 +154,30 @@ func TestGroupKeyConflictRecordsNothing(t *testing.T) {
 func TestGroupRefusesInvalidOpsBeforeRedis(t *testing.T) {
 	c := newClient(t, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
-	long := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2, Interval: 1 << 53}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
+	long := engine.Params{Kind: engine.KindFixedWindow, Limit: 2, Interval: 1 << 53}
 	tests := []struct {
 		name string
-		ops  []sluice.GroupOp
+		ops  []engine.GroupOp
 		want error
 	}{
 		{"NoLimits", nil, sluice.ErrInvalidConfig},
-		{"FillUps", group(&gcra, sluice.VerbFill, 1, base, "a", "b"), sluice.ErrUnsupported},
-		{"KeyTwice", group(&gcra, sluice.VerbAllow, 1, base, "a", "a"), sluice.ErrInvalidKey},
-		{"TimesApart", append(group(&gcra, sluice.VerbAllow, 1, base, "a"), group(&gcra, sluice.VerbAllow, 1, base+1, "b")...), sluice.ErrInvalidConfig},
-		{"ReservationOfAWindow", append(group(&gcra, sluice.VerbReserve, 1, base, "a"), group(&window, sluice.VerbReserve, 1, base, "b")...), sluice.ErrUnsupported},
-		{"CostAboveALimit", group(&gcra, sluice.VerbAllow, 3, base, "a", "b"), sluice.ErrCostExceedsLimit},
-		{"TimeOutOfRange", group(&gcra, sluice.VerbAllow, 1, -1, "a", "b"), sluice.ErrTimeOutOfRange},
-		{"SpanBeyondTheScript", append(group(&gcra, sluice.VerbAllow, 1, base, "a"), group(&long, sluice.VerbAllow, 1, base, "b")...), sluice.ErrUnsupported},
+		{"FillUps", group(&gcra, engine.VerbFill, 1, base, "a", "b"), sluice.ErrUnsupported},
+		{"KeyTwice", group(&gcra, engine.VerbAllow, 1, base, "a", "a"), sluice.ErrInvalidKey},
+		{"TimesApart", append(group(&gcra, engine.VerbAllow, 1, base, "a"), group(&gcra, engine.VerbAllow, 1, base+1, "b")...), sluice.ErrInvalidConfig},
+		{"ReservationOfAWindow", append(group(&gcra, engine.VerbReserve, 1, base, "a"), group(&window, engine.VerbReserve, 1, base, "b")...), sluice.ErrUnsupported},
+		{"CostAboveALimit", group(&gcra, engine.VerbAllow, 3, base, "a", "b"), sluice.ErrCostExceedsLimit},
+		{"TimeOutOfRange", group(&gcra, engine.VerbAllow, 1, -1, "a", "b"), sluice.ErrTimeOutOfRange},
+		{"SpanBeyondTheScript", append(group(&gcra, engine.VerbAllow, 1, base, "a"), group(&long, engine.VerbAllow, 1, base, "b")...), sluice.ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := st.ApplyGroup(t.Context(), tt.ops, make([]sluice.Decision, len(tt.ops)))
+			_, err := st.ApplyGroup(t.Context(), tt.ops, make([]engine.Decision, len(tt.ops)))
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
-	_, err := st.ApplyGroup(t.Context(), group(&gcra, sluice.VerbAllow, 1, base, "a", "b"), make([]sluice.Decision, 1))
+	_, err := st.ApplyGroup(t.Context(), group(&gcra, engine.VerbAllow, 1, base, "a", "b"), make([]engine.Decision, 1))
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "one decision for two limits")
 }
 
@@ -191,12 +192,12 @@ func TestGroupWaitsForReplicas(t *testing.T) {
 	ctx := t.Context()
 	// On the server's clock: the day's window starts at the group's first
 	// request, so that no day ends between the decisions whatever the hour.
-	second := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	day := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1000, Interval: int64(24 * time.Hour), Anchored: true}
-	ops := func(verb sluice.Verb) []sluice.GroupOp {
-		return []sluice.GroupOp{
-			{Key: "{k}:second", Params: &second, Op: sluice.Op{Verb: verb, Cost: 1}},
-			{Key: "{k}:day", Params: &day, Op: sluice.Op{Verb: verb, Cost: 1}},
+	second := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	day := engine.Params{Kind: engine.KindFixedWindow, Limit: 1000, Interval: int64(24 * time.Hour), Anchored: true}
+	ops := func(verb engine.Verb) []engine.GroupOp {
+		return []engine.GroupOp{
+			{Key: "{k}:second", Params: &second, Op: engine.Op{Verb: verb, Cost: 1}},
+			{Key: "{k}:day", Params: &day, Op: engine.Op{Verb: verb, Cost: 1}},
 		}
 	}
 	replicated := func() {
@@ -211,26 +212,26 @@ func TestGroupWaitsForReplicas(t *testing.T) {
 	}
 
 	// A check loads the group's script, without a WAIT.
-	_, err := st.ApplyGroup(ctx, ops(sluice.VerbCheck), make([]sluice.Decision, 2))
+	_, err := st.ApplyGroup(ctx, ops(engine.VerbCheck), make([]engine.Decision, 2))
 	require.NoError(t, err)
 	waits := commandCalls(t, nodes[0].Addr, "wait")
-	d, err := st.ApplyGroup(ctx, ops(sluice.VerbAllow), make([]sluice.Decision, 2))
+	d, err := st.ApplyGroup(ctx, ops(engine.VerbAllow), make([]engine.Decision, 2))
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	require.Equal(t, waits+1, commandCalls(t, nodes[0].Addr, "wait"), "one WAIT for the group")
 	replicated()
-	_, err = st.ApplyGroup(ctx, ops(sluice.VerbCheck), make([]sluice.Decision, 2))
+	_, err = st.ApplyGroup(ctx, ops(engine.VerbCheck), make([]engine.Decision, 2))
 	require.NoError(t, err)
 	require.Equal(t, waits+1, commandCalls(t, nodes[0].Addr, "wait"), "none for a check")
 
 	nodes[1].Pause(t)
-	each := make([]sluice.Decision, 2)
-	d, err = st.ApplyGroup(ctx, ops(sluice.VerbAllow), each)
+	each := make([]engine.Decision, 2)
+	d, err = st.ApplyGroup(ctx, ops(engine.VerbAllow), each)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
 	require.True(t, d.Allowed, "admitted on the master all the same")
 	require.Equal(t, 2.0, each[1].Used, "each limit's decision comes with the error")
 	nodes[1].Resume(t)
-	d, err = st.ApplyGroup(ctx, ops(sluice.VerbAllow), make([]sluice.Decision, 2))
+	d, err = st.ApplyGroup(ctx, ops(engine.VerbAllow), make([]engine.Decision, 2))
 	require.NoError(t, err, "the replica is back")
 	require.True(t, d.Allowed)
 	replicated()
@@ -245,43 +246,43 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 	st := newStore(t, c)
 	ctx := t.Context()
 	const hour = int64(time.Hour)
-	limits := []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 3, Interval: hour},
-		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true, Penalty: 2 * hour},
-		{Kind: sluice.KindLeakyBucket, Limit: 5, Interval: hour, Amount: 1, CountDenied: true},
+	limits := []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 3, Interval: hour},
+		{Kind: engine.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true, Penalty: 2 * hour},
+		{Kind: engine.KindLeakyBucket, Limit: 5, Interval: hour, Amount: 1, CountDenied: true},
 	}
 	keys := []string{"{c}:gcra", "{c}:refill", "{c}:leaky"}
-	spec := make([]sluice.State, len(limits))
-	var booked []sluice.Decision
-	decideOnServerClock := func(verb sluice.Verb, cost float64, maxDelay int64, what string) sluice.Decision {
+	spec := make([]engine.State, len(limits))
+	var booked []engine.Decision
+	decideOnServerClock := func(verb engine.Verb, cost float64, maxDelay int64, what string) engine.Decision {
 		t.Helper()
-		ops := make([]sluice.GroupOp, len(limits))
+		ops := make([]engine.GroupOp, len(limits))
 		for i := range limits {
-			ops[i] = sluice.GroupOp{Key: keys[i], Params: &limits[i], Op: sluice.Op{Verb: verb, Cost: cost, MaxDelay: maxDelay}}
-			if verb == sluice.VerbCancel {
+			ops[i] = engine.GroupOp{Key: keys[i], Params: &limits[i], Op: engine.Op{Verb: verb, Cost: cost, MaxDelay: maxDelay}}
+			if verb == engine.VerbCancel {
 				ops[i].Op.At = booked[i].At
 			}
 		}
 		before, err := c.Time(ctx).Result()
 		require.NoError(t, err)
-		got := make([]sluice.Decision, len(ops))
+		got := make([]engine.Decision, len(ops))
 		gotD, err := st.ApplyGroup(ctx, ops, got)
 		require.NoError(t, err, what)
 		after, err := c.Time(ctx).Result()
 		require.NoError(t, err)
-		stored := make([]sluice.State, len(keys))
+		stored := make([]engine.State, len(keys))
 		for i, key := range keys {
 			stored[i] = storedState(t, c, st, key)
 		}
 		for now := before.UnixNano(); now <= after.UnixNano(); now += int64(time.Microsecond) {
-			next := append([]sluice.State(nil), spec...)
+			next := append([]engine.State(nil), spec...)
 			for i := range ops {
 				ops[i].Op.Now = now
 			}
-			want := make([]sluice.Decision, len(ops))
-			wantD, err := sluice.DecideGroup(ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+			want := make([]engine.Decision, len(ops))
+			wantD, err := engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
 				s, d, err := limits[i].Step(cloneState(next[i]), op)
-				if limits[i].Records(op.Verb, d) {
+				if limits[i].Records(op.Verb, &d) {
 					next[i] = s
 				}
 				return d, err
@@ -293,7 +294,7 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 			}
 			if same {
 				copy(spec, next)
-				if verb == sluice.VerbReserve {
+				if verb == engine.VerbReserve {
 					booked = got
 				}
 				return gotD
@@ -304,16 +305,16 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 	}
 	for i := 0; ; i++ {
 		require.Less(t, i, 10)
-		if d := decideOnServerClock(sluice.VerbAllow, 1, 0, "an allow"); !d.Allowed {
+		if d := decideOnServerClock(engine.VerbAllow, 1, 0, "an allow"); !d.Allowed {
 			require.True(t, d.Blocked, "the interval refill's overflow blocks it")
 			break
 		}
 	}
-	decideOnServerClock(sluice.VerbCheck, 1, 0, "a check")
-	d := decideOnServerClock(sluice.VerbReserve, 1, 10*hour, "a reservation")
+	decideOnServerClock(engine.VerbCheck, 1, 0, "a check")
+	d := decideOnServerClock(engine.VerbReserve, 1, 10*hour, "a reservation")
 	require.True(t, d.Allowed)
 	require.Positive(t, d.Delay)
-	decideOnServerClock(sluice.VerbCancel, 1, 0, "its cancel")
+	decideOnServerClock(engine.VerbCancel, 1, 0, "its cancel")
 }
 
 // TestGroupOfLimitersIsChargedOnce is the stacked-limits mistake, tried as
@@ -336,7 +337,7 @@ func TestGroupOfLimitersIsChargedOnce(t *testing.T) {
 	require.NoError(t, err)
 	perDay, err := sluice.NewLeakyBucket(1000, sluice.Per(1000, 24*time.Hour), opts...)
 	require.NoError(t, err)
-	global, err := sluice.NewTokenBucket(sluice.PerSecond(50), opts...)
+	global, err := sluice.NewTokenBucket(sluice.PerSecond(50), 50, opts...)
 	require.NoError(t, err)
 	api, err := sluice.NewGroup(perSecond, perDay)
 	require.NoError(t, err)

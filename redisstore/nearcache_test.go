@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/nearcachetest"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/nearcache"
@@ -36,7 +37,7 @@ type roundTrips struct {
 	n atomic.Int64
 }
 
-func (r *roundTrips) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (r *roundTrips) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	r.n.Add(1)
 	return r.Store.Apply(ctx, key, p, op)
 }
@@ -51,7 +52,7 @@ func BenchmarkFlood(b *testing.B) {
 	srv := testserver.StartRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 32, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 10, Interval: int64(10 * time.Millisecond)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 10, Interval: int64(10 * time.Millisecond)}
 	const gap = int64(time.Second) / 5000 // 50 times 100/s
 	for _, cached := range []bool{false, true} {
 		for _, callers := range []int{1, 16} {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -24,28 +24,28 @@ func TestPenaltiesAreBitIdenticalToStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	params := append(storetest.Strict(),
-		sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: 1<<50 + 1, Penalty: 1 << 60, CountDenied: true},
-		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 2.5, Interval: 333333333, Amount: 0.7, Penalty: 7},
-		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: int64(time.Second), Amount: 1, Penalty: int64(time.Minute)},
+		engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: 1<<50 + 1, Penalty: 1 << 60, CountDenied: true},
+		engine.Params{Kind: engine.KindTokenBucket, Limit: 2.5, Interval: 333333333, Amount: 0.7, Penalty: 7},
+		engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: int64(time.Second), Amount: 1, Penalty: int64(time.Minute)},
 	)
 	for pi, p := range params {
 		for oi, origin := range origins {
 			t.Run(fmt.Sprintf("%d_%v_from_%d", pi, p.Kind, oi), func(t *testing.T) {
 				k := newTwin(t, c, st, p, fmt.Sprintf("p%d.%d", pi, oi))
 				now := origin
-				op := func(verb sluice.Verb, cost float64) sluice.Op {
-					return sluice.Op{Verb: verb, Cost: cost, Now: now}
+				op := func(verb engine.Verb, cost float64) engine.Op {
+					return engine.Op{Verb: verb, Cost: cost, Now: now}
 				}
-				var over sluice.Decision
+				var over engine.Decision
 				for i := 0; ; i++ {
 					require.Less(t, i, 100, "a key overflows")
-					if over = k.apply(op(sluice.VerbAllow, 1), "fill until it overflows"); !over.Allowed {
+					if over = k.apply(op(engine.VerbAllow, 1), "fill until it overflows"); !over.Allowed {
 						break
 					}
 				}
 				if p.Penalty == 0 {
 					require.False(t, over.Blocked)
-					k.apply(op(sluice.VerbAllow, p.Limit), "a counted denial of more")
+					k.apply(op(engine.VerbAllow, p.Limit), "a counted denial of more")
 					return
 				}
 				require.True(t, over.Blocked, "the overflow starts a block")
@@ -53,19 +53,19 @@ func TestPenaltiesAreBitIdenticalToStep(t *testing.T) {
 				require.GreaterOrEqual(t, over.ResetAfter, time.Duration(p.Penalty), "the key lives until its block ends")
 				end := now + p.Penalty
 				inside := func(what string) {
-					k.apply(op(sluice.VerbCheck, 1), what+": a check")
-					k.apply(op(sluice.VerbAllow, 0), what+": an allow of nothing")
-					k.apply(op(sluice.VerbAllow, 1), what+": an allow")
-					k.apply(op(sluice.VerbAtMost, 2*p.Limit), what+": a partial grant")
-					if p.Kind == sluice.KindLeakyBucket {
-						k.apply(op(sluice.VerbFill, 1), what+": a fill-up")
+					k.apply(op(engine.VerbCheck, 1), what+": a check")
+					k.apply(op(engine.VerbAllow, 0), what+": an allow of nothing")
+					k.apply(op(engine.VerbAllow, 1), what+": an allow")
+					k.apply(op(engine.VerbAtMost, 2*p.Limit), what+": a partial grant")
+					if p.Kind == engine.KindLeakyBucket {
+						k.apply(op(engine.VerbFill, 1), what+": a fill-up")
 					}
 					if p.Reservable() {
-						k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now}, what+": a reservation that cannot wait")
-						k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: p.Penalty / 2}, what+": a reservation that waits half the block")
-						d := k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60}, what+": a reservation that waits for the block's end")
+						k.apply(engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now}, what+": a reservation that cannot wait")
+						k.apply(engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: p.Penalty / 2}, what+": a reservation that waits half the block")
+						d := k.apply(engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60}, what+": a reservation that waits for the block's end")
 						if d.Delay > 0 {
-							k.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: d.At}, what+": its cancel")
+							k.apply(engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: d.At}, what+": its cancel")
 						}
 					}
 				}
@@ -80,9 +80,9 @@ func TestPenaltiesAreBitIdenticalToStep(t *testing.T) {
 				now = end + 1
 				inside("after the block")
 				require.NoError(t, st.Reset(t.Context(), k.key))
-				k.s = sluice.State{}
+				k.s = engine.State{}
 				now = origin // (the block's end may lie beyond the latest time sluice accepts)
-				d := k.apply(op(sluice.VerbAllow, 1), "after Reset")
+				d := k.apply(op(engine.VerbAllow, 1), "after Reset")
 				require.True(t, d.Allowed, "Reset lifts the block")
 				require.False(t, d.Blocked)
 			})
@@ -113,14 +113,14 @@ func TestBlockedKeyLivesUntilItsBlockEnds(t *testing.T) {
 	} {
 		st := newStore(t, c, clock.opts...)
 		interval, penalty := int64(clock.interval), int64(clock.penalty)
-		for pi, p := range []sluice.Params{
-			{Kind: sluice.KindGCRA, Limit: 1, Interval: interval, Penalty: penalty},
-			{Kind: sluice.KindFixedWindow, Limit: 1, Interval: interval, Anchored: true, Penalty: penalty, CountDenied: true},
-			{Kind: sluice.KindSlidingLog, Limit: 1, Interval: interval, MaxEntries: 1, Penalty: penalty},
+		for pi, p := range []engine.Params{
+			{Kind: engine.KindGCRA, Limit: 1, Interval: interval, Penalty: penalty},
+			{Kind: engine.KindFixedWindow, Limit: 1, Interval: interval, Anchored: true, Penalty: penalty, CountDenied: true},
+			{Kind: engine.KindSlidingLog, Limit: 1, Interval: interval, MaxEntries: 1, Penalty: penalty},
 		} {
 			t.Run(fmt.Sprintf("%s_%d_%v", clock.name, pi, p.Kind), func(t *testing.T) {
 				key := fmt.Sprint("blocked", pi)
-				allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: clock.now}
+				allow := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: clock.now}
 				d, err := st.Apply(ctx, key, &p, allow)
 				require.NoError(t, err)
 				require.True(t, d.Allowed)
@@ -156,14 +156,14 @@ func TestServerClockPenaltiesAreBitIdenticalToStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
 	const hour = int64(time.Hour)
-	for pi, p := range []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 2, Interval: hour, Penalty: hour},
-		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true, Penalty: hour, CountDenied: true},
-		{Kind: sluice.KindSlidingCounter, Limit: 2, Interval: hour, Penalty: 3 * hour, CountDenied: true},
+	for pi, p := range []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 2, Interval: hour, Penalty: hour},
+		{Kind: engine.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true, Penalty: hour, CountDenied: true},
+		{Kind: engine.KindSlidingCounter, Limit: 2, Interval: hour, Penalty: 3 * hour, CountDenied: true},
 	} {
 		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
 			k := newTwin(t, c, st, p, fmt.Sprint("s", pi))
-			allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+			allow := engine.Op{Verb: engine.VerbAllow, Cost: 1}
 			for range 2 {
 				require.True(t, k.applyOnServerClock(allow, "within the limit").Allowed)
 			}
@@ -173,10 +173,10 @@ func TestServerClockPenaltiesAreBitIdenticalToStep(t *testing.T) {
 			d := k.applyOnServerClock(allow, "the overflow")
 			require.True(t, d.Blocked)
 			require.Equal(t, time.Duration(p.Penalty), d.RetryAfter)
-			require.True(t, k.applyOnServerClock(sluice.Op{Verb: sluice.VerbCheck, Cost: 0.5}, "a check in the block").Blocked)
+			require.True(t, k.applyOnServerClock(engine.Op{Verb: engine.VerbCheck, Cost: 0.5}, "a check in the block").Blocked)
 			require.False(t, k.applyOnServerClock(allow, "an allow in the block").Allowed)
 			if p.Reservable() {
-				d := k.applyOnServerClock(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 10 * hour}, "a reservation behind the block")
+				d := k.applyOnServerClock(engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: 10 * hour}, "a reservation behind the block")
 				// Its turn comes its delay after the decision, made before
 				// this reading: however long the calls took, the turn is no
 				// earlier than the block's end only if the delay reaches from

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 )
 
@@ -21,25 +22,25 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	st := &Store{client: c, callerClock: true}
 	ctx := t.Context()
-	gcra := &sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	window := &sluice.Params{Kind: sluice.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
+	gcra := &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	window := &engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
 	const now = int64(1e18)
 
 	for _, tt := range []struct {
 		name   string
 		script *redis.Script
-		p      *sluice.Params
-		verb   sluice.Verb
+		p      *engine.Params
+		verb   engine.Verb
 	}{
 		{"VerbZero", scriptOf(gcra), gcra, 0},
 		{"VerbSeven", scriptOf(gcra), gcra, 7},
 		{"VerbTwoHundred", scriptOf(gcra), gcra, 200},
-		{"AlgorithmOfAnotherScript", scriptOf(gcra), window, sluice.VerbAllow},
-		{"UnknownAlgorithm", scriptOf(gcra), &sluice.Params{Kind: 9, Limit: 5, Interval: int64(time.Second)}, sluice.VerbAllow},
+		{"AlgorithmOfAnotherScript", scriptOf(gcra), window, engine.VerbAllow},
+		{"UnknownAlgorithm", scriptOf(gcra), &engine.Params{Kind: 9, Limit: 5, Interval: int64(time.Second)}, engine.VerbAllow},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "refused:" + tt.name
-			reply, err := tt.script.Run(ctx, c, []string{key}, st.args(tt.p, sluice.Op{Verb: tt.verb, Cost: 1, Now: now})).Result()
+			reply, err := tt.script.Run(ctx, c, []string{key}, st.args(tt.p, engine.Op{Verb: tt.verb, Cost: 1, Now: now})).Result()
 			_, err = outcome(key, tt.p, tt.verb, reply, err)
 			require.ErrorIs(t, err, sluice.ErrUnsupported)
 			require.Zero(t, c.Exists(ctx, key).Val(), "nothing recorded")
@@ -47,11 +48,11 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	}
 
 	var groups groupScripts
-	for _, verb := range []sluice.Verb{0, sluice.VerbFill, sluice.VerbAtMost, 7} {
+	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, 7} {
 		t.Run(fmt.Sprintf("GroupOfVerb%d", verb), func(t *testing.T) {
-			ops := []sluice.GroupOp{
-				{Key: "g1", Params: gcra, Op: sluice.Op{Verb: verb, Cost: 1, Now: now}},
-				{Key: "g2", Params: gcra, Op: sluice.Op{Verb: verb, Cost: 1, Now: now}},
+			ops := []engine.GroupOp{
+				{Key: "g1", Params: gcra, Op: engine.Op{Verb: verb, Cost: 1, Now: now}},
+				{Key: "g2", Params: gcra, Op: engine.Op{Verb: verb, Cost: 1, Now: now}},
 			}
 			_, err := groups.of(1<<gcraScript).Run(ctx, c, []string{"g1", "g2"}, st.groupArgs(ops)).Result()
 			require.Error(t, err)
@@ -60,16 +61,16 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		})
 	}
 	t.Run("GroupWithAnAlgorithmOfAnotherScript", func(t *testing.T) {
-		ops := []sluice.GroupOp{
-			{Key: "h1", Params: gcra, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}},
-			{Key: "h2", Params: window, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}},
+		ops := []engine.GroupOp{
+			{Key: "h1", Params: gcra, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}},
+			{Key: "h2", Params: window, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}},
 		}
 		_, err := groups.of(1<<gcraScript).Run(ctx, c, []string{"h1", "h2"}, st.groupArgs(ops)).Result()
-		require.ErrorIs(t, scriptError(sluice.VerbAllow, groupName(ops), err), sluice.ErrUnsupported)
+		require.ErrorIs(t, scriptError(engine.VerbAllow, groupName(ops), err), sluice.ErrUnsupported)
 		require.Zero(t, c.Exists(ctx, "h1", "h2").Val(), "nothing recorded, not even the first limit's")
 	})
 	t.Run("InputOfAnotherLength", func(t *testing.T) {
-		_, err := scriptOf(gcra).Run(ctx, c, []string{"i1", "i2"}, st.args(gcra, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})).Result()
+		_, err := scriptOf(gcra).Run(ctx, c, []string{"i1", "i2"}, st.args(gcra, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})).Result()
 		require.ErrorContains(t, err, "bytes of input for 2 keys")
 		require.Zero(t, c.Exists(ctx, "i1", "i2").Val(), "nothing recorded")
 	})

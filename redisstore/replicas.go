@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // ErrNotReplicated reports a decision that fewer replicas acknowledged, in
@@ -89,8 +90,8 @@ func (a acks) check(client redis.UniversalClient) error {
 // records reports whether a decision of verb may record, and so waits for
 // acknowledgements when the store asks for them: whether it does is known
 // only from its reply, in the same round trip as the WAIT.
-func (a acks) records(verb sluice.Verb) bool {
-	return a.n > 0 && verb != sluice.VerbCheck
+func (a acks) records(verb engine.Verb) bool {
+	return a.n > 0 && verb != engine.VerbCheck
 }
 
 // wait adds WAIT to pipe, and returns its command.
@@ -117,10 +118,10 @@ func (a acks) verdict(what string, wait *redis.IntCmd) error {
 }
 
 // applyAcked is Apply for a decision that waits for acknowledgements.
-func (s *Store) applyAcked(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (s *Store) applyAcked(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	reply, wait, err := s.runAcked(ctx, []string{s.Key(key)}, scriptOf(p), s.args(p, op))
 	d, err := outcome(key, p, op.Verb, reply, err)
-	if err == nil && p.Records(op.Verb, d) {
+	if err == nil && p.Records(op.Verb, &d) {
 		err = s.acks.verdict(keyName(key), wait)
 	}
 	return d, err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -16,7 +17,7 @@ import (
 // monthly is a token bucket of 10 requests in 30 days: nothing measurable
 // refills while a test runs, however long a loaded machine takes over its
 // pauses, waits and failovers (a hundredth of a request in 43 minutes).
-var monthly = sluice.Params{Kind: sluice.KindTokenBucket, Limit: 10, Interval: int64(30 * 24 * time.Hour), Amount: 10}
+var monthly = engine.Params{Kind: engine.KindTokenBucket, Limit: 10, Interval: int64(30 * 24 * time.Hour), Amount: 10}
 
 // ackTimeout is how long the tests' stores wait for a replica's
 // acknowledgement when one is expected: a replica on the same machine
@@ -52,13 +53,13 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 	// a node it picks, which may be the replica about to be paused: that
 	// would cost 5 s each time. Have it fetched now, by a check, which
 	// records nothing.
-	_, err := st.Apply(t.Context(), keysOf[paused][0], &monthly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
+	_, err := st.Apply(t.Context(), keysOf[paused][0], &monthly, engine.Op{Verb: engine.VerbCheck, Cost: 1})
 	require.NoError(t, err)
 
 	replica.Pause(t)
 	for _, m := range cluster.Nodes[:3] {
 		for _, key := range keysOf[m][:5] {
-			d, err := st.Apply(t.Context(), key, &monthly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+			d, err := st.Apply(t.Context(), key, &monthly, engine.Op{Verb: engine.VerbAllow, Cost: 1})
 			require.True(t, d.Allowed, "the master decided")
 			require.Equal(t, 9.0, d.Remaining)
 			if m == paused {
@@ -68,7 +69,7 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 				require.NoError(t, err, "key %s on another master", key)
 			}
 			// A check records nothing, and waits for nothing.
-			d, err = st.Apply(t.Context(), key, &monthly, sluice.Op{Verb: sluice.VerbCheck, Cost: 1})
+			d, err = st.Apply(t.Context(), key, &monthly, engine.Op{Verb: engine.VerbCheck, Cost: 1})
 			require.NoError(t, err)
 			require.InDelta(t, 2, d.Used, 0.05, "the decision was recorded on the master: one used, one checked")
 		}
@@ -78,10 +79,10 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 	var reqs []redisstore.Request
 	for _, m := range cluster.Nodes[:3] {
 		for _, key := range keysOf[m][:5] {
-			reqs = append(reqs, redisstore.Request{Key: key, Params: &monthly, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1}})
+			reqs = append(reqs, redisstore.Request{Key: key, Params: &monthly, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1}})
 		}
 	}
-	reqs = append(reqs, redisstore.Request{Key: keysOf[paused][0], Params: &monthly, Op: sluice.Op{Verb: sluice.VerbCheck, Cost: 1}})
+	reqs = append(reqs, redisstore.Request{Key: keysOf[paused][0], Params: &monthly, Op: engine.Op{Verb: engine.VerbCheck, Cost: 1}})
 	results := st.ApplyBatch(t.Context(), reqs)
 	for i, r := range results[:15] {
 		require.True(t, r.Decision.Allowed)
@@ -96,7 +97,7 @@ func TestReplicaAcksCountTheReplicasOfTheKeysMaster(t *testing.T) {
 
 	replica.Resume(t)
 	for _, key := range keysOf[paused][:5] {
-		d, err := st.Apply(t.Context(), key, &monthly, sluice.Op{Verb: sluice.VerbAllow, Cost: 1})
+		d, err := st.Apply(t.Context(), key, &monthly, engine.Op{Verb: engine.VerbAllow, Cost: 1})
 		require.NoError(t, err, "the replica is back")
 		require.InDelta(t, 7, d.Remaining, 0.01)
 	}
@@ -123,7 +124,7 @@ func minLen(m map[*testserver.Redis][]string) int {
 func TestReplicaAcksOnOneMaster(t *testing.T) {
 	nodes := testserver.StartRedisWithReplicas(t, 1)
 	c := newClient(t, nodes[0].Addr)
-	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1}
 
 	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
 	d, err := st.Apply(t.Context(), "a", &monthly, allow)
@@ -148,7 +149,7 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 	// comes without an error however many replicas acknowledge. Two never
 	// do here, so a millisecond of waiting is as good as any.
 	two := newStore(t, c, redisstore.WithReplicaAcks(2, time.Millisecond))
-	all := sluice.Op{Verb: sluice.VerbAllow, Cost: monthly.Limit}
+	all := engine.Op{Verb: engine.VerbAllow, Cost: monthly.Limit}
 	_, err = two.Apply(t.Context(), "c", &monthly, all)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "the whole limit, admitted")
 	d, err = two.Apply(t.Context(), "c", &monthly, allow)
@@ -157,7 +158,7 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 	results := two.ApplyBatch(t.Context(), []redisstore.Request{{Key: "c", Params: &monthly, Op: allow}})
 	require.NoError(t, results[0].Err, "a denial in a batch")
 	require.False(t, results[0].Decision.Allowed)
-	gd, err := two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "c", Params: &monthly, Op: allow}, {Key: "e", Params: &monthly, Op: allow}}, make([]sluice.Decision, 2))
+	gd, err := two.ApplyGroup(t.Context(), []engine.GroupOp{{Key: "c", Params: &monthly, Op: allow}, {Key: "e", Params: &monthly, Op: allow}}, make([]engine.Decision, 2))
 	require.NoError(t, err, "a group denied, which records on none of its keys")
 	require.False(t, gd.Allowed)
 
@@ -165,7 +166,7 @@ func TestReplicaAcksOnOneMaster(t *testing.T) {
 	penalized.Penalty = int64(time.Minute)
 	_, err = two.Apply(t.Context(), "f", &penalized, all)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
-	gd, err = two.ApplyGroup(t.Context(), []sluice.GroupOp{{Key: "f", Params: &penalized, Op: allow}, {Key: "g", Params: &monthly, Op: allow}}, make([]sluice.Decision, 2))
+	gd, err = two.ApplyGroup(t.Context(), []engine.GroupOp{{Key: "f", Params: &penalized, Op: allow}, {Key: "g", Params: &monthly, Op: allow}}, make([]engine.Decision, 2))
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated, "a group denied by a limit whose penalty it records")
 	require.True(t, gd.Blocked)
 }
@@ -180,10 +181,10 @@ func TestReplicaAcksCoverReservationsCancelsAndGrants(t *testing.T) {
 	c := newClient(t, nodes[0].Addr)
 	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
 	ctx := t.Context()
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
-	reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)}
-	cancel := func(d sluice.Decision) sluice.Op { return sluice.Op{Verb: sluice.VerbCancel, Cost: 1, At: d.At} }
-	grant := sluice.Op{Verb: sluice.VerbAtMost, Cost: 3}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Hour)}
+	reserve := engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)}
+	cancel := func(d engine.Decision) engine.Op { return engine.Op{Verb: engine.VerbCancel, Cost: 1, At: d.At} }
+	grant := engine.Op{Verb: engine.VerbAtMost, Cost: 3}
 	requireReplicated := func(key string) {
 		t.Helper()
 		want, err := c.Get(ctx, st.Key(key)).Result()
@@ -279,7 +280,7 @@ func TestReplicaAcksFollowAManualFailover(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	st := newStore(t, c, redisstore.WithReplicaAcks(1, ackTimeout))
-	allow := sluice.Op{Verb: sluice.VerbAllow, Cost: 1}
+	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1}
 	slot := cluster.Slot(t, st.Key("k"))
 
 	promote := func(replica *testserver.Redis) {

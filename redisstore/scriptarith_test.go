@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 )
 
@@ -44,7 +44,7 @@ end
 return table.concat(out)
 `)
 	st := &Store{callerClock: true}
-	p := &sluice.Params{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(time.Second), Amount: 1, IntervalRefill: true}
+	p := &engine.Params{Kind: engine.KindTokenBucket, Limit: 1, Interval: int64(time.Second), Amount: 1, IntervalRefill: true}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const maxTime = 1 << 62
 	intervals := []int64{1, 7, 999999999, 1e9, 1e9 + 1, 1<<51 + 7, 1<<53 - 1}
@@ -77,7 +77,7 @@ return table.concat(out)
 			want = append(want, result{sec.Int64(), nsec.Int64(), at % d})
 		}
 	}
-	argv := append([]any{st.args(p, sluice.Op{Verb: sluice.VerbAllow, Now: 1})}, args...)
+	argv := append([]any{st.args(p, engine.Op{Verb: engine.VerbAllow, Now: 1})}, args...)
 	reply, err := script.Run(t.Context(), c, []string{"arith"}, argv...).Text()
 	require.NoError(t, err)
 	require.Len(t, reply, 24*len(want))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 //go:embed apply.lua
@@ -89,27 +89,27 @@ var scripts = func() (built [numScripts]*redis.Script) {
 }()
 
 // scriptIndex returns the index of p's algorithm among the scripts'.
-func scriptIndex(p *sluice.Params) int {
+func scriptIndex(p *engine.Params) int {
 	switch p.Kind {
-	case sluice.KindLeakyBucket:
+	case engine.KindLeakyBucket:
 		return meterScript
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return gcraScript
-	case sluice.KindTokenBucket:
+	case engine.KindTokenBucket:
 		if p.IntervalRefill {
 			return intervalRefillScript
 		}
 		return meterScript
-	case sluice.KindFixedWindow:
+	case engine.KindFixedWindow:
 		return fixedWindowScript
-	case sluice.KindSlidingLog:
+	case engine.KindSlidingLog:
 		return slidingLogScript
 	}
 	return slidingCounterScript
 }
 
 // scriptOf returns the script that decides one op under p.
-func scriptOf(p *sluice.Params) *redis.Script { return scripts[scriptIndex(p)] }
+func scriptOf(p *engine.Params) *redis.Script { return scripts[scriptIndex(p)] }
 
 // groupScripts holds a store's scripts of group decisions, one for each
 // set of algorithms a group has met, built when first needed: a group

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -28,18 +29,18 @@ type twin struct {
 	t   *testing.T
 	c   redis.UniversalClient
 	st  *redisstore.Store
-	p   sluice.Params
+	p   engine.Params
 	key string
-	s   sluice.State // the specification's state of the key
+	s   engine.State // the specification's state of the key
 }
 
-func newTwin(t *testing.T, c redis.UniversalClient, st *redisstore.Store, p sluice.Params, key string) *twin {
+func newTwin(t *testing.T, c redis.UniversalClient, st *redisstore.Store, p engine.Params, key string) *twin {
 	return &twin{t: t, c: c, st: st, p: p, key: key}
 }
 
 // apply runs op on the store in caller-clock mode and requires Step's
 // decision, or its error, and Step's state in Redis afterwards.
-func (k *twin) apply(op sluice.Op, what string) sluice.Decision {
+func (k *twin) apply(op engine.Op, what string) engine.Decision {
 	k.t.Helper()
 	next, want, wantErr := k.p.Step(cloneState(k.s), op)
 	got, err := k.st.Apply(k.t.Context(), k.key, &k.p, op)
@@ -50,7 +51,7 @@ func (k *twin) apply(op sluice.Op, what string) sluice.Decision {
 	}
 	require.NoError(k.t, err, where)
 	storetest.RequireIdenticalDecision(k.t, want, got, where)
-	if k.p.Records(op.Verb, want) {
+	if k.p.Records(op.Verb, &want) {
 		k.s = next
 	}
 	requireSameState(k.t, k.s, storedState(k.t, k.c, k.st, k.key), where)
@@ -62,7 +63,7 @@ func (k *twin) apply(op sluice.Op, what string) sluice.Decision {
 // has whole microseconds: the decision must be Step's, with its state,
 // for one of the microseconds between the server's time read before and
 // after the call.
-func (k *twin) applyOnServerClock(op sluice.Op, what string) sluice.Decision {
+func (k *twin) applyOnServerClock(op engine.Op, what string) engine.Decision {
 	k.t.Helper()
 	ctx := k.t.Context()
 	before, err := k.c.Time(ctx).Result()
@@ -76,7 +77,7 @@ func (k *twin) applyOnServerClock(op sluice.Op, what string) sluice.Decision {
 		op.Now = now
 		next, want, err := k.p.Step(cloneState(k.s), op)
 		require.NoError(k.t, err)
-		if !k.p.Records(op.Verb, want) {
+		if !k.p.Records(op.Verb, &want) {
 			next = k.s
 		}
 		if storetest.IdenticalDecision(want, got) && sameState(next, stored) {
@@ -98,8 +99,8 @@ func serverTime(t *testing.T, c redis.UniversalClient) int64 {
 	return now.UnixNano()
 }
 
-func cloneState(s sluice.State) sluice.State {
-	s.Log = append([]sluice.Entry(nil), s.Log...)
+func cloneState(s engine.State) engine.State {
+	s.Log = append([]engine.Entry(nil), s.Log...)
 	return s
 }
 
@@ -120,17 +121,17 @@ func sentinelOf(err error) error {
 // has 128 added, the block's end (Until) as seconds and nanoseconds, then
 // the sliding log's entries (seconds, nanoseconds, cost). An absent key is
 // the zero State.
-func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, key string) sluice.State {
+func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, key string) engine.State {
 	t.Helper()
 	v, err := c.Get(t.Context(), st.Key(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return sluice.State{}
+		return engine.State{}
 	}
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(v), 49)
 	f := func(off int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(v[off:])) }
 	ns := func(off int) int64 { return int64(f(off))*1e9 + int64(f(off+8)) }
-	s := sluice.State{Time: ns(17), A: f(33), B: f(41)}
+	s := engine.State{Time: ns(17), A: f(33), B: f(41)}
 	off := 49
 	if v[0] >= 128 {
 		require.GreaterOrEqual(t, len(v), 65)
@@ -139,13 +140,13 @@ func storedState(t *testing.T, c redis.UniversalClient, st *redisstore.Store, ke
 		off = 65
 	}
 	for ; off+24 <= len(v); off += 24 {
-		s.Log = append(s.Log, sluice.Entry{Time: ns(off), Cost: f(off + 16)})
+		s.Log = append(s.Log, engine.Entry{Time: ns(off), Cost: f(off + 16)})
 	}
 	return s
 }
 
 // sameState reports whether a and b are the same bit for bit.
-func sameState(a, b sluice.State) bool {
+func sameState(a, b engine.State) bool {
 	if a.Time != b.Time || math.Float64bits(a.A) != math.Float64bits(b.A) ||
 		math.Float64bits(a.B) != math.Float64bits(b.B) || a.Until != b.Until || len(a.Log) != len(b.Log) {
 		return false
@@ -158,7 +159,7 @@ func sameState(a, b sluice.State) bool {
 	return true
 }
 
-func requireSameState(t *testing.T, want, got sluice.State, where string) {
+func requireSameState(t *testing.T, want, got engine.State, where string) {
 	t.Helper()
 	if !sameState(want, got) {
 		t.Fatalf("stored state is not Step's: %s\nwant %+v (A %#x)\ngot  %+v (A %#x)",
@@ -168,17 +169,17 @@ func requireSameState(t *testing.T, want, got sluice.State, where string) {
 
 // reservable are Params of every algorithm that books reservations, at
 // the suite's scales and at the edges of what the script computes.
-func reservable() []sluice.Params {
-	var ps []sluice.Params
+func reservable() []engine.Params {
+	var ps []engine.Params
 	for _, p := range append(storetest.Algorithms(), extremes...) {
 		if p.Reservable() {
 			ps = append(ps, p)
 		}
 	}
 	return append(ps,
-		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1},
-		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 2.5, Interval: 333333333, Amount: 0.7},
-		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(24 * time.Hour), Amount: 1, IntervalRefill: true},
+		engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1},
+		engine.Params{Kind: engine.KindTokenBucket, Limit: 2.5, Interval: 333333333, Amount: 0.7},
+		engine.Params{Kind: engine.KindTokenBucket, Limit: 1, Interval: int64(24 * time.Hour), Amount: 1, IntervalRefill: true},
 	)
 }
 
@@ -197,30 +198,30 @@ func TestReservationsAreBitIdenticalToStep(t *testing.T) {
 			t.Run(fmt.Sprintf("%d_%v_from_%d", pi, p.Kind, oi), func(t *testing.T) {
 				k := newTwin(t, c, st, p, fmt.Sprintf("r%d.%d", pi, oi))
 				now := origin
-				op := func(verb sluice.Verb, cost float64) sluice.Op {
-					return sluice.Op{Verb: verb, Cost: cost, Now: now}
+				op := func(verb engine.Verb, cost float64) engine.Op {
+					return engine.Op{Verb: verb, Cost: cost, Now: now}
 				}
-				reserve := func(cost float64, maxDelay int64, what string) sluice.Decision {
-					o := op(sluice.VerbReserve, cost)
+				reserve := func(cost float64, maxDelay int64, what string) engine.Decision {
+					o := op(engine.VerbReserve, cost)
 					o.MaxDelay = maxDelay
 					return k.apply(o, what)
 				}
-				cancel := func(d sluice.Decision, cost float64, what string) sluice.Decision {
-					o := op(sluice.VerbCancel, cost)
+				cancel := func(d engine.Decision, cost float64, what string) engine.Decision {
+					o := op(engine.VerbCancel, cost)
 					o.At = d.At
 					return k.apply(o, what)
 				}
 				unit := min(1, p.Limit)
 				require.True(t, reserve(unit, 0, "a reservation that fits now is an allow").Allowed)
 				require.Zero(t, reserve(unit, 0, "").Delay)
-				k.apply(op(sluice.VerbAtMost, p.Limit), "fill the key")
+				k.apply(op(engine.VerbAtMost, p.Limit), "fill the key")
 				denied := reserve(unit, 0, "a reservation without delay on a full key")
 				if !denied.Allowed {
 					require.Positive(t, denied.RetryAfter)
 					require.False(t, reserve(unit, int64(denied.RetryAfter)-1, "just short of its turn").Allowed)
 				}
 				// Book until three bookings wait for their turn.
-				var booked []sluice.Decision
+				var booked []engine.Decision
 				for i := 0; len(booked) < 3; i++ {
 					require.Less(t, i, 200, "a full key books ahead")
 					d := reserve(unit, 1<<60, "a booking ahead")
@@ -231,9 +232,9 @@ func TestReservationsAreBitIdenticalToStep(t *testing.T) {
 				}
 				last := booked[len(booked)-1]
 				reserve(p.Limit, 1<<60, "a booking of the whole limit")
-				k.apply(op(sluice.VerbAllow, unit), "an allow behind bookings")
-				k.apply(op(sluice.VerbCheck, 0), "a check behind bookings")
-				k.apply(op(sluice.VerbAtMost, 2*p.Limit), "a partial grant behind bookings")
+				k.apply(op(engine.VerbAllow, unit), "an allow behind bookings")
+				k.apply(op(engine.VerbCheck, 0), "a check behind bookings")
+				k.apply(op(engine.VerbAtMost, 2*p.Limit), "a partial grant behind bookings")
 				cancel(booked[0], unit, "a booking followed by later ones")
 				cancel(last, unit, "a booking followed by one of the whole limit")
 				d := reserve(unit, 1<<60, "the latest booking")
@@ -246,9 +247,9 @@ func TestReservationsAreBitIdenticalToStep(t *testing.T) {
 				cancel(d, 0.5*unit, "a cancel of less than was booked")
 				for _, back := range []int64{1, p.Interval / 3, p.Interval, 5 * p.Interval} {
 					now = max(origin, now-back)
-					k.apply(op(sluice.VerbCheck, unit), "a check from a clock that stepped back")
-					k.apply(op(sluice.VerbAllow, unit), "an allow from a clock that stepped back")
-					k.apply(op(sluice.VerbAtMost, p.Limit), "a partial grant from a clock that stepped back")
+					k.apply(op(engine.VerbCheck, unit), "a check from a clock that stepped back")
+					k.apply(op(engine.VerbAllow, unit), "an allow from a clock that stepped back")
+					k.apply(op(engine.VerbAtMost, p.Limit), "a partial grant from a clock that stepped back")
 					reserve(unit, p.Interval, "a reservation from a clock that stepped back")
 				}
 				if d.At != 0 {
@@ -257,7 +258,7 @@ func TestReservationsAreBitIdenticalToStep(t *testing.T) {
 				}
 				for range 3 {
 					now += p.Interval / 2
-					k.apply(op(sluice.VerbAllow, unit), "an allow as the bookings come due")
+					k.apply(op(engine.VerbAllow, unit), "an allow as the bookings come due")
 					reserve(unit, p.Interval, "a reservation as the bookings come due")
 				}
 			})
@@ -282,8 +283,8 @@ func TestReservationsNotBeforeAnInstantAreBitIdenticalToStep(t *testing.T) {
 			for i, fill := range []float64{0, 0.5, 1} {
 				for j, ahead := range []int64{0, 1, p.Interval / 3, p.Interval, p.Interval + p.Interval/2, 3 * p.Interval} {
 					cost := min(1, p.Limit)
-					k.apply(sluice.Op{Verb: sluice.VerbAtMost, Cost: fill * p.Limit, Now: now}, "fill the key")
-					d := k.apply(sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: 1 << 60, At: now + ahead},
+					k.apply(engine.Op{Verb: engine.VerbAtMost, Cost: fill * p.Limit, Now: now}, "fill the key")
+					d := k.apply(engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: 1 << 60, At: now + ahead},
 						fmt.Sprintf("fill %d, a booking %d ahead", i, j))
 					require.True(t, d.Allowed)
 					switch {
@@ -291,12 +292,12 @@ func TestReservationsNotBeforeAnInstantAreBitIdenticalToStep(t *testing.T) {
 						withoutAt++
 					case d.Delay > 0:
 						require.Equal(t, now+int64(d.Delay), d.At, "a booking's At is its instant")
-						k.apply(sluice.Op{Verb: sluice.VerbCancel, Cost: cost, Now: now, At: d.At}, "its cancel")
+						k.apply(engine.Op{Verb: engine.VerbCancel, Cost: cost, Now: now, At: d.At}, "its cancel")
 					}
 					now += 5 * p.Interval * int64(math.Ceil(p.Limit))
 				}
 			}
-			if p.Kind == sluice.KindGCRA || p.IntervalRefill {
+			if p.Kind == engine.KindGCRA || p.IntervalRefill {
 				require.Positive(t, withoutAt, "some bookings later than needed have no At")
 			} else {
 				require.Zero(t, withoutAt, "every meter booking has its At")
@@ -315,10 +316,10 @@ func TestPartialGrantsAreBitIdenticalToStep(t *testing.T) {
 			k := newTwin(t, c, st, p, fmt.Sprint("g", pi))
 			now := base
 			for i, cost := range []float64{0, 0.5, 1, 2.5, p.Limit, p.Limit + 1, 3 * p.Limit, 1, 0.25, 7, 0, math.Nextafter(p.Limit, 0)} {
-				k.apply(sluice.Op{Verb: sluice.VerbAtMost, Cost: cost, Now: now}, fmt.Sprintf("grant %d of %v", i, cost))
+				k.apply(engine.Op{Verb: engine.VerbAtMost, Cost: cost, Now: now}, fmt.Sprintf("grant %d of %v", i, cost))
 				now += p.Interval / 7
 			}
-			d := k.apply(sluice.Op{Verb: sluice.VerbAtMost, Cost: 1e300, Now: now}, "a huge cost")
+			d := k.apply(engine.Op{Verb: engine.VerbAtMost, Cost: 1e300, Now: now}, "a huge cost")
 			require.LessOrEqual(t, d.Granted, p.Limit)
 		})
 	}
@@ -331,19 +332,19 @@ func TestClockSteppingBackIsBitIdenticalToStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	for pi, p := range reservable() {
-		if p.Kind == sluice.KindGCRA {
+		if p.Kind == engine.KindGCRA {
 			continue // its state always lies after now: nothing changed there
 		}
 		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
 			k := newTwin(t, c, st, p, fmt.Sprint("b", pi))
 			for i, back := range []int64{0, 1, 999, p.Interval / 2, p.Interval, p.Interval + 1, 3 * p.Interval, 1<<53 + 12345, base} {
-				verbs := []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck, sluice.VerbAtMost}
-				if p.Kind == sluice.KindLeakyBucket {
-					verbs = append(verbs, sluice.VerbFill)
+				verbs := []engine.Verb{engine.VerbAllow, engine.VerbCheck, engine.VerbAtMost}
+				if p.Kind == engine.KindLeakyBucket {
+					verbs = append(verbs, engine.VerbFill)
 				}
 				for _, verb := range verbs {
-					k.apply(sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit * 0.6, Now: base}, "fill at base")
-					k.apply(sluice.Op{Verb: verb, Cost: min(1, p.Limit), Now: max(base-back, 0)}, fmt.Sprintf("%v %d back", verb, i))
+					k.apply(engine.Op{Verb: engine.VerbAllow, Cost: p.Limit * 0.6, Now: base}, "fill at base")
+					k.apply(engine.Op{Verb: verb, Cost: min(1, p.Limit), Now: max(base-back, 0)}, fmt.Sprintf("%v %d back", verb, i))
 				}
 			}
 		})
@@ -357,13 +358,13 @@ func TestClockSteppingBackIsBitIdenticalToStep(t *testing.T) {
 func TestBookingsFarAheadAreBitIdenticalToStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	params := []sluice.Params{
-		{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
-		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: 7, Amount: 0.3, IntervalRefill: true},
-		{Kind: sluice.KindTokenBucket, Limit: 1.5, Interval: 1 << 50, Amount: 0.4, IntervalRefill: true},
-		{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1},
-		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: 1<<50 + 3, Amount: 0.7},
-		{Kind: sluice.KindGCRA, Limit: 3, Interval: 1<<50 + 1},
+	params := []engine.Params{
+		{Kind: engine.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
+		{Kind: engine.KindTokenBucket, Limit: 2, Interval: 7, Amount: 0.3, IntervalRefill: true},
+		{Kind: engine.KindTokenBucket, Limit: 1.5, Interval: 1 << 50, Amount: 0.4, IntervalRefill: true},
+		{Kind: engine.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1},
+		{Kind: engine.KindTokenBucket, Limit: 2, Interval: 1<<50 + 3, Amount: 0.7},
+		{Kind: engine.KindGCRA, Limit: 3, Interval: 1<<50 + 1},
 	}
 	for pi, p := range params {
 		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
@@ -371,11 +372,11 @@ func TestBookingsFarAheadAreBitIdenticalToStep(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(pi), uint64(trace)))
 				k := newTwin(t, c, st, p, fmt.Sprintf("f%d.%d", pi, trace))
 				now := origins[trace%len(origins)]
-				var booked []sluice.Op
+				var booked []engine.Op
 				for range 80 {
 					now = max(now+farGap(rng, p), 0)
 					costs := []float64{1, 0.25, 0, p.Limit, 0.5}
-					op := sluice.Op{Verb: sluice.VerbReserve, Cost: costs[rng.IntN(len(costs))], Now: now, MaxDelay: 1 << 60}
+					op := engine.Op{Verb: engine.VerbReserve, Cost: costs[rng.IntN(len(costs))], Now: now, MaxDelay: 1 << 60}
 					switch r := rng.IntN(10); {
 					case r < 3 && len(booked) > 0:
 						i := len(booked) - 1 // mostly the latest, as a cancel gives it back
@@ -385,17 +386,17 @@ func TestBookingsFarAheadAreBitIdenticalToStep(t *testing.T) {
 						op = booked[i]
 						op.Now = now
 					case r < 5:
-						op.Verb = sluice.VerbAllow
+						op.Verb = engine.VerbAllow
 						op.Cost = min(op.Cost, p.Limit)
 					case r < 6:
-						op.Verb = sluice.VerbCheck
+						op.Verb = engine.VerbCheck
 					case r < 7:
-						op.Verb = sluice.VerbAtMost
+						op.Verb = engine.VerbAtMost
 						op.Cost *= 2.5
 					}
 					d := k.apply(op, "far ahead")
-					if op.Verb == sluice.VerbReserve && d.At != 0 {
-						booked = append(booked, sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: d.At})
+					if op.Verb == engine.VerbReserve && d.At != 0 {
+						booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: d.At})
 					}
 				}
 			}
@@ -405,7 +406,7 @@ func TestBookingsFarAheadAreBitIdenticalToStep(t *testing.T) {
 
 // farGap draws the time to the next request: steps around the interval,
 // back before the bookings, or 2^53 ns and more either way.
-func farGap(rng *rand.Rand, p sluice.Params) int64 {
+func farGap(rng *rand.Rand, p engine.Params) int64 {
 	switch r := rng.IntN(10); {
 	case r < 4:
 		return rng.Int64N(p.Interval)
@@ -426,15 +427,15 @@ func TestServerClockReservationsAreBitIdenticalToStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
 	const hour = int64(time.Hour)
-	for pi, p := range []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 2, Interval: hour},
-		{Kind: sluice.KindLeakyBucket, Limit: 2, Interval: hour, Amount: 1},
-		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1},
-		{Kind: sluice.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true},
+	for pi, p := range []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 2, Interval: hour},
+		{Kind: engine.KindLeakyBucket, Limit: 2, Interval: hour, Amount: 1},
+		{Kind: engine.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1},
+		{Kind: engine.KindTokenBucket, Limit: 2, Interval: hour, Amount: 1, IntervalRefill: true},
 	} {
 		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
 			k := newTwin(t, c, st, p, fmt.Sprint("s", pi))
-			reserve := sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: 10 * hour}
+			reserve := engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: 10 * hour}
 			for range 2 {
 				require.Zero(t, k.applyOnServerClock(reserve, "a reservation that fits now").Delay)
 			}
@@ -451,14 +452,14 @@ func TestServerClockReservationsAreBitIdenticalToStep(t *testing.T) {
 			require.GreaterOrEqual(t, decided, before, "At is on the server's clock")
 			require.LessOrEqual(t, decided, after, "At is on the server's clock")
 
-			cancel := func(d sluice.Decision) sluice.Op {
-				return sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: 12345, At: d.At} // Now is ignored
+			cancel := func(d engine.Decision) engine.Op {
+				return engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: 12345, At: d.At} // Now is ignored
 			}
 			require.False(t, k.applyOnServerClock(cancel(first), "a booking followed by another").Allowed)
 			require.True(t, k.applyOnServerClock(cancel(second), "the latest booking").Allowed)
 			require.False(t, k.applyOnServerClock(cancel(second), "the latest booking again").Allowed)
-			k.applyOnServerClock(sluice.Op{Verb: sluice.VerbAtMost, Cost: 3}, "a partial grant behind a booking")
-			k.applyOnServerClock(sluice.Op{Verb: sluice.VerbReserve, Cost: 2, MaxDelay: hour}, "a booking too far")
+			k.applyOnServerClock(engine.Op{Verb: engine.VerbAtMost, Cost: 3}, "a partial grant behind a booking")
+			k.applyOnServerClock(engine.Op{Verb: engine.VerbReserve, Cost: 2, MaxDelay: hour}, "a booking too far")
 		})
 	}
 }
@@ -470,17 +471,17 @@ func TestReservationKeepsTheKeyUntilItsTurnHasPassed(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
 	ctx := t.Context()
-	for pi, p := range []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Hour)},
-		{Kind: sluice.KindLeakyBucket, Limit: 1, Interval: int64(time.Hour), Amount: 1},
-		{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(time.Hour), Amount: 1, IntervalRefill: true},
+	for pi, p := range []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Hour)},
+		{Kind: engine.KindLeakyBucket, Limit: 1, Interval: int64(time.Hour), Amount: 1},
+		{Kind: engine.KindTokenBucket, Limit: 1, Interval: int64(time.Hour), Amount: 1, IntervalRefill: true},
 	} {
 		t.Run(fmt.Sprintf("%d_%v", pi, p.Kind), func(t *testing.T) {
 			key := fmt.Sprint("ttl", pi)
-			var d sluice.Decision
+			var d engine.Decision
 			for range 3 {
 				var err error
-				d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)})
+				d, err = st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbReserve, Cost: 1, MaxDelay: int64(10 * time.Hour)})
 				require.NoError(t, err)
 				require.True(t, d.Allowed)
 			}
@@ -498,24 +499,24 @@ func TestReservationKeepsTheKeyUntilItsTurnHasPassed(t *testing.T) {
 // server listens: every error here comes from validation.
 func TestInvalidReservationsFailBeforeRedis(t *testing.T) {
 	c := newClient(t, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
 	tests := []struct {
 		name string
-		p    sluice.Params
-		op   sluice.Op
+		p    engine.Params
+		op   engine.Op
 		want error
 	}{
-		{"NegativeMaxDelay", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
-		{"MaxDelayOver2To60", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
-		{"NegativeAt", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
-		{"AtBeyondTheLatestBooking", gcra, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
-		{"ReservationOfAWindow", window, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
-		{"CancelOfAWindow", window, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
-		{"ReservationAboveTheLimit", gcra, sluice.Op{Verb: sluice.VerbReserve, Cost: 3, Now: base}, sluice.ErrCostExceedsLimit},
-		{"NaNGrant", gcra, sluice.Op{Verb: sluice.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
-		{"WholeUnitAboveALimitBelowOne", sluice.Params{Kind: sluice.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
-			sluice.Op{Verb: sluice.VerbAtMost, Cost: 2, Now: base}, sluice.ErrCostExceedsLimit},
+		{"NegativeMaxDelay", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
+		{"MaxDelayOver2To60", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+		{"NegativeAt", gcra, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
+		{"AtBeyondTheLatestBooking", gcra, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+		{"ReservationOfAWindow", window, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"CancelOfAWindow", window, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
+		{"ReservationAboveTheLimit", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 3, Now: base}, sluice.ErrCostExceedsLimit},
+		{"NaNGrant", gcra, engine.Op{Verb: engine.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
+		{"WholeUnitAboveALimitBelowOne", engine.Params{Kind: engine.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
+			engine.Op{Verb: engine.VerbAtMost, Cost: 2, Now: base}, sluice.ErrCostExceedsLimit},
 	}
 	for _, mode := range []struct {
 		name string
@@ -526,7 +527,7 @@ func TestInvalidReservationsFailBeforeRedis(t *testing.T) {
 			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
 				_, err := st.Apply(t.Context(), "k", &tt.p, tt.op)
 				require.ErrorIs(t, err, tt.want)
-				_, _, specErr := tt.p.Step(sluice.State{}, tt.op)
+				_, _, specErr := tt.p.Step(engine.State{}, tt.op)
 				require.ErrorIs(t, specErr, tt.want, "the specification agrees")
 			})
 		}
@@ -545,11 +546,11 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	ctx := t.Context()
 	params := append(reservable(),
-		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
-		sluice.Params{Kind: sluice.KindTokenBucket, Limit: 1e6, Interval: 7, Amount: 0.3, IntervalRefill: true},
-		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 1e6, Interval: 3, Amount: 0.37},
-		sluice.Params{Kind: sluice.KindGCRA, Limit: 3, Interval: 1<<50 + 1, Penalty: 1 << 60, CountDenied: true},
-		sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1, Penalty: 1<<53 + 3},
+		engine.Params{Kind: engine.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
+		engine.Params{Kind: engine.KindTokenBucket, Limit: 1e6, Interval: 7, Amount: 0.3, IntervalRefill: true},
+		engine.Params{Kind: engine.KindLeakyBucket, Limit: 1e6, Interval: 3, Amount: 0.37},
+		engine.Params{Kind: engine.KindGCRA, Limit: 3, Interval: 1<<50 + 1, Penalty: 1 << 60, CountDenied: true},
+		engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: 1 << 51, Amount: 1, Penalty: 1<<53 + 3},
 	)
 	params = append(params, storetest.Strict()...)
 	for pi, p := range params {
@@ -564,14 +565,14 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 				if p.Penalty > 0 {
 					require.Positive(t, blocked, "some decisions are blocked")
 				}
-				if p.Kind == sluice.KindGCRA {
+				if p.Kind == engine.KindGCRA {
 					require.Positive(t, withoutAt, "some bookings later than needed have no At")
 				}
 			}()
 			for i := range 150 {
 				now := []int64{base, rng.Int64N(1 << 62), rng.Int64N(int64(time.Hour))}[rng.IntN(3)]
-				s := sluice.State{Time: max(now+plantedOffset(rng, p), 0), A: plantedAmount(rng, p)}
-				if p.Kind == sluice.KindGCRA {
+				s := engine.State{Time: max(now+plantedOffset(rng, p), 0), A: plantedAmount(rng, p)}
+				if p.Kind == engine.KindGCRA {
 					s.A = 0
 				}
 				if rng.IntN(2) == 0 {
@@ -579,26 +580,26 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 					// penalty, whose steps keep or drop it as Go's do.
 					s.Until = max(now+plantedBlock(rng, p), 1)
 				}
-				op := sluice.Op{Verb: sluice.Verb(1 + rng.IntN(6)), Cost: []float64{0, 1, 0.5, p.Limit, 2.5 * p.Limit}[rng.IntN(5)], Now: now}
+				op := engine.Op{Verb: engine.Verb(1 + rng.IntN(6)), Cost: []float64{0, 1, 0.5, p.Limit, 2.5 * p.Limit}[rng.IntN(5)], Now: now}
 				switch op.Verb {
-				case sluice.VerbFill:
-					if p.Kind != sluice.KindLeakyBucket {
-						op.Verb = sluice.VerbAllow
+				case engine.VerbFill:
+					if p.Kind != engine.KindLeakyBucket {
+						op.Verb = engine.VerbAllow
 					}
-				case sluice.VerbReserve:
+				case engine.VerbReserve:
 					op.MaxDelay = []int64{0, rng.Int64N(4 * p.Interval), 1 << 60}[rng.IntN(3)]
 					// Mostly none, else an instant not to book before, as
 					// a group gives: around now, or the state's point.
 					op.At = []int64{0, 0, max(now+rng.Int64N(4*p.Interval)-p.Interval, 0), s.Time + rng.Int64N(3) - 1}[rng.IntN(4)]
 					op.At = max(op.At, 0)
-				case sluice.VerbCancel:
+				case engine.VerbCancel:
 					op.At = s.Time
-					if p.Kind == sluice.KindGCRA {
+					if p.Kind == engine.KindGCRA {
 						op.At -= arithNanos(p.Limit, p.Interval)
 					}
 					op.At = max(op.At+[]int64{0, 0, 0, 1, -1}[rng.IntN(5)], 0)
 				}
-				if op.Verb != sluice.VerbFill && op.Verb != sluice.VerbAtMost {
+				if op.Verb != engine.VerbFill && op.Verb != engine.VerbAtMost {
 					op.Cost = min(op.Cost, p.Limit)
 				}
 				plant(t, c, st.Key(key), p.Kind, s)
@@ -611,7 +612,7 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 				}
 				require.NoError(t, err, where)
 				storetest.RequireIdenticalDecision(t, want, got, where)
-				if !p.Records(op.Verb, want) {
+				if !p.Records(op.Verb, &want) {
 					next = s
 				}
 				requireSameState(t, next, storedState(t, c, st, key), where)
@@ -627,7 +628,7 @@ func TestPlantedStatesAreBitIdenticalToStep(t *testing.T) {
 }
 
 // plantedOffset draws where a planted state's point lies from now.
-func plantedOffset(rng *rand.Rand, p sluice.Params) int64 {
+func plantedOffset(rng *rand.Rand, p engine.Params) int64 {
 	k := 1 + rng.Int64N(5)
 	switch rng.IntN(8) {
 	case 0:
@@ -650,7 +651,7 @@ func plantedOffset(rng *rand.Rand, p sluice.Params) int64 {
 
 // plantedBlock draws where a planted block's end lies from now: ended,
 // ending now or a nanosecond later, within the penalty, or far ahead.
-func plantedBlock(rng *rand.Rand, p sluice.Params) int64 {
+func plantedBlock(rng *rand.Rand, p engine.Params) int64 {
 	penalty := max(p.Penalty, int64(time.Second))
 	switch rng.IntN(6) {
 	case 0:
@@ -669,7 +670,7 @@ func plantedBlock(rng *rand.Rand, p sluice.Params) int64 {
 
 // plantedAmount draws a planted state's amount: none, within the limit,
 // the limit, or above it by a few refills.
-func plantedAmount(rng *rand.Rand, p sluice.Params) float64 {
+func plantedAmount(rng *rand.Rand, p engine.Params) float64 {
 	switch rng.IntN(5) {
 	case 0:
 		return 0
@@ -688,7 +689,7 @@ func arithNanos(amount float64, interval int64) int64 {
 
 // plant writes s, whose times are not negative, as the state of the Redis
 // key name, packed as the script packs it, with an expiry an hour ahead.
-func plant(t *testing.T, c redis.UniversalClient, name string, kind sluice.Kind, s sluice.State) {
+func plant(t *testing.T, c redis.UniversalClient, name string, kind engine.Kind, s engine.State) {
 	t.Helper()
 	b := []byte{byte(kind)}
 	times := []float64{math.MaxInt32, 0, float64(s.Time / 1e9), float64(s.Time % 1e9), s.A, s.B}

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // ErrCrossSlot reports a group of limits whose keys a Cluster keeps in
@@ -21,7 +22,7 @@ var ErrCrossSlot = fmt.Errorf("%w: redisstore: keys of one group in different sl
 // of names is where the client sends the first: on a Cluster client, in
 // its hash slot; on a Ring, which shards by hash tag, under its tag. Any
 // other client has one server, which holds them all.
-func (s *Store) sameSlot(ops []sluice.GroupOp, names []string) error {
+func (s *Store) sameSlot(ops []engine.GroupOp, names []string) error {
 	switch s.client.(type) {
 	case *redis.ClusterClient:
 		first := slot(names[0])

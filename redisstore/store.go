@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
@@ -54,7 +55,7 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithCallerClock makes decisions use the time the limiter passes in
-// [sluice.Op].Now instead of the Redis server's clock, for processes
+// [engine.Op].Now instead of the Redis server's clock, for processes
 // whose clocks agree to within maxSkew.
 //
 // Keys still expire on the Redis server's clock, which the callers' clocks
@@ -116,12 +117,12 @@ func (s *Store) Key(key string) string {
 // clock as it is.
 //
 // Invalid Params and ops are reported without contacting Redis, as
-// [sluice.Params.Step] reports them; Params whose longest span is 2^53 ns
+// [engine.Params.Step] reports them; Params whose longest span is 2^53 ns
 // or more give an error wrapping [sluice.ErrUnsupported]; a key holding
 // another algorithm's state, until that state is fresh, gives one wrapping
 // [sluice.ErrKeyConflict]. In server-clock mode op.Now is ignored, and
 // otherwise it must be in [0, 2^62] ns since the epoch, as for Step.
-func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	d, refused := s.check(p, op)
 	if refused != nil && !p.Overflows(op, refused) {
 		return d, refused
@@ -143,26 +144,26 @@ func (s *Store) Apply(ctx context.Context, key string, p *sluice.Params, op slui
 
 // outcome turns a script call's reply, or the error of the call, into the
 // decision on key.
-func outcome(key string, p *sluice.Params, verb sluice.Verb, reply any, err error) (sluice.Decision, error) {
+func outcome(key string, p *engine.Params, verb engine.Verb, reply any, err error) (engine.Decision, error) {
 	if err != nil {
-		return sluice.Decision{Limit: p.Limit}, scriptError(verb, keyName(key), err)
+		return engine.Decision{Limit: p.Limit}, scriptError(verb, keyName(key), err)
 	}
 	return decode(reply, key, p, verb)
 }
 
 // check returns the error Apply gives without contacting Redis, and the
 // decision that goes with it: for invalid Params (with a zero decision) or
-// op, as [sluice.Params.Step] gives them, and for spans the script cannot
-// compute exactly. An op that [sluice.Params.Overflows] is still decided,
+// op, as [engine.Params.Step] gives them, and for spans the script cannot
+// compute exactly. An op that [engine.Params.Overflows] is still decided,
 // and its error comes with the decision.
-func (s *Store) check(p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (s *Store) check(p *engine.Params, op engine.Op) (engine.Decision, error) {
 	if p == nil {
-		return sluice.Decision{}, fmt.Errorf("%w: redisstore: no Params", sluice.ErrInvalidConfig)
+		return engine.Decision{}, fmt.Errorf("%w: redisstore: no Params", sluice.ErrInvalidConfig)
 	}
 	if err := p.Validate(); err != nil {
-		return sluice.Decision{}, err
+		return engine.Decision{}, err
 	}
-	d := sluice.Decision{Limit: p.Limit}
+	d := engine.Decision{Limit: p.Limit}
 	if err := checkSpan(p); err != nil {
 		return d, err
 	}
@@ -171,7 +172,7 @@ func (s *Store) check(p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
 
 // checkSpan returns an error wrapping sluice.ErrUnsupported for Params
 // whose spans the script cannot compute exactly.
-func checkSpan(p *sluice.Params) error {
+func checkSpan(p *engine.Params) error {
 	if span := longestSpan(p); span >= maxSpan {
 		return fmt.Errorf("%w: redisstore: %v spans %v, at least 2^53 ns, beyond what the script computes exactly",
 			sluice.ErrUnsupported, p, time.Duration(span))
@@ -187,11 +188,11 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	return nil
 }
 
-// checkOp validates op against p as [sluice.Params.Step] does (verb, cost,
+// checkOp validates op against p as [engine.Params.Step] does (verb, cost,
 // MaxDelay and At), and op.Now only if the decision uses it.
-func checkOp(p *sluice.Params, op sluice.Op, usesNow bool) error {
+func checkOp(p *engine.Params, op engine.Op, usesNow bool) error {
 	if usesNow {
-		if err := sluice.CheckTime(op.Now); err != nil {
+		if err := engine.CheckTime(op.Now); err != nil {
 			return err
 		}
 	}
@@ -201,15 +202,15 @@ func checkOp(p *sluice.Params, op sluice.Op, usesNow bool) error {
 // longestSpan returns the longest duration, in nanoseconds, that p's
 // algorithm computes with: the window (twice it for the sliding counter,
 // which remembers the previous window), GCRA's burst, or the time a full
-// bucket takes to drain or refill, as [sluice.Params.Validate] bounds it.
-func longestSpan(p *sluice.Params) float64 {
+// bucket takes to drain or refill, as [engine.Params.Validate] bounds it.
+func longestSpan(p *engine.Params) float64 {
 	span := float64(p.Interval)
 	switch p.Kind {
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		span = max(span, arith.GCRASpan(p.Limit, p.Interval))
-	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
+	case engine.KindLeakyBucket, engine.KindTokenBucket:
 		span = arith.BucketSpan(p.Limit, p.Amount, p.Interval)
-	case sluice.KindSlidingCounter:
+	case engine.KindSlidingCounter:
 		span *= 2
 	}
 	return span

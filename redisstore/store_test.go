@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 	"github.com/sluice-go/sluice/storetest"
@@ -69,18 +70,18 @@ func TestConformanceOnCluster(t *testing.T) {
 
 // extremes are Params at the edges of what the script computes: intervals
 // that do not divide a second, of a few nanoseconds, or close to 2^53 ns.
-var extremes = []sluice.Params{
-	{Kind: sluice.KindLeakyBucket, Limit: 1e6, Interval: 3 * int64(time.Second), Amount: 0.37},
-	{Kind: sluice.KindGCRA, Limit: 3, Interval: 1<<50 + 1},
-	{Kind: sluice.KindGCRA, Limit: 0.5, Interval: 1<<53 - 1},
-	{Kind: sluice.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
-	{Kind: sluice.KindTokenBucket, Limit: 2, Interval: 7, Amount: 0.3, IntervalRefill: true},
-	{Kind: sluice.KindFixedWindow, Limit: 3, Interval: 333333333},
-	{Kind: sluice.KindFixedWindow, Limit: 2, Interval: 1<<52 + 12345},
-	{Kind: sluice.KindFixedWindow, Limit: 2, Interval: 1<<53 - 1, Anchored: true},
-	{Kind: sluice.KindSlidingLog, Limit: 10, Interval: 1<<52 + 1, MaxEntries: 2},
-	{Kind: sluice.KindSlidingCounter, Limit: 4, Interval: 1<<52 - 3},
-	{Kind: sluice.KindSlidingCounter, Limit: 3.5, Interval: 7},
+var extremes = []engine.Params{
+	{Kind: engine.KindLeakyBucket, Limit: 1e6, Interval: 3 * int64(time.Second), Amount: 0.37},
+	{Kind: engine.KindGCRA, Limit: 3, Interval: 1<<50 + 1},
+	{Kind: engine.KindGCRA, Limit: 0.5, Interval: 1<<53 - 1},
+	{Kind: engine.KindTokenBucket, Limit: 3, Interval: 1<<51 + 7, Amount: 1, IntervalRefill: true},
+	{Kind: engine.KindTokenBucket, Limit: 2, Interval: 7, Amount: 0.3, IntervalRefill: true},
+	{Kind: engine.KindFixedWindow, Limit: 3, Interval: 333333333},
+	{Kind: engine.KindFixedWindow, Limit: 2, Interval: 1<<52 + 12345},
+	{Kind: engine.KindFixedWindow, Limit: 2, Interval: 1<<53 - 1, Anchored: true},
+	{Kind: engine.KindSlidingLog, Limit: 10, Interval: 1<<52 + 1, MaxEntries: 2},
+	{Kind: engine.KindSlidingCounter, Limit: 4, Interval: 1<<52 - 3},
+	{Kind: engine.KindSlidingCounter, Limit: 3.5, Interval: 7},
 }
 
 // TestLongSlidingLogIsBitIdenticalToStep fills a sliding log to a thousand
@@ -88,8 +89,8 @@ var extremes = []sluice.Params{
 func TestLongSlidingLogIsBitIdenticalToStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	p := sluice.Params{Kind: sluice.KindSlidingLog, Limit: 1000, Interval: int64(time.Second), MaxEntries: 1000}
-	var s sluice.State
+	p := engine.Params{Kind: engine.KindSlidingLog, Limit: 1000, Interval: int64(time.Second), MaxEntries: 1000}
+	var s engine.State
 	for i := range 3000 {
 		op := allow(1, base+int64(i)*int64(700*time.Microsecond))
 		if i%7 == 0 {
@@ -106,8 +107,8 @@ func TestLongSlidingLogIsBitIdenticalToStep(t *testing.T) {
 }
 
 // allow is the op of a request of cost at now.
-func allow(cost float64, now int64) sluice.Op {
-	return sluice.Op{Verb: sluice.VerbAllow, Cost: cost, Now: now}
+func allow(cost float64, now int64) engine.Op {
+	return engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
 }
 
 // TestTTLIsTimeUntilFresh pins each key's expiry to the decision's
@@ -154,19 +155,19 @@ func TestTTLIsTimeUntilFresh(t *testing.T) {
 func TestFreshStateLeavesNoKey(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Second)}
-	leaky := sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 5, Interval: int64(time.Second), Amount: 1}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
+	leaky := engine.Params{Kind: engine.KindLeakyBucket, Limit: 5, Interval: int64(time.Second), Amount: 1}
 	tests := []struct {
 		name string
-		p    sluice.Params
-		ops  []sluice.Op
+		p    engine.Params
+		ops  []engine.Op
 	}{
-		{"FreeRequestOnFreshKey", gcra, []sluice.Op{allow(0, base)}},
-		{"StateDecayedBackToFresh", gcra, []sluice.Op{allow(1, base), allow(0, base+int64(time.Second))}},
-		{"EmptyFillup", leaky, []sluice.Op{{Verb: sluice.VerbFill, Cost: 0, Now: base}}},
-		{"LeakedDryFillup", leaky, []sluice.Op{
-			{Verb: sluice.VerbFill, Cost: 2, Now: base},
-			{Verb: sluice.VerbFill, Cost: 0, Now: base + 2*int64(time.Second)},
+		{"FreeRequestOnFreshKey", gcra, []engine.Op{allow(0, base)}},
+		{"StateDecayedBackToFresh", gcra, []engine.Op{allow(1, base), allow(0, base+int64(time.Second))}},
+		{"EmptyFillup", leaky, []engine.Op{{Verb: engine.VerbFill, Cost: 0, Now: base}}},
+		{"LeakedDryFillup", leaky, []engine.Op{
+			{Verb: engine.VerbFill, Cost: 2, Now: base},
+			{Verb: engine.VerbFill, Cost: 0, Now: base + 2*int64(time.Second)},
 		}},
 	}
 	for _, tt := range tests {
@@ -186,7 +187,7 @@ func TestFreshStateLeavesNoKey(t *testing.T) {
 func TestKeyExpiresAfterItsTTL(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(time.Millisecond)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: int64(time.Millisecond)}
 	_, err := st.Apply(t.Context(), "brief", &p, allow(1, 0))
 	require.NoError(t, err)
 	// Redis expires the key on its own clock: wait for it, boundedly.
@@ -198,7 +199,7 @@ func TestKeyExpiresAfterItsTTL(t *testing.T) {
 func TestResetDeletesKey(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: int64(time.Hour), Anchored: true}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: int64(time.Hour), Anchored: true}
 	ctx := t.Context()
 	d, err := st.Apply(ctx, "k", &p, allow(1, 0))
 	require.NoError(t, err)
@@ -221,26 +222,26 @@ func TestServerClockDecides(t *testing.T) {
 	const period = time.Hour
 	tests := []struct {
 		name  string
-		build func() (sluice.Limiter, error)
+		build func() (*sluice.Limiter, error)
 		burst int
 		retry time.Duration // the longest RetryAfter of the next request
 	}{
-		{"GCRA", func() (sluice.Limiter, error) {
+		{"GCRA", func() (*sluice.Limiter, error) {
 			return sluice.NewGCRA(sluice.Per(1, period), 5, sluice.WithStore(st))
 		}, 5, period},
-		{"LeakyBucket", func() (sluice.Limiter, error) {
+		{"LeakyBucket", func() (*sluice.Limiter, error) {
 			return sluice.NewLeakyBucket(3, sluice.Per(1, period), sluice.WithStore(st))
 		}, 3, period},
-		{"TokenBucket", func() (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.Per(4, period), sluice.WithStore(st))
+		{"TokenBucket", func() (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.Per(4, period), 4, sluice.WithStore(st))
 		}, 4, period / 4},
-		{"IntervalRefill", func() (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.Per(4, period), sluice.WithIntervalRefill(), sluice.WithStore(st))
+		{"IntervalRefill", func() (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.Per(4, period), 4, sluice.WithIntervalRefill(), sluice.WithStore(st))
 		}, 4, period},
-		{"AnchoredWindow", func() (sluice.Limiter, error) {
+		{"AnchoredWindow", func() (*sluice.Limiter, error) {
 			return sluice.NewFixedWindow(2, period, sluice.WithAnchoredWindows(), sluice.WithStore(st))
 		}, 2, period},
-		{"SlidingLog", func() (sluice.Limiter, error) {
+		{"SlidingLog", func() (*sluice.Limiter, error) {
 			return sluice.NewSlidingLog(3, period, sluice.WithStore(st))
 		}, 3, period},
 	}
@@ -270,7 +271,7 @@ func TestServerClockIgnoresCallerTime(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
 	ctx := t.Context()
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 4, Interval: int64(time.Minute)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 4, Interval: int64(time.Minute)}
 	before, err := c.Time(ctx).Result()
 	require.NoError(t, err)
 	for _, now := range []int64{-1, 0, 1 << 62, math.MaxInt64} {
@@ -298,7 +299,7 @@ func TestKeysArePrefixedAndHashTagged(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, prefix+"{user:42}", st.Key("user:42"))
 
-	p := sluice.Params{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: int64(time.Minute)}
+	p := engine.Params{Kind: engine.KindSlidingCounter, Limit: 5, Interval: int64(time.Minute)}
 	_, err = st.Apply(t.Context(), "user:42", &p, allow(1, 0))
 	require.NoError(t, err)
 	keys, err := c.Keys(t.Context(), prefix+"*").Result()
@@ -309,7 +310,7 @@ func TestKeysArePrefixedAndHashTagged(t *testing.T) {
 func TestApplySurvivesScriptFlush(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
 	for range 2 {
 		_, err := st.Apply(t.Context(), "k", &p, allow(1, 0))
 		require.NoError(t, err)
@@ -324,7 +325,7 @@ func TestStoreRecoversWhenRedisComesBack(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	c := newClient(t, srv.Addr)
 	st := newStore(t, c)
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
 	apply := func(timeout time.Duration) error {
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
@@ -347,16 +348,16 @@ func TestKeyConflict(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	ctx := t.Context()
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 2, Interval: int64(time.Second)}
 	_, err := st.Apply(ctx, "shared", &gcra, allow(2, base))
 	require.NoError(t, err)
 
-	for _, verb := range []sluice.Verb{sluice.VerbAllow, sluice.VerbCheck} {
-		d, err := st.Apply(ctx, "shared", &window, sluice.Op{Verb: verb, Cost: 1, Now: base + 1})
+	for _, verb := range []engine.Verb{engine.VerbAllow, engine.VerbCheck} {
+		d, err := st.Apply(ctx, "shared", &window, engine.Op{Verb: verb, Cost: 1, Now: base + 1})
 		require.ErrorIs(t, err, sluice.ErrKeyConflict)
 		require.ErrorContains(t, err, "GCRA")
-		require.Equal(t, sluice.Decision{Limit: 2}, d)
+		require.Equal(t, engine.Decision{Limit: 2}, d)
 	}
 
 	// Once the GCRA state is fresh again, the key is free to reuse.
@@ -375,7 +376,7 @@ func TestKeyOfAnotherTypeIsAnError(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
 	require.NoError(t, c.RPush(t.Context(), st.Key("k"), "not a string").Err())
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: int64(time.Second)}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: int64(time.Second)}
 	_, err := st.Apply(t.Context(), "k", &p, allow(1, 0))
 	require.ErrorContains(t, err, "WRONGTYPE")
 }
@@ -386,32 +387,32 @@ func TestInvalidInputFailsBeforeRedis(t *testing.T) {
 	c := newClient(t, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	const s = int64(time.Second)
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: s}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: s}
 	tests := []struct {
 		name string
-		p    sluice.Params
-		op   sluice.Op
+		p    engine.Params
+		op   engine.Op
 		want error
 	}{
-		{"ZeroLimit", sluice.Params{Kind: sluice.KindGCRA, Interval: s}, allow(1, base), sluice.ErrInvalidConfig},
+		{"ZeroLimit", engine.Params{Kind: engine.KindGCRA, Interval: s}, allow(1, base), sluice.ErrInvalidConfig},
 		{"NegativeCost", gcra, allow(-1, base), sluice.ErrInvalidCost},
 		{"NaNCost", gcra, allow(math.NaN(), base), sluice.ErrInvalidCost},
-		{"InfiniteCost", gcra, sluice.Op{Verb: sluice.VerbFill, Cost: math.Inf(1), Now: base}, sluice.ErrInvalidCost},
+		{"InfiniteCost", gcra, engine.Op{Verb: engine.VerbFill, Cost: math.Inf(1), Now: base}, sluice.ErrInvalidCost},
 		{"CostAboveLimit", gcra, allow(3, base), sluice.ErrCostExceedsLimit},
-		{"FillupOfGCRA", gcra, sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: base}, sluice.ErrUnsupported},
-		{"UnknownVerb", gcra, sluice.Op{Verb: 9, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"FillupOfGCRA", gcra, engine.Op{Verb: engine.VerbFill, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"UnknownVerb", gcra, engine.Op{Verb: 9, Cost: 1, Now: base}, sluice.ErrUnsupported},
 		{"TimeBeforeEpoch", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"TimeAfter2116", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
-		{"WindowOf2To53", sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: 1 << 53}, allow(1, base), sluice.ErrUnsupported},
-		{"CounterOf2To52", sluice.Params{Kind: sluice.KindSlidingCounter, Limit: 1, Interval: 1 << 52}, allow(1, base), sluice.ErrUnsupported},
-		{"LongGCRABurst", sluice.Params{Kind: sluice.KindGCRA, Limit: 4, Interval: 1 << 51}, allow(1, base), sluice.ErrUnsupported},
-		{"SlowLeak", sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 1e7, Interval: s, Amount: 1}, allow(1, base), sluice.ErrUnsupported},
+		{"WindowOf2To53", engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: 1 << 53}, allow(1, base), sluice.ErrUnsupported},
+		{"CounterOf2To52", engine.Params{Kind: engine.KindSlidingCounter, Limit: 1, Interval: 1 << 52}, allow(1, base), sluice.ErrUnsupported},
+		{"LongGCRABurst", engine.Params{Kind: engine.KindGCRA, Limit: 4, Interval: 1 << 51}, allow(1, base), sluice.ErrUnsupported},
+		{"SlowLeak", engine.Params{Kind: engine.KindLeakyBucket, Limit: 1e7, Interval: s, Amount: 1}, allow(1, base), sluice.ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := st.Apply(t.Context(), "k", &tt.p, tt.op)
 			require.ErrorIs(t, err, tt.want)
-			_, _, specErr := tt.p.Step(sluice.State{}, tt.op)
+			_, _, specErr := tt.p.Step(engine.State{}, tt.op)
 			if !errors.Is(tt.want, sluice.ErrUnsupported) || specErr != nil {
 				require.ErrorIs(t, specErr, tt.want, "the specification agrees")
 			}

@@ -31,7 +31,7 @@ func newClock() *clock.Mock {
 	return c
 }
 
-func fixedWindow(t *testing.T, limit float64, window time.Duration, c sluice.Clock, opts ...sluice.Option) *sluice.FixedWindow {
+func fixedWindow(t *testing.T, limit float64, window time.Duration, c sluice.Clock, opts ...sluice.Option) *sluice.Limiter {
 	t.Helper()
 	lim, err := sluice.NewFixedWindow(limit, window, append([]sluice.Option{sluice.WithClock(c)}, opts...)...)
 	require.NoError(t, err)

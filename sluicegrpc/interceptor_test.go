@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/sluicegrpc"
 )
 
@@ -22,7 +23,7 @@ const checkMethod = "/grpc.health.v1.Health/Check"
 // limited returns a client of a health server limited by lim with opts,
 // and the server. Calls are keyed by their x-api-key metadata, since a
 // bufconn peer has no IP address.
-func limited(t *testing.T, lim sluice.Limiter, opts ...sluicegrpc.Option) (healthpb.HealthClient, *testServer) {
+func limited(t *testing.T, lim *sluice.Limiter, opts ...sluicegrpc.Option) (healthpb.HealthClient, *testServer) {
 	t.Helper()
 	limit, err := sluicegrpc.NewInterceptor(lim, append([]sluicegrpc.Option{sluicegrpc.WithKey(sluicegrpc.MetadataKey("x-api-key"))}, opts...)...)
 	require.NoError(t, err)
@@ -120,8 +121,8 @@ type failingStore struct{}
 
 var errStoreDown = errors.New("store down at 10.0.0.5:6379")
 
-func (failingStore) Apply(context.Context, string, *sluice.Params, sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{}, errStoreDown
+func (failingStore) Apply(context.Context, string, *engine.Params, engine.Op) (engine.Decision, error) {
+	return engine.Decision{}, errStoreDown
 }
 
 func (failingStore) Reset(context.Context, string) error { return errStoreDown }
@@ -130,8 +131,8 @@ func (failingStore) Reset(context.Context, string) error { return errStoreDown }
 // valid UTF-8.
 type keyRefusingStore struct{}
 
-func (keyRefusingStore) Apply(context.Context, string, *sluice.Params, sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{}, fmt.Errorf("%w: not UTF-8", sluice.ErrInvalidKey)
+func (keyRefusingStore) Apply(context.Context, string, *engine.Params, engine.Op) (engine.Decision, error) {
+	return engine.Decision{}, fmt.Errorf("%w: not UTF-8", sluice.ErrInvalidKey)
 }
 
 func (keyRefusingStore) Reset(context.Context, string) error { return sluice.ErrInvalidKey }
@@ -144,7 +145,7 @@ func TestErrorsMapToCodesAClientCanActOn(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		lim     sluice.Limiter
+		lim     *sluice.Limiter
 		opts    []sluicegrpc.Option
 		ctx     context.Context
 		code    codes.Code
@@ -234,10 +235,10 @@ func TestCostFunctionSeesTheRequest(t *testing.T) {
 // when a call starts.
 type stalledStore struct{ entered chan struct{} }
 
-func (s stalledStore) Apply(ctx context.Context, _ string, _ *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
+func (s stalledStore) Apply(ctx context.Context, _ string, _ *engine.Params, _ engine.Op) (engine.Decision, error) {
 	s.entered <- struct{}{}
 	<-ctx.Done()
-	return sluice.Decision{}, ctx.Err()
+	return engine.Decision{}, ctx.Err()
 }
 
 func (s stalledStore) Reset(ctx context.Context, _ string) error {
@@ -284,7 +285,7 @@ func TestNewInterceptorRejectsInvalidConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	defer gcra.Close()
 	for name, tc := range map[string]struct {
-		lim  sluice.Limiter
+		lim  *sluice.Limiter
 		opts []sluicegrpc.Option
 	}{
 		"nil limiter":               {},

@@ -19,7 +19,7 @@ import (
 // concurrent use, and several connections or processes share a pace when
 // their limiters share a store.
 type Pacer struct {
-	lim  sluice.Limiter
+	lim  *sluice.Limiter
 	key  func(ctx context.Context, cc *grpc.ClientConn, fullMethod string) (string, error)
 	cost CostFunc
 }
@@ -69,7 +69,7 @@ func targetKey(_ context.Context, cc *grpc.ClientConn, _ string) (string, error)
 
 // NewPacer returns client interceptors that pace calls with lim, or an
 // error wrapping [sluice.ErrInvalidConfig] if lim is nil.
-func NewPacer(lim sluice.Limiter, opts ...PacerOption) (*Pacer, error) {
+func NewPacer(lim *sluice.Limiter, opts ...PacerOption) (*Pacer, error) {
 	if lim == nil {
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
 	}

@@ -99,7 +99,7 @@ type CostFunc func(ctx context.Context, fullMethod string, req any) (float64, er
 // methods are the server interceptors; it is safe for concurrent use.
 type Interceptor struct {
 	config
-	lim    sluice.Limiter
+	lim    *sluice.Limiter
 	policy *ratelimitheader.Policy
 }
 
@@ -107,7 +107,7 @@ type Interceptor struct {
 // configured by opts, or an error wrapping [sluice.ErrInvalidConfig] if
 // lim is nil, an option is invalid, or the limiter's limit cannot be
 // reported (less than one whole unit, or below the minimum cost).
-func NewInterceptor(lim sluice.Limiter, opts ...Option) (*Interceptor, error) {
+func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 	if lim == nil {
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
 	}

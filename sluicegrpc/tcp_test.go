@@ -18,7 +18,7 @@ import (
 
 // overTCPLimitedBy returns a client over loopback TCP of a health server
 // limited by lim, keyed by key.
-func overTCPLimitedBy(t *testing.T, lim sluice.Limiter, key sluicegrpc.KeyFunc) healthpb.HealthClient {
+func overTCPLimitedBy(t *testing.T, lim *sluice.Limiter, key sluicegrpc.KeyFunc) healthpb.HealthClient {
 	t.Helper()
 	limit, err := sluicegrpc.NewInterceptor(lim, sluicegrpc.WithKey(key))
 	require.NoError(t, err)

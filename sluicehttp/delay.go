@@ -56,23 +56,17 @@ func WithMaxDelay(maxDelay time.Duration) Option {
 }
 
 // checkDelay reports whether lim can hold requests as the configuration
-// asks, when its algorithm is known in advance.
-func checkDelay(lim sluice.Limiter, c *config) error {
-	known, ok := lim.(interface{ Params() sluice.Params })
-	if c.maxDelay == 0 || !ok {
+// asks.
+func checkDelay(lim *sluice.Limiter, c *config) error {
+	if c.maxDelay == 0 {
 		return nil
 	}
-	p := known.Params()
-	if !p.Reservable() {
+	if p := lim.Params(); !p.Reservable() {
 		return fmt.Errorf("%w: %w: WithMaxDelay needs a limiter that reserves (GCRA, leaky or token bucket), not a %v",
 			sluice.ErrInvalidConfig, sluice.ErrUnsupported, p.Kind)
 	}
 	return nil
 }
-
-// errNoReservation reports a limiter whose Reserve returned neither a
-// reservation nor an error.
-var errNoReservation = errors.New("sluicehttp: the limiter's Reserve returned no reservation")
 
 // decide admits or denies a request of cost for key. A request admitted
 // after a delay comes with its turn, to wait for before it is served.
@@ -85,8 +79,6 @@ func (m *middleware) decide(ctx context.Context, key string, cost float64, costE
 	switch {
 	case err != nil:
 		return sluice.Decision{}, nil, err
-	case turn == nil:
-		return sluice.Decision{}, nil, errNoReservation
 	case turn.Delay <= 0 || m.dryRun:
 		return turn.Decision, nil, nil
 	}

@@ -72,14 +72,14 @@ type reply struct {
 
 // newShaper serves requests over HTTP/1.1, limited by the limiter that
 // newLimiter makes on the clock it is given.
-func newShaper(t *testing.T, newLimiter func(sluice.Clock) (sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
+func newShaper(t *testing.T, newLimiter func(sluice.Clock) (*sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
 	t.Helper()
 	return newShaperOver(t, "HTTP/1.1", newLimiter, opts...)
 }
 
 // newShaperOver is newShaper over proto: "HTTP/1.1", or "HTTP/2.0" (over
 // TLS).
-func newShaperOver(t *testing.T, proto string, newLimiter func(sluice.Clock) (sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
+func newShaperOver(t *testing.T, proto string, newLimiter func(sluice.Clock) (*sluice.Limiter, error), opts ...sluicehttp.Option) *shaper {
 	t.Helper()
 	s := &shaper{
 		t:       t,
@@ -160,8 +160,8 @@ func (s *shaper) servedSoFar() []served {
 	return append([]served(nil), s.served...)
 }
 
-func gcra(rate sluice.Rate, burst float64) func(sluice.Clock) (sluice.Limiter, error) {
-	return func(c sluice.Clock) (sluice.Limiter, error) {
+func gcra(rate sluice.Rate, burst float64) func(sluice.Clock) (*sluice.Limiter, error) {
+	return func(c sluice.Clock) (*sluice.Limiter, error) {
 		return sluice.NewGCRA(rate, burst, sluice.WithClock(c))
 	}
 }
@@ -219,23 +219,23 @@ func TestHeldRequestIsServedNoSoonerThanItsTurn(t *testing.T) {
 func TestHeldResponseFieldsAreTheKeysWhenServed(t *testing.T) {
 	tests := []struct {
 		name string
-		make func(sluice.Clock) (sluice.Limiter, error)
+		make func(sluice.Clock) (*sluice.Limiter, error)
 	}{
 		{"GCRA", gcra(sluice.PerSecond(1), 3)},
-		{"leaky bucket", func(c sluice.Clock) (sluice.Limiter, error) {
+		{"leaky bucket", func(c sluice.Clock) (*sluice.Limiter, error) {
 			return sluice.NewLeakyBucket(3, sluice.PerSecond(1), sluice.WithClock(c))
 		}},
-		{"token bucket", func(c sluice.Clock) (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(3), sluice.WithClock(c))
+		{"token bucket", func(c sluice.Clock) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(1), 3, sluice.WithClock(c))
 		}},
-		{"token bucket, interval refill", func(c sluice.Clock) (sluice.Limiter, error) {
-			return sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(3), sluice.WithIntervalRefill(), sluice.WithClock(c))
+		{"token bucket, interval refill", func(c sluice.Clock) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(sluice.PerSecond(1), 3, sluice.WithIntervalRefill(), sluice.WithClock(c))
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var lim sluice.Limiter
-			s := newShaper(t, func(c sluice.Clock) (l sluice.Limiter, err error) {
+			var lim *sluice.Limiter
+			s := newShaper(t, func(c sluice.Clock) (l *sluice.Limiter, err error) {
 				lim, err = tt.make(c)
 				return lim, err
 			}, sluicehttp.WithMaxDelay(10*time.Second))
@@ -385,7 +385,7 @@ func TestMaxDelayConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	tests := []struct {
 		name    string
-		lim     sluice.Limiter
+		lim     *sluice.Limiter
 		delay   time.Duration
 		wantErr []error // nil: valid
 	}{
@@ -409,43 +409,6 @@ func TestMaxDelayConfiguration(t *testing.T) {
 			s := wrap(sluicehttp.Middleware(tt.lim, sluicehttp.WithMaxDelay(tt.delay)))
 			require.Equal(t, http.StatusInternalServerError, s.get().Code)
 			require.Zero(t, s.served)
-		})
-	}
-}
-
-// unreserving is a limiter, without Params, whose Reserve fails as a
-// window algorithm's does, or returns nothing at all.
-type unreserving struct {
-	scripted
-	err error
-}
-
-func (l unreserving) Reserve(context.Context, string, float64, time.Duration) (*sluice.Reservation, error) {
-	return nil, l.err
-}
-
-func TestLimiterThatCannotReserveIsAConfigurationError(t *testing.T) {
-	tests := []struct {
-		name   string
-		err    error
-		status int
-		served bool // under WithFailOpen
-	}{
-		{"unsupported: 500, and never served", sluice.ErrUnsupported, 500, false},
-		{"no reservation: a failing limiter", nil, 503, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			lim := unreserving{scripted: scripted{sluice.Decision{Allowed: true, Limit: 1}}, err: tt.err}
-			require.Equal(t, http.StatusOK, newServer(t, lim).get().Code, "without the option, Reserve is not called")
-			var hooked error
-			hook := sluicehttp.WithErrorHook(func(_ *http.Request, err error) { hooked = err })
-			s := newServer(t, lim, sluicehttp.WithMaxDelay(time.Second), hook)
-			require.Equal(t, tt.status, s.get().Code)
-			require.Equal(t, tt.status, sluicehttp.ErrorStatus(hooked))
-			s = newServer(t, lim, sluicehttp.WithMaxDelay(time.Second), sluicehttp.WithFailOpen())
-			s.get()
-			require.Equal(t, tt.served, s.served == 1)
 		})
 	}
 }

@@ -74,7 +74,7 @@ func ExampleClientIP() {
 }
 
 func ExampleHeaderKey() {
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithClock(newClock()))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(10), 10, sluice.WithClock(newClock()))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func TestFieldsWriteADecisionMadeInAHandler(t *testing.T) {
 func TestNewFieldsRejectsWhatItCannotReport(t *testing.T) {
 	_, err := sluicehttp.NewFields(nil)
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
-	lim, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(0.9))
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(1), 0.9)
 	require.NoError(t, err)
 	defer lim.Close()
 	_, err = sluicehttp.NewFields(lim)

@@ -24,7 +24,7 @@ type Fields struct {
 // the policy is reported apply: [WithPolicyName], [WithQuotaUnit],
 // [WithWindow], [WithLegacyHeaders] and [WithMinCost] (checked against the
 // limit); the others have no effect here.
-func NewFields(lim sluice.Limiter, opts ...Option) (*Fields, error) {
+func NewFields(lim *sluice.Limiter, opts ...Option) (*Fields, error) {
 	c := defaults()
 	var errs []error
 	for _, o := range opts {
@@ -36,7 +36,7 @@ func NewFields(lim sluice.Limiter, opts ...Option) (*Fields, error) {
 	return newFields(lim, &c)
 }
 
-func newFields(lim sluice.Limiter, c *config) (*Fields, error) {
+func newFields(lim *sluice.Limiter, c *config) (*Fields, error) {
 	if lim == nil {
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
 	}
@@ -76,12 +76,10 @@ func (f *Fields) write(h http.Header, d sluice.Decision) {
 	}
 }
 
-// writePolicy adds RateLimit-Policy to h when it is known without a
+// writePolicy adds RateLimit-Policy to h, which is known without a
 // decision.
 func (f *Fields) writePolicy(h http.Header) {
-	if p := f.policy.Field(); p != "" {
-		h.Add("RateLimit-Policy", p)
-	}
+	h.Add("RateLimit-Policy", f.policy.Field())
 }
 
 func setRetryAfter(h http.Header, seconds int64) {

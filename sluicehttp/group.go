@@ -13,7 +13,7 @@ import (
 type Policy struct {
 	// Limiter is the policy's limiter. The limiters of one group share
 	// one store ([sluice.NewGroup]).
-	Limiter sluice.Limiter
+	Limiter *sluice.Limiter
 	// Name names the policy in the RateLimit fields; each policy of a
 	// group has its own.
 	Name string
@@ -49,7 +49,7 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 	if len(policies) == 0 {
 		return nil, fmt.Errorf("%w: a group middleware needs at least one policy", sluice.ErrInvalidConfig)
 	}
-	lims := make([]sluice.Limiter, len(policies))
+	lims := make([]*sluice.Limiter, len(policies))
 	for i, p := range policies {
 		lims[i] = p.Limiter
 		if p.Limiter == nil {

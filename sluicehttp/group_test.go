@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/sluicehttp"
 )
 
@@ -22,14 +23,14 @@ import (
 // clock at start: the bucket's token a second would otherwise come back
 // whenever the machine paused a second between requests, and the day's
 // window would end midway if the test ran across midnight UTC.
-func limits(t *testing.T) (daily, burst sluice.Limiter) {
+func limits(t *testing.T) (daily, burst *sluice.Limiter) {
 	t.Helper()
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
 	t.Cleanup(func() { st.Close() })
 	c := newClock()
 	d, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
-	b, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st), sluice.WithClock(c))
+	b, err := sluice.NewTokenBucket(sluice.PerSecond(1), 5, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
 	return d, b
 }
@@ -55,7 +56,7 @@ func TestStackedMiddlewaresChargeTheOuterLimitForRequestsTheInnerDenies(t *testi
 	c := newClock()
 	daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithClock(c))
 	require.NoError(t, err)
-	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithClock(c))
+	burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), 5, sluice.WithClock(c))
 	require.NoError(t, err)
 	h := sluicehttp.Middleware(daily, sluicehttp.WithPolicyName("day"))(
 		sluicehttp.Middleware(burst, sluicehttp.WithPolicyName("burst"))(http.NotFoundHandler()))
@@ -136,8 +137,8 @@ func TestNewGroupRefusesPoliciesItCannotDecideAsOne(t *testing.T) {
 // failingGroupStore is a store that is down, for groups.
 type failingGroupStore struct{ failingStore }
 
-func (failingGroupStore) ApplyGroup(context.Context, []sluice.GroupOp, []sluice.Decision) (sluice.Decision, error) {
-	return sluice.Decision{}, errStoreDown
+func (failingGroupStore) ApplyGroup(context.Context, []engine.GroupOp, []engine.Decision) (engine.Decision, error) {
+	return engine.Decision{}, errStoreDown
 }
 
 // TestEveryAnswerOfAGroupListsEveryPolicy pins that the answers a group
@@ -150,7 +151,7 @@ func TestEveryAnswerOfAGroupListsEveryPolicy(t *testing.T) {
 		c := newClock()
 		daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))
 		require.NoError(t, err)
-		burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithBurst(5), sluice.WithStore(st), sluice.WithClock(c))
+		burst, err := sluice.NewTokenBucket(sluice.PerSecond(1), 5, sluice.WithStore(st), sluice.WithClock(c))
 		require.NoError(t, err)
 		mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{{Limiter: daily, Name: "day"}, {Limiter: burst, Name: "burst"}},
 			sluicehttp.WithKey(sluicehttp.HeaderKey("X-Client")),
@@ -202,7 +203,7 @@ func TestLimitsGuideShowsWhatAGroupSends(t *testing.T) {
 	require.NoError(t, err)
 	perDay, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
-	global, err := sluice.NewTokenBucket(sluice.PerSecond(50), sluice.WithStore(st), sluice.WithClock(c))
+	global, err := sluice.NewTokenBucket(sluice.PerSecond(50), 50, sluice.WithStore(st), sluice.WithClock(c))
 	require.NoError(t, err)
 	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{ // as in the guide
 		{Limiter: perSecond, Name: "second", Key: sluicehttp.HeaderKey("X-Api-Key")},

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/sluicehttp"
 )
 
@@ -22,7 +23,7 @@ type server struct {
 	served  int
 }
 
-func newServer(t *testing.T, lim sluice.Limiter, opts ...sluicehttp.Option) *server {
+func newServer(t *testing.T, lim *sluice.Limiter, opts ...sluicehttp.Option) *server {
 	t.Helper()
 	mw, err := sluicehttp.New(lim, opts...)
 	require.NoError(t, err)
@@ -49,7 +50,7 @@ func (s *server) get() *httptest.ResponseRecorder {
 	return s.do(httptest.NewRequest(http.MethodGet, "/", nil))
 }
 
-func fixedWindow(t *testing.T, limit float64, window time.Duration, clock sluice.Clock) *sluice.FixedWindow {
+func fixedWindow(t *testing.T, limit float64, window time.Duration, clock sluice.Clock) *sluice.Limiter {
 	t.Helper()
 	lim, err := sluice.NewFixedWindow(limit, window, sluice.WithClock(clock))
 	require.NoError(t, err)
@@ -129,74 +130,6 @@ func TestRetryAfterIsWholeSecondsRoundedUp(t *testing.T) {
 	}
 }
 
-// scripted is a Limiter without a Params method that returns a fixed
-// decision, to reach what no sluice algorithm produces.
-type scripted struct{ d sluice.Decision }
-
-func (l scripted) Allow(context.Context, string, float64) (sluice.Decision, error) {
-	return l.d, nil
-}
-
-func (l scripted) CanAccept(context.Context, string, float64) (sluice.Decision, error) {
-	return l.d, nil
-}
-
-func (l scripted) Reserve(context.Context, string, float64, time.Duration) (*sluice.Reservation, error) {
-	return &sluice.Reservation{Decision: l.d}, nil
-}
-
-func (l scripted) AllowAtMost(context.Context, string, float64) (sluice.Decision, error) {
-	return l.d, nil
-}
-
-func (scripted) Reset(context.Context, string) error         { return nil }
-func (scripted) Wait(context.Context, string, float64) error { return nil }
-
-func TestMiddlewareFieldsForALimiterWithoutParams(t *testing.T) {
-	tests := []struct {
-		name string
-		d    sluice.Decision
-		opts []sluicehttp.Option
-		want response
-		// policy is the RateLimit-Policy field, built from the decision's
-		// limit since the limiter cannot tell it in advance.
-		policy string
-	}{
-		{
-			name:   "retry after the reset: t is not earlier than Retry-After",
-			d:      sluice.Decision{Limit: 7.9, RetryAfter: 30 * time.Second, ResetAfter: 10 * time.Second},
-			want:   response{status: 429, rateLimit: `"default";r=0;t=30`, retryAfter: "30"},
-			policy: `"default";q=7`,
-		},
-		{
-			name:   "a denial with no RetryAfter still says 1 second",
-			d:      sluice.Decision{Limit: 5},
-			want:   response{status: 429, rateLimit: `"default";r=0;t=0`, retryAfter: "1"},
-			policy: `"default";q=5`,
-		},
-		{
-			name:   "window from the option",
-			d:      sluice.Decision{Allowed: true, Limit: 5, Remaining: 4.5, ResetAfter: time.Millisecond},
-			opts:   []sluicehttp.Option{sluicehttp.WithWindow(time.Minute)},
-			want:   response{status: 200, rateLimit: `"default";r=4;t=1`},
-			policy: `"default";q=5;w=60`,
-		},
-		{
-			name:   "integers stay within 15 digits",
-			d:      sluice.Decision{Allowed: true, Limit: 1e20, Remaining: 1e20, ResetAfter: 1 << 62},
-			want:   response{status: 200, rateLimit: `"default";r=999999999999999;t=4611686019`},
-			policy: `"default";q=999999999999999`,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := newServer(t, scripted{tt.d}, tt.opts...).get()
-			requireResponse(t, tt.want, w)
-			require.Equal(t, tt.policy, w.Header().Get("RateLimit-Policy"))
-		})
-	}
-}
-
 func TestRemainingIsRoundedDown(t *testing.T) {
 	clock := newClock()
 	lim, err := sluice.NewLeakyBucket(10, sluice.PerSecond(1), sluice.WithClock(clock))
@@ -210,14 +143,14 @@ func TestRemainingIsRoundedDown(t *testing.T) {
 
 func TestPolicyField(t *testing.T) {
 	clock := newClock()
-	limiter := func(l sluice.Limiter, err error) sluice.Limiter {
+	limiter := func(l *sluice.Limiter, err error) *sluice.Limiter {
 		require.NoError(t, err)
 		return l
 	}
 	fixed := func(opts ...sluicehttp.Option) []sluicehttp.Option { return opts }
 	tests := []struct {
 		name string
-		lim  sluice.Limiter
+		lim  *sluice.Limiter
 		opts []sluicehttp.Option
 		want string
 	}{
@@ -233,11 +166,11 @@ func TestPolicyField(t *testing.T) {
 			`"default";q=5;w=1`},
 		{"GCRA: under half a second leaves w out", limiter(sluice.NewGCRA(sluice.PerSecond(10), 2, sluice.WithClock(clock))), nil,
 			`"default";q=2`},
-		{"token bucket: time to refill the burst", limiter(sluice.NewTokenBucket(sluice.PerSecond(10), sluice.WithBurst(20), sluice.WithClock(clock))), nil,
+		{"token bucket: time to refill the burst", limiter(sluice.NewTokenBucket(sluice.PerSecond(10), 20, sluice.WithClock(clock))), nil,
 			`"default";q=20;w=2`},
-		{"token bucket: continuous refill of 2.5 periods", limiter(sluice.NewTokenBucket(sluice.Per(10, time.Minute), sluice.WithBurst(25), sluice.WithClock(clock))), nil,
+		{"token bucket: continuous refill of 2.5 periods", limiter(sluice.NewTokenBucket(sluice.Per(10, time.Minute), 25, sluice.WithClock(clock))), nil,
 			`"default";q=25;w=150`},
-		{"token bucket: interval refill takes whole periods", limiter(sluice.NewTokenBucket(sluice.Per(10, time.Minute), sluice.WithBurst(25), sluice.WithIntervalRefill(), sluice.WithClock(clock))), nil,
+		{"token bucket: interval refill takes whole periods", limiter(sluice.NewTokenBucket(sluice.Per(10, time.Minute), 25, sluice.WithIntervalRefill(), sluice.WithClock(clock))), nil,
 			`"default";q=25;w=180`},
 		{"leaky bucket: time to drain", limiter(sluice.NewLeakyBucket(1000, sluice.Per(1000, 30*24*time.Hour), sluice.WithClock(clock))), nil,
 			`"default";q=1000;w=2592000`},
@@ -345,8 +278,8 @@ type failingStore struct{}
 
 var errStoreDown = errors.New("store down")
 
-func (failingStore) Apply(context.Context, string, *sluice.Params, sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{}, errStoreDown
+func (failingStore) Apply(context.Context, string, *engine.Params, engine.Op) (engine.Decision, error) {
+	return engine.Decision{}, errStoreDown
 }
 
 func (failingStore) Reset(context.Context, string) error { return errStoreDown }
@@ -362,7 +295,7 @@ func TestErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		lim     sluice.Limiter
+		lim     *sluice.Limiter
 		opts    []sluicehttp.Option
 		status  int
 		served  bool
@@ -478,7 +411,7 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 	lim := fixedWindow(t, 1, time.Minute, newClock())
 	tests := []struct {
 		name string
-		lim  sluice.Limiter
+		lim  *sluice.Limiter
 		opts []sluicehttp.Option
 	}{
 		{name: "nil limiter"},

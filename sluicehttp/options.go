@@ -116,10 +116,9 @@ func WithQuotaUnit(unit string) Option {
 // RateLimit-Policy, rounded to the nearest second; zero (or less than
 // half a second) leaves w out, and a negative window is invalid.
 //
-// By default the window comes from the limiter's Params, when it has a
-// Params method as every sluice limiter does: the window length of the
-// window algorithms, and for GCRA and the buckets the time in which q
-// units drain (or refill), so that q/w is the long-run rate.
+// By default the window comes from the limiter's Params: the window
+// length of the window algorithms, and for GCRA and the buckets the time
+// in which q units drain (or refill), so that q/w is the long-run rate.
 func WithWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		c.window, c.windowSet = d, true

@@ -135,7 +135,7 @@ func ErrorStatus(err error) int {
 // opts, or an error wrapping [sluice.ErrInvalidConfig] if lim is nil, an
 // option is invalid, or the limiter's limit cannot be reported (less than
 // one whole unit, or below the minimum cost).
-func New(lim sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+func New(lim *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	m, err := newMiddleware(lim, opts)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func New(lim sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, e
 // wraps [sluice.ErrInvalidConfig]) to the error hook and handler, so the
 // default answer is 500 Internal Server Error. Under [WithDryRun] it
 // serves them instead.
-func Middleware(lim sluice.Limiter, opts ...Option) func(http.Handler) http.Handler {
+func Middleware(lim *sluice.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	m, err := newMiddleware(lim, opts)
 	if err == nil {
 		return m.wrap
@@ -164,7 +164,7 @@ func Middleware(lim sluice.Limiter, opts ...Option) func(http.Handler) http.Hand
 // middleware is a configured limiter for requests.
 type middleware struct {
 	config
-	lim    sluice.Limiter
+	lim    *sluice.Limiter
 	fields *Fields // nil when misconfigured
 	// policies holds every policy's fields, so that an answer without a
 	// decision lists them all too; nil when misconfigured.
@@ -175,7 +175,7 @@ type middleware struct {
 
 // newMiddleware applies every option, even after one fails, so that a
 // misconfigured [Middleware] still reports to the configured hooks.
-func newMiddleware(lim sluice.Limiter, opts []Option) (*middleware, error) {
+func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 	m := &middleware{lim: lim, config: defaults()}
 	var errs []error
 	for _, o := range opts {

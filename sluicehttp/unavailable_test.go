@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/sluicehttp"
 )
 
@@ -21,10 +22,10 @@ import (
 // when a call starts.
 type stalledStore struct{ entered chan struct{} }
 
-func (s stalledStore) Apply(ctx context.Context, _ string, _ *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
+func (s stalledStore) Apply(ctx context.Context, _ string, _ *engine.Params, _ engine.Op) (engine.Decision, error) {
 	s.entered <- struct{}{}
 	<-ctx.Done()
-	return sluice.Decision{}, ctx.Err()
+	return engine.Decision{}, ctx.Err()
 }
 
 func (s stalledStore) Reset(ctx context.Context, _ string) error {
@@ -93,8 +94,8 @@ func TestClientGoneWhileDecidingIsNotAStoreError(t *testing.T) {
 // not valid UTF-8.
 type keyRefusingStore struct{}
 
-func (keyRefusingStore) Apply(_ context.Context, key string, _ *sluice.Params, _ sluice.Op) (sluice.Decision, error) {
-	return sluice.Decision{}, fmt.Errorf("%w: key %q", sluice.ErrInvalidKey, key)
+func (keyRefusingStore) Apply(_ context.Context, key string, _ *engine.Params, _ engine.Op) (engine.Decision, error) {
+	return engine.Decision{}, fmt.Errorf("%w: key %q", sluice.ErrInvalidKey, key)
 }
 
 func (keyRefusingStore) Reset(context.Context, string) error { return sluice.ErrInvalidKey }

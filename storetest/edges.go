@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // RunOverflows requires that, under a penalty, an Allow or a reservation
@@ -22,14 +24,14 @@ func RunOverflows(t *testing.T, st sluice.Store) {
 	prefix := uniquePrefix()
 	const penalty = 5 * time.Second
 	for ai, p := range Algorithms() {
-		verbs := []sluice.Verb{sluice.VerbAllow}
+		verbs := []engine.Verb{engine.VerbAllow}
 		if p.Reservable() {
-			verbs = append(verbs, sluice.VerbReserve)
+			verbs = append(verbs, engine.VerbReserve)
 		}
 		for _, verb := range verbs {
 			t.Run(fmt.Sprintf("%d_%v_%v", ai, p.Kind, verb), func(t *testing.T) {
-				never := sluice.Op{Verb: verb, Cost: p.Limit + 1, Now: base, MaxDelay: int64(time.Hour)}
-				one := sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base + 1}
+				never := engine.Op{Verb: verb, Cost: p.Limit + 1, Now: base, MaxDelay: int64(time.Hour)}
+				one := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base + 1}
 
 				lenient := p
 				key := fmt.Sprintf("%so%d.%v.lenient", prefix, ai, verb)
@@ -53,7 +55,7 @@ func RunOverflows(t *testing.T, st sluice.Store) {
 				require.False(t, d.Allowed, "a cost that fits is denied during the block")
 				require.True(t, d.Blocked)
 				require.Equal(t, penalty-1, d.RetryAfter)
-				d, err = st.Apply(ctx, key, &strict, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base + int64(penalty)})
+				d, err = st.Apply(ctx, key, &strict, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base + int64(penalty)})
 				require.NoError(t, err)
 				require.True(t, d.Allowed, "admitted once the block ends")
 			})
@@ -69,7 +71,7 @@ func RunAtMostNothing(t *testing.T, st sluice.Store) {
 	for ai, p := range append(Algorithms(), Strict()...) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%sz%d", prefix, ai)
-			d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAtMost, Cost: 0, Now: base})
+			d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbAtMost, Cost: 0, Now: base})
 			require.NoError(t, err)
 			require.False(t, d.Allowed, "nothing granted is not admitted")
 			require.Zero(t, d.Granted)
@@ -81,6 +83,6 @@ func RunAtMostNothing(t *testing.T, st sluice.Store) {
 // RunNilParams requires that a decision without Params is refused with an
 // error wrapping [sluice.ErrInvalidConfig], never a panic.
 func RunNilParams(t *testing.T, st sluice.Store) {
-	_, err := st.Apply(context.Background(), uniquePrefix()+"nil", nil, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base})
+	_, err := st.Apply(context.Background(), uniquePrefix()+"nil", nil, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base})
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }

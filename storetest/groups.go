@@ -12,26 +12,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Strict returns Params of several algorithms under a penalty, with denials
 // counted, or both: the variants the traces add to [Algorithms].
-func Strict() []sluice.Params {
+func Strict() []engine.Params {
 	const s = int64(time.Second)
-	return []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 3, Interval: s / 4, Penalty: 2 * s},
-		{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, CountDenied: true},
-		{Kind: sluice.KindTokenBucket, Limit: 5, Interval: s, Amount: 2, IntervalRefill: true, Penalty: 3 * s, CountDenied: true},
-		{Kind: sluice.KindFixedWindow, Limit: 4, Interval: s, Penalty: 1500 * time.Millisecond.Nanoseconds()},
-		{Kind: sluice.KindSlidingLog, Limit: 4, Interval: s, MaxEntries: 4, CountDenied: true},
-		{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: s, Penalty: s / 2, CountDenied: true},
+	return []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 3, Interval: s / 4, Penalty: 2 * s},
+		{Kind: engine.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, CountDenied: true},
+		{Kind: engine.KindTokenBucket, Limit: 5, Interval: s, Amount: 2, IntervalRefill: true, Penalty: 3 * s, CountDenied: true},
+		{Kind: engine.KindFixedWindow, Limit: 4, Interval: s, Penalty: 1500 * time.Millisecond.Nanoseconds()},
+		{Kind: engine.KindSlidingLog, Limit: 4, Interval: s, MaxEntries: 4, CountDenied: true},
+		{Kind: engine.KindSlidingCounter, Limit: 5, Interval: s, Penalty: s / 2, CountDenied: true},
 	}
 }
 
 // RunGroups replays random group decisions over st, which must implement
-// [sluice.GroupStore], against [sluice.DecideGroup] over the
+// [sluice.GroupStore], against [engine.DecideGroup] over the
 // specification's steps, bit for bit: groups of two to four limits, and in
-// every fourth trace [sluice.MaxGroup], of mixed algorithms (penalized and
+// every fourth trace [engine.MaxGroup], of mixed algorithms (penalized and
 // strict ones among them), each on a key of its own from a small pool,
 // with checks, admissions, reservations (when every limit books them) and
 // cancels of earlier group reservations.
@@ -52,11 +54,11 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 		// limits a group takes.
 		n := 2 + rng.IntN(3)
 		if trace%4 == 3 {
-			n = sluice.MaxGroup
+			n = engine.MaxGroup
 		}
-		limits := make([]sluice.Params, n)
+		limits := make([]engine.Params, n)
 		keys := make([]string, n)
-		var reservables []sluice.Params
+		var reservables []engine.Params
 		for _, p := range pool {
 			if p.Reservable() {
 				reservables = append(reservables, p)
@@ -73,26 +75,26 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 		for _, p := range limits {
 			reservable = reservable && p.Reservable()
 		}
-		spec := map[string]sluice.State{}
-		var booked [][]sluice.GroupOp
+		spec := map[string]engine.State{}
+		var booked [][]engine.GroupOp
 		now := base + int64(trace)*int64(24*time.Hour)
 		for step := range 80 {
 			now += nextGap(rng, limits[0])
 			now = max(now, 0)
 			// A group of some of the limits, in a random order.
 			order := rng.Perm(n)[:1+rng.IntN(n)]
-			op := sluice.Op{Verb: sluice.VerbAllow, Now: now}
+			op := engine.Op{Verb: engine.VerbAllow, Now: now}
 			switch r := rng.IntN(10); {
 			case r < 2:
-				op.Verb = sluice.VerbCheck
+				op.Verb = engine.VerbCheck
 			case r < 5 && reservable:
-				op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(4*int64(time.Second))
+				op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(4*int64(time.Second))
 			}
-			ops := make([]sluice.GroupOp, len(order))
+			ops := make([]engine.GroupOp, len(order))
 			for j, i := range order {
 				c := op
 				c.Cost = min(randomCost(rng, limits[i]), limits[i].Limit)
-				ops[j] = sluice.GroupOp{Key: keys[i], Params: &limits[i], Op: c}
+				ops[j] = engine.GroupOp{Key: keys[i], Params: &limits[i], Op: c}
 			}
 			if r := rng.IntN(10); r < 2 && len(booked) > 0 {
 				ops = booked[rng.IntN(len(booked))]
@@ -101,19 +103,19 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 				}
 			}
 			where := fmt.Sprintf("trace %d step %d ops %s", trace, step, describeGroup(ops))
-			want := make([]sluice.Decision, len(ops))
-			next := map[string]sluice.State{}
-			var wantD sluice.Decision
-			wantErr := sluice.CheckGroup(ops, true)
+			want := make([]engine.Decision, len(ops))
+			next := map[string]engine.State{}
+			var wantD engine.Decision
+			wantErr := engine.CheckGroup(ops, true)
 			if wantErr == nil {
-				wantD, wantErr = sluice.DecideGroup(ops, func(i int, op sluice.Op) (sluice.Decision, error) {
+				wantD, wantErr = engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
 					key := ops[i].Key
 					s, ok := next[key]
 					if !ok {
 						s = cloneState(spec[key])
 					}
 					s2, d, err := ops[i].Params.Step(s, op)
-					if ops[i].Params.Records(op.Verb, d) {
+					if ops[i].Params.Records(op.Verb, &d) {
 						next[key] = s2
 					} else {
 						next[key] = s
@@ -121,7 +123,7 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 					return d, err
 				}, want)
 			}
-			got := make([]sluice.Decision, len(ops))
+			got := make([]engine.Decision, len(ops))
 			gotD, err := gs.ApplyGroup(ctx, ops, got)
 			if wantErr != nil {
 				require.ErrorIs(t, err, unwrapSentinel(wantErr), where)
@@ -135,10 +137,10 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 			for key, s := range next {
 				spec[key] = s
 			}
-			if op.Verb == sluice.VerbReserve && wantD.At != 0 {
-				cancels := make([]sluice.GroupOp, len(ops))
+			if op.Verb == engine.VerbReserve && wantD.At != 0 {
+				cancels := make([]engine.GroupOp, len(ops))
 				for i, g := range ops {
-					g.Op = sluice.Op{Verb: sluice.VerbCancel, Cost: g.Op.Cost, At: want[i].At}
+					g.Op = engine.Op{Verb: engine.VerbCancel, Cost: g.Op.Cost, At: want[i].At}
 					cancels[i] = g
 				}
 				booked = append(booked, cancels)
@@ -162,7 +164,7 @@ func (c config) groupKey(tag, rest string) string {
 	return tag + rest
 }
 
-func describeGroup(ops []sluice.GroupOp) string {
+func describeGroup(ops []engine.GroupOp) string {
 	s := ""
 	for _, g := range ops {
 		s += fmt.Sprintf("[%s %v %+v]", g.Key, g.Params, g.Op)
@@ -183,7 +185,7 @@ func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int, opts ...Opt
 	require.True(t, ok, "%T does not decide groups", st)
 	ctx := context.Background()
 	prefix := uniquePrefix()
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: float64(callers) / 3, Interval: int64(time.Hour)}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: float64(callers) / 3, Interval: int64(time.Hour)}
 	keys := make([]string, 6)
 	for i := range keys {
 		keys[i] = c.groupKey(prefix+"x", strconv.Itoa(i))
@@ -196,11 +198,11 @@ func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int, opts ...Opt
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
 			order := rng.Perm(len(keys))[:2+rng.IntN(2)]
-			ops := make([]sluice.GroupOp, len(order))
+			ops := make([]engine.GroupOp, len(order))
 			for j, i := range order {
-				ops[j] = sluice.GroupOp{Key: keys[i], Params: &p, Op: sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base}}
+				ops[j] = engine.GroupOp{Key: keys[i], Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base}}
 			}
-			d, err := gs.ApplyGroup(ctx, ops, make([]sluice.Decision, len(ops)))
+			d, err := gs.ApplyGroup(ctx, ops, make([]engine.Decision, len(ops)))
 			if err != nil {
 				errs <- err
 				return
@@ -221,7 +223,7 @@ func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int, opts ...Opt
 	}
 	total := 0.0
 	for _, key := range keys {
-		d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Now: base})
+		d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, admitted[key], d.Used, "key %s records exactly the groups admitted", key)
 		total += d.Used

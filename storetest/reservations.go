@@ -12,18 +12,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 // paced returns, for each algorithm that books reservations, Params that
 // admit one unit at a time, one per interval t: every waiter on a key then
 // has an instant of its own.
-func paced(t time.Duration) []sluice.Params {
-	return []sluice.Params{
-		{Kind: sluice.KindGCRA, Limit: 1, Interval: int64(t)},
-		{Kind: sluice.KindLeakyBucket, Limit: 1, Interval: int64(t), Amount: 1},
-		{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(t), Amount: 1},
-		{Kind: sluice.KindTokenBucket, Limit: 1, Interval: int64(t), Amount: 1, IntervalRefill: true},
+func paced(t time.Duration) []engine.Params {
+	return []engine.Params{
+		{Kind: engine.KindGCRA, Limit: 1, Interval: int64(t)},
+		{Kind: engine.KindLeakyBucket, Limit: 1, Interval: int64(t), Amount: 1},
+		{Kind: engine.KindTokenBucket, Limit: 1, Interval: int64(t), Amount: 1},
+		{Kind: engine.KindTokenBucket, Limit: 1, Interval: int64(t), Amount: 1, IntervalRefill: true},
 	}
 }
 
@@ -40,10 +42,10 @@ func RunReservations(t *testing.T, st sluice.Store) {
 	for ai, p := range Algorithms() {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%sv%d", prefix, ai)
-			var spec sluice.State
-			step := func(op sluice.Op, what string) sluice.Decision {
+			var spec engine.State
+			step := func(op engine.Op, what string) engine.Decision {
 				t.Helper()
-				var want sluice.Decision
+				var want engine.Decision
 				var wantErr error
 				next, want, wantErr := p.Step(cloneState(spec), op)
 				got, err := st.Apply(ctx, key, &p, op)
@@ -53,24 +55,24 @@ func RunReservations(t *testing.T, st sluice.Store) {
 				}
 				require.NoError(t, err, what)
 				RequireIdenticalDecision(t, want, got, what)
-				if p.Records(op.Verb, want) {
+				if p.Records(op.Verb, &want) {
 					spec = next
 				}
 				return got
 			}
 			now := base
-			reserve := func(maxDelay int64) sluice.Decision {
-				return step(sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: maxDelay}, "reserve")
+			reserve := func(maxDelay int64) engine.Decision {
+				return step(engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: maxDelay}, "reserve")
 			}
 			if !p.Reservable() {
-				_, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: now, MaxDelay: second})
+				_, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: second})
 				require.ErrorIs(t, err, sluice.ErrUnsupported)
-				_, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: now + second})
+				_, err = st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: now + second})
 				require.ErrorIs(t, err, sluice.ErrUnsupported)
 				return
 			}
 			horizon := 10 * p.Interval * int64(p.Limit+1)
-			var booked []sluice.Decision
+			var booked []engine.Decision
 			// Book until three instants are taken by bookings that wait
 			// (the interval-refill bucket books several per refill).
 			for instants := 0; instants < 3; {
@@ -84,8 +86,8 @@ func RunReservations(t *testing.T, st sluice.Store) {
 				}
 				require.Less(t, len(booked), 100)
 			}
-			cancel := func(d sluice.Decision, what string) sluice.Decision {
-				return step(sluice.Op{Verb: sluice.VerbCancel, Cost: 1, Now: now, At: d.At}, what)
+			cancel := func(d engine.Decision, what string) engine.Decision {
+				return step(engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: d.At}, what)
 			}
 			last := booked[len(booked)-1]
 			require.Less(t, booked[0].At, last.At)
@@ -98,9 +100,9 @@ func RunReservations(t *testing.T, st sluice.Store) {
 				"a cancel made again never gives back the booking of the turn it freed")
 			now = booked[0].At
 			require.False(t, cancel(booked[0], "a booking whose instant has come").Allowed)
-			step(sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now}, "an allow behind bookings")
-			step(sluice.Op{Verb: sluice.VerbAtMost, Cost: 3, Now: now}, "a partial grant behind bookings")
-			step(sluice.Op{Verb: sluice.VerbCheck, Cost: 0, Now: now - second}, "a check from a clock that stepped back")
+			step(engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}, "an allow behind bookings")
+			step(engine.Op{Verb: engine.VerbAtMost, Cost: 3, Now: now}, "a partial grant behind bookings")
+			step(engine.Op{Verb: engine.VerbCheck, Cost: 0, Now: now - second}, "a check from a clock that stepped back")
 			denied := reserve(0)
 			require.False(t, denied.Allowed, "maxDelay 0 books only what fits now")
 			require.Positive(t, denied.RetryAfter)
@@ -170,12 +172,12 @@ type bookingStore struct {
 	n      int
 }
 
-func (b *bookingStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (b *bookingStore) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	d, err := b.Store.Apply(ctx, key, p, op)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n++
-	if err == nil && op.Verb == sluice.VerbReserve && d.Allowed {
+	if err == nil && op.Verb == engine.VerbReserve && d.Allowed {
 		i, _ := ctx.Value(waiterKey{}).(int)
 		b.booked = append(b.booked, i)
 		b.at = append(b.at, op.Now+int64(d.Delay))
@@ -212,19 +214,18 @@ func (b *bookingStore) calls() int {
 }
 
 // limiterFor builds the limiter of p's algorithm with opts.
-func limiterFor(p sluice.Params, opts ...sluice.Option) (sluice.Limiter, error) {
+func limiterFor(p engine.Params, opts ...sluice.Option) (*sluice.Limiter, error) {
 	rate := sluice.Per(p.Amount, time.Duration(p.Interval))
 	switch p.Kind {
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return sluice.NewGCRA(sluice.Per(1, time.Duration(p.Interval)), p.Limit, opts...)
-	case sluice.KindLeakyBucket:
+	case engine.KindLeakyBucket:
 		return sluice.NewLeakyBucket(p.Limit, rate, opts...)
-	case sluice.KindTokenBucket:
-		opts = append(opts, sluice.WithBurst(p.Limit))
+	case engine.KindTokenBucket:
 		if p.IntervalRefill {
 			opts = append(opts, sluice.WithIntervalRefill())
 		}
-		return sluice.NewTokenBucket(rate, opts...)
+		return sluice.NewTokenBucket(rate, p.Limit, opts...)
 	}
 	return nil, fmt.Errorf("%w: %v", sluice.ErrUnsupported, p.Kind)
 }

@@ -8,7 +8,7 @@
 //
 // The store under test must use the caller's time (Op.Now), so that the
 // suite can drive it with simulated time. The suite replays seeded random
-// traces of every algorithm against the store and against [sluice.Params.Step],
+// traces of every algorithm against the store and against [engine.Params.Step],
 // the specification, and requires the same decisions: within the
 // tolerances below by default, or bit for bit for a store that promises
 // it ([Exact]), as sluice's own stores do:
@@ -31,6 +31,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Tolerances of the comparison with the specification. Allowed must match
@@ -45,21 +47,21 @@ const (
 
 // Algorithms returns one Params of each algorithm and variant, as the suite
 // runs them.
-func Algorithms() []sluice.Params {
+func Algorithms() []engine.Params {
 	const s = int64(time.Second)
-	return []sluice.Params{
-		{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5},
-		{Kind: sluice.KindLeakyBucket, Limit: 30.5, Interval: 7 * s, Amount: 3.25},
-		{Kind: sluice.KindGCRA, Limit: 5, Interval: s / 10},
-		{Kind: sluice.KindGCRA, Limit: 2.5, Interval: 333333333},
-		{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4},
-		{Kind: sluice.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true},
-		{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s},
-		{Kind: sluice.KindFixedWindow, Limit: 5, Interval: s, Anchored: true},
-		{Kind: sluice.KindSlidingLog, Limit: 5, Interval: s, MaxEntries: 5},
-		{Kind: sluice.KindSlidingLog, Limit: 7.5, Interval: 3 * s, MaxEntries: 4},
-		{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: s},
-		{Kind: sluice.KindSlidingCounter, Limit: 12.25, Interval: 2 * s},
+	return []engine.Params{
+		{Kind: engine.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5},
+		{Kind: engine.KindLeakyBucket, Limit: 30.5, Interval: 7 * s, Amount: 3.25},
+		{Kind: engine.KindGCRA, Limit: 5, Interval: s / 10},
+		{Kind: engine.KindGCRA, Limit: 2.5, Interval: 333333333},
+		{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4},
+		{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true},
+		{Kind: engine.KindFixedWindow, Limit: 5, Interval: s},
+		{Kind: engine.KindFixedWindow, Limit: 5, Interval: s, Anchored: true},
+		{Kind: engine.KindSlidingLog, Limit: 5, Interval: s, MaxEntries: 5},
+		{Kind: engine.KindSlidingLog, Limit: 7.5, Interval: 3 * s, MaxEntries: 4},
+		{Kind: engine.KindSlidingCounter, Limit: 5, Interval: s},
+		{Kind: engine.KindSlidingCounter, Limit: 12.25, Interval: 2 * s},
 	}
 }
 
@@ -78,7 +80,7 @@ type Option func(*config)
 type config struct {
 	exact     bool
 	traces    int
-	extra     []sluice.Params
+	extra     []engine.Params
 	noStrict  bool
 	groupTags bool
 }
@@ -105,7 +107,7 @@ func WithTraces(n int) Option { return func(c *config) { c.traces = max(n, 1) } 
 
 // WithAlgorithms adds Params to [Algorithms] for the traces: say, those at
 // the edges of a store's own arithmetic.
-func WithAlgorithms(ps ...sluice.Params) Option {
+func WithAlgorithms(ps ...engine.Params) Option {
 	return func(c *config) { c.extra = append(c.extra, ps...) }
 }
 
@@ -178,14 +180,14 @@ func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
 // replay runs traces random traces of p on st from now on. They share one
 // timeline, as a store sees one clock: each starts an hour or two after
 // the previous one ended, when all is expired.
-func replay(t *testing.T, st sluice.Store, p sluice.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
+func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
 	ctx := context.Background()
 	for trace := range traces {
 		seed := seeds | uint64(trace)
 		rng := rand.New(rand.NewPCG(seed, 0x5eed))
 		keys := []string{fmt.Sprintf("%sa%d", keyPrefix, trace), fmt.Sprintf("%sb%d", keyPrefix, trace)}
-		spec := specStore{states: map[string]sluice.State{}, expires: map[string]int64{}, exact: exact}
-		booked := map[string][]sluice.Op{} // each key's booked reservations, as cancels
+		spec := specStore{states: map[string]engine.State{}, expires: map[string]int64{}, exact: exact}
+		booked := map[string][]engine.Op{} // each key's booked reservations, as cancels
 		if trace > 0 {
 			now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
 		}
@@ -204,8 +206,8 @@ func replay(t *testing.T, st sluice.Store, p sluice.Params, exact bool, keyPrefi
 			op := randomOp(rng, p, now, booked[key])
 			got, err := st.Apply(ctx, key, &p, op)
 			where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
-			if want := spec.apply(t, p, key, op, got, err, where); op.Verb == sluice.VerbReserve && want.At != 0 {
-				booked[key] = append(booked[key], sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+			if want := spec.apply(t, p, key, op, got, err, where); op.Verb == engine.VerbReserve && want.At != 0 {
+				booked[key] = append(booked[key], engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 			}
 		}
 	}
@@ -215,26 +217,26 @@ func replay(t *testing.T, st sluice.Store, p sluice.Params, exact bool, keyPrefi
 // the leaky bucket, partial grants, and for the algorithms that book
 // ahead, reservations of any maximum delay and cancels of earlier ones,
 // in any order, again, or after their instant.
-func randomOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.Op) sluice.Op {
-	op := sluice.Op{Verb: sluice.VerbAllow, Cost: randomCost(rng, p), Now: now}
+func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) engine.Op {
+	op := engine.Op{Verb: engine.VerbAllow, Cost: randomCost(rng, p), Now: now}
 	switch r := rng.IntN(20); {
 	case r < 3:
-		op.Verb = sluice.VerbCheck
-	case r < 6 && p.Kind == sluice.KindLeakyBucket:
-		op.Verb = sluice.VerbFill
+		op.Verb = engine.VerbCheck
+	case r < 6 && p.Kind == engine.KindLeakyBucket:
+		op.Verb = engine.VerbFill
 	case r < 8:
-		op.Verb = sluice.VerbAtMost
+		op.Verb = engine.VerbAtMost
 		if rng.IntN(3) == 0 {
 			op.Cost = math.Round(rng.Float64()*3*p.Limit*100) / 100 // often more than fits
 		}
 	case r < 12 && p.Reservable(), r == 12:
 		// The window algorithms refuse reservations: an error to match.
-		op.Verb, op.MaxDelay = sluice.VerbReserve, randomDelay(rng, p)
+		op.Verb, op.MaxDelay = engine.VerbReserve, randomDelay(rng, p)
 	case r < 17 && p.Reservable() && len(booked) > 0:
 		// Mostly a booking whose instant is still to come, the latest
 		// above all, which a cancel gives back; sometimes any, which may
 		// be past or followed by others.
-		var pending []sluice.Op
+		var pending []engine.Op
 		for _, b := range booked {
 			if b.At > now {
 				pending = append(pending, b)
@@ -260,7 +262,7 @@ func randomOp(rng *rand.Rand, p sluice.Params, now int64, booked []sluice.Op) sl
 
 // randomDelay draws a reservation's maximum delay: none, around the
 // algorithm's time scale, longer than any booking, or invalid.
-func randomDelay(rng *rand.Rand, p sluice.Params) int64 {
+func randomDelay(rng *rand.Rand, p engine.Params) int64 {
 	scale := p.Interval * int64(math.Ceil(p.Limit))
 	switch r := rng.IntN(20); {
 	case r < 4:
@@ -278,7 +280,7 @@ func randomDelay(rng *rand.Rand, p sluice.Params) int64 {
 
 // specStore keeps the specification's state of each key of a trace.
 type specStore struct {
-	states  map[string]sluice.State
+	states  map[string]engine.State
 	expires map[string]int64 // when each state is fresh again
 	latest  int64            // the latest time the store has seen
 	exact   bool             // decisions must be Step's bit for bit
@@ -295,16 +297,16 @@ func (s *specStore) reset(key string) {
 // A store may forget a key once it has seen a time at or after the key's
 // expiry. When the clock then steps back before that expiry, the store may
 // answer from the state or from a fresh key, and both are accepted.
-func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.Op, got sluice.Decision, gotErr error, where string) sluice.Decision {
+func (s *specStore) apply(t *testing.T, p engine.Params, key string, op engine.Op, got engine.Decision, gotErr error, where string) engine.Decision {
 	t.Helper()
 	kept, want, wantErr := p.Step(cloneState(s.states[key]), op)
 	same := SameDecision
 	if s.exact {
-		same = func(_ sluice.Params, want, got sluice.Decision) bool { return IdenticalDecision(want, got) }
+		same = func(_ engine.Params, want, got engine.Decision) bool { return IdenticalDecision(want, got) }
 	}
 	exp, found := s.expires[key]
 	if found && exp <= s.latest && op.Now < exp && wantErr == nil && gotErr == nil && !same(p, want, got) {
-		kept, want, wantErr = p.Step(sluice.State{}, op)
+		kept, want, wantErr = p.Step(engine.State{}, op)
 		where += " (key forgotten after its expiry, before the clock stepped back)"
 	}
 	s.latest = max(s.latest, op.Now)
@@ -316,22 +318,22 @@ func (s *specStore) apply(t *testing.T, p sluice.Params, key string, op sluice.O
 		require.ErrorIs(t, gotErr, unwrapSentinel(wantErr), where)
 	default:
 		require.ErrorIs(t, gotErr, unwrapSentinel(wantErr), where)
-		return sluice.Decision{}
+		return engine.Decision{}
 	}
 	if s.exact {
 		RequireIdenticalDecision(t, want, got, where)
 	} else {
 		RequireSameDecision(t, p, want, got, where)
 	}
-	if p.Records(op.Verb, want) {
+	if p.Records(op.Verb, &want) {
 		s.states[key] = kept
 		s.expires[key] = op.Now + int64(want.ResetAfter)
 	}
 	return want
 }
 
-func cloneState(s sluice.State) sluice.State {
-	s.Log = append([]sluice.Entry(nil), s.Log...)
+func cloneState(s engine.State) engine.State {
+	s.Log = append([]engine.Entry(nil), s.Log...)
 	return s
 }
 
@@ -348,9 +350,9 @@ func unwrapSentinel(err error) error {
 // nextGap draws the time to the next request: mostly bursts and steady
 // traffic around the algorithm's own time scale, sometimes exactly nothing,
 // a long idle, or a clock stepping backwards.
-func nextGap(rng *rand.Rand, p sluice.Params) int64 {
+func nextGap(rng *rand.Rand, p engine.Params) int64 {
 	scale := p.Interval
-	if p.Kind == sluice.KindGCRA {
+	if p.Kind == engine.KindGCRA {
 		scale *= int64(math.Ceil(p.Limit))
 	}
 	switch r := rng.IntN(100); {
@@ -371,7 +373,7 @@ func nextGap(rng *rand.Rand, p sluice.Params) int64 {
 	}
 }
 
-func randomCost(rng *rand.Rand, p sluice.Params) float64 {
+func randomCost(rng *rand.Rand, p engine.Params) float64 {
 	switch r := rng.IntN(20); {
 	case r < 10:
 		return 1
@@ -390,12 +392,12 @@ func randomCost(rng *rand.Rand, p sluice.Params) float64 {
 // tolerances: Allowed and Blocked exactly, amounts within AmountTolerance
 // times the limit, durations exactly or, for the float algorithms, within
 // DurationTolerance.
-func SameDecision(p sluice.Params, want, got sluice.Decision) bool {
+func SameDecision(p engine.Params, want, got engine.Decision) bool {
 	return difference(p, want, got) == ""
 }
 
 // RequireSameDecision fails t unless SameDecision(p, want, got).
-func RequireSameDecision(t testing.TB, p sluice.Params, want, got sluice.Decision, where string) {
+func RequireSameDecision(t testing.TB, p engine.Params, want, got engine.Decision, where string) {
 	t.Helper()
 	if diff := difference(p, want, got); diff != "" {
 		t.Fatalf("%s differs: %s\nwant %+v\ngot  %+v", diff, where, want, got)
@@ -405,7 +407,7 @@ func RequireSameDecision(t testing.TB, p sluice.Params, want, got sluice.Decisio
 // IdenticalDecision reports whether got is want bit for bit: Allowed, the
 // float64 bits of every amount (so 0 and -0 differ), every duration, and
 // Blocked.
-func IdenticalDecision(want, got sluice.Decision) bool {
+func IdenticalDecision(want, got engine.Decision) bool {
 	return want.Allowed == got.Allowed &&
 		math.Float64bits(want.Limit) == math.Float64bits(got.Limit) &&
 		math.Float64bits(want.Used) == math.Float64bits(got.Used) &&
@@ -417,7 +419,7 @@ func IdenticalDecision(want, got sluice.Decision) bool {
 }
 
 // RequireIdenticalDecision fails t unless IdenticalDecision(want, got).
-func RequireIdenticalDecision(t testing.TB, want, got sluice.Decision, where string) {
+func RequireIdenticalDecision(t testing.TB, want, got engine.Decision, where string) {
 	t.Helper()
 	if !IdenticalDecision(want, got) {
 		t.Fatalf("decision is not Step's bit for bit: %s\nwant %+v (used %#x, remaining %#x)\ngot  %+v (used %#x, remaining %#x)",
@@ -426,11 +428,11 @@ func RequireIdenticalDecision(t testing.TB, want, got sluice.Decision, where str
 	}
 }
 
-func difference(p sluice.Params, want, got sluice.Decision) string {
+func difference(p engine.Params, want, got engine.Decision) string {
 	tol := AmountTolerance * p.Limit
 	dt := time.Duration(0)
 	switch p.Kind {
-	case sluice.KindLeakyBucket, sluice.KindTokenBucket, sluice.KindSlidingCounter:
+	case engine.KindLeakyBucket, engine.KindTokenBucket, engine.KindSlidingCounter:
 		dt = DurationTolerance
 	}
 	switch {
@@ -473,7 +475,7 @@ func RunConcurrent(t *testing.T, st sluice.Store, callers int) {
 			admitted, errs := 0, []error(nil)
 			for range callers {
 				wg.Go(func() {
-					d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: now})
+					d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -492,12 +494,12 @@ func RunConcurrent(t *testing.T, st sluice.Store, callers int) {
 
 // burstFromRest is how many unit requests the specification admits at one
 // instant from a fresh key.
-func burstFromRest(t *testing.T, p sluice.Params) int {
-	var s sluice.State
+func burstFromRest(t *testing.T, p engine.Params) int {
+	var s engine.State
 	for n := 0; ; n++ {
-		var d sluice.Decision
+		var d engine.Decision
 		var err error
-		s, d, err = p.Step(s, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base})
+		s, d, err = p.Step(s, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base})
 		require.NoError(t, err)
 		if !d.Allowed {
 			return n
@@ -512,11 +514,11 @@ func RunReset(t *testing.T, st sluice.Store) {
 	for ai, p := range Algorithms() {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%sr%d", prefix, ai)
-			fill := sluice.Op{Verb: sluice.VerbAllow, Cost: p.Limit, Now: base}
+			fill := engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: base}
 			d, err := st.Apply(ctx, key, &p, fill)
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
-			d, err = st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: base})
+			d, err = st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base})
 			require.NoError(t, err)
 			require.False(t, d.Allowed, "a full key admits nothing more")
 			require.NoError(t, st.Reset(ctx, key))
@@ -536,7 +538,7 @@ func RunCheck(t *testing.T, st sluice.Store) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%sk%d", prefix, ai)
 			for range 3 * int(math.Ceil(p.Limit)) {
-				d, err := st.Apply(ctx, key, &p, sluice.Op{Verb: sluice.VerbCheck, Cost: 1, Now: base})
+				d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbCheck, Cost: 1, Now: base})
 				require.NoError(t, err)
 				require.True(t, d.Allowed, "checks alone never use up a key")
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/storetest"
 )
 
@@ -15,18 +15,18 @@ import (
 // between the two comparisons: a store one float64 step or one nanosecond
 // away from Step passes the tolerant comparison and fails the exact one.
 func TestIdenticalDecisionSeesWhatTheTolerancesForgive(t *testing.T) {
-	p := sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 3, Interval: int64(time.Second), Amount: 1.5}
-	want := sluice.Decision{Allowed: true, Limit: 3, Used: 1.2, Remaining: 1.8, ResetAfter: 800 * time.Millisecond}
+	p := engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: int64(time.Second), Amount: 1.5}
+	want := engine.Decision{Allowed: true, Limit: 3, Used: 1.2, Remaining: 1.8, ResetAfter: 800 * time.Millisecond}
 	for _, tc := range []struct {
 		name string
-		got  func(d sluice.Decision) sluice.Decision
+		got  func(d engine.Decision) engine.Decision
 	}{
-		{"used one ulp above", func(d sluice.Decision) sluice.Decision { d.Used = math.Nextafter(d.Used, 4); return d }},
-		{"remaining one ulp below", func(d sluice.Decision) sluice.Decision {
+		{"used one ulp above", func(d engine.Decision) engine.Decision { d.Used = math.Nextafter(d.Used, 4); return d }},
+		{"remaining one ulp below", func(d engine.Decision) engine.Decision {
 			d.Remaining = math.Nextafter(d.Remaining, 0)
 			return d
 		}},
-		{"reset one nanosecond later", func(d sluice.Decision) sluice.Decision { d.ResetAfter++; return d }},
+		{"reset one nanosecond later", func(d engine.Decision) engine.Decision { d.ResetAfter++; return d }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.got(want)
@@ -35,7 +35,7 @@ func TestIdenticalDecisionSeesWhatTheTolerancesForgive(t *testing.T) {
 		})
 	}
 	t.Run("negative zero", func(t *testing.T) {
-		full := sluice.Decision{Limit: 3, Used: 3, Remaining: 0, RetryAfter: time.Second}
+		full := engine.Decision{Limit: 3, Used: 3, Remaining: 0, RetryAfter: time.Second}
 		got := full
 		got.Remaining = math.Copysign(0, -1)
 		require.False(t, storetest.IdenticalDecision(full, got))

@@ -99,7 +99,7 @@ const paceWindow = apiWindow + apiWindow/20
 // newPace returns the limiter that keeps calls within the API's published
 // limit: GCRA at apiLimit per paceWindow with a burst of 1, which spaces
 // calls evenly, so no window of apiWindow ever holds more than apiLimit.
-func newPace(opts ...sluice.Option) (*sluice.GCRA, error) {
+func newPace(opts ...sluice.Option) (*sluice.Limiter, error) {
 	return sluice.NewGCRA(sluice.Per(apiLimit, paceWindow), 1, opts...)
 }
 
@@ -118,7 +118,7 @@ func newAPI(clock sluice.Clock) *thirdPartyAPI {
 // pool is a set of workers draining a queue of API calls at the pace of
 // a limiter.
 type pool struct {
-	pace    sluice.Limiter
+	pace    *sluice.Limiter
 	api     *thirdPartyAPI
 	clock   sluice.Clock
 	workers int

@@ -139,11 +139,11 @@ func newHandler(cfg config) (http.Handler, error) {
 	if err := clientIP.Validate(); err != nil {
 		return nil, err
 	}
-	opts := []sluice.Option{sluice.WithBurst(cfg.burst)}
+	var opts []sluice.Option
 	if cfg.clock != nil {
 		opts = append(opts, sluice.WithClock(cfg.clock))
 	}
-	lim, err := sluice.NewTokenBucket(cfg.rate, opts...)
+	lim, err := sluice.NewTokenBucket(cfg.rate, cfg.burst, opts...)
 	if err != nil {
 		return nil, err
 	}

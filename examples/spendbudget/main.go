@@ -56,7 +56,7 @@ func run(w io.Writer) error {
 }
 
 // spend walks one team through the three verbs.
-func spend(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket, clock *clock.Mock) error {
+func spend(ctx context.Context, w io.Writer, budget *sluice.Limiter, clock *clock.Mock) error {
 	const team = "team-a"
 	d, err := budget.CanAccept(ctx, team, 300)
 	if err != nil {
@@ -97,7 +97,7 @@ func spend(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket, clock *
 // CanAccept and then record with Fillup, on a budget with 400 left. Both
 // checks happen before either fill-up, as they can in production: both
 // pass, and together they spend 600.
-func checkThenFill(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket) error {
+func checkThenFill(ctx context.Context, w io.Writer, budget *sluice.Limiter) error {
 	const team, cost = "team-b", 300
 	if _, err := budget.Fillup(ctx, team, 600); err != nil {
 		return err
@@ -141,7 +141,7 @@ func checkThenFill(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket)
 
 // allow has the same two spenders use Allow, which checks and records in
 // one atomic step.
-func allow(ctx context.Context, w io.Writer, budget *sluice.LeakyBucket) error {
+func allow(ctx context.Context, w io.Writer, budget *sluice.Limiter) error {
 	const team, cost = "team-c", 300
 	if _, err := budget.Fillup(ctx, team, 600); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Admission is one admitted request.
@@ -48,15 +48,15 @@ func MaxInWindow(admitted []Admission, d int64) float64 {
 // Key is one key of an algorithm driven through Params.Step, recording
 // what it admits (see [Booking]).
 type Key struct {
-	params   sluice.Params
-	state    sluice.State
+	params   engine.Params
+	state    engine.State
 	bookings []Booking
 	waits    []int // the indexes of the reservations that waited
 	regiven  float64
 }
 
 // NewKey returns a fresh key of the algorithm p describes.
-func NewKey(p sluice.Params) *Key { return &Key{params: p} }
+func NewKey(p engine.Params) *Key { return &Key{params: p} }
 
 // Admitted returns the cost admitted so far that stands, each at the
 // instant its caller may act, in the order it was admitted: requests
@@ -72,12 +72,12 @@ func (k *Key) Admitted() []Admission {
 }
 
 // Apply runs a request on the key.
-func (k *Key) Apply(verb sluice.Verb, now int64, cost float64) (sluice.Decision, error) {
-	return k.do(sluice.Op{Verb: verb, Cost: cost, Now: now})
+func (k *Key) Apply(verb engine.Verb, now int64, cost float64) (engine.Decision, error) {
+	return k.do(engine.Op{Verb: verb, Cost: cost, Now: now})
 }
 
 // do runs op on the key and records what it admits.
-func (k *Key) do(op sluice.Op) (sluice.Decision, error) {
+func (k *Key) do(op engine.Op) (engine.Decision, error) {
 	s, d, err := k.params.Step(k.state, op)
 	if err != nil {
 		return d, err
@@ -85,9 +85,9 @@ func (k *Key) do(op sluice.Op) (sluice.Decision, error) {
 	k.state = s
 	b := Booking{Verb: op.Verb, Decided: op.Now, Acts: op.Now + int64(d.Delay), Cost: op.Cost, At: d.At}
 	switch {
-	case op.Verb == sluice.VerbAllow && d.Allowed, op.Verb == sluice.VerbReserve && d.Allowed:
+	case op.Verb == engine.VerbAllow && d.Allowed, op.Verb == engine.VerbReserve && d.Allowed:
 		k.bookings = append(k.bookings, b)
-	case op.Verb == sluice.VerbAtMost && d.Granted > 0:
+	case op.Verb == engine.VerbAtMost && d.Granted > 0:
 		b.Cost = d.Granted
 		k.bookings = append(k.bookings, b)
 	}
@@ -100,7 +100,7 @@ func (k *Key) do(op sluice.Op) (sluice.Decision, error) {
 // still denied, and at that instant it is admitted.
 func (k *Key) Greedy(start, end int64, cost float64) error {
 	for now := start; now < end; {
-		d, err := k.Apply(sluice.VerbAllow, now, cost)
+		d, err := k.Apply(engine.VerbAllow, now, cost)
 		if err != nil {
 			return err
 		}
@@ -108,11 +108,11 @@ func (k *Key) Greedy(start, end int64, cost float64) error {
 			continue
 		}
 		at := now + int64(d.RetryAfter)
-		if before, err := k.Apply(sluice.VerbCheck, at-1, cost); err != nil || before.Allowed {
+		if before, err := k.Apply(engine.VerbCheck, at-1, cost); err != nil || before.Allowed {
 			return fmt.Errorf("%v: cost %v denied at %d with RetryAfter %v, but admitted 1ns earlier than that (err %v)",
 				k.params, cost, now, d.RetryAfter, err)
 		}
-		if on, err := k.Apply(sluice.VerbCheck, at, cost); err != nil || !on.Allowed {
+		if on, err := k.Apply(engine.VerbCheck, at, cost); err != nil || !on.Allowed {
 			return fmt.Errorf("%v: cost %v denied at %d with RetryAfter %v, and still denied then (err %v)",
 				k.params, cost, now, d.RetryAfter, err)
 		}
@@ -124,7 +124,7 @@ func (k *Key) Greedy(start, end int64, cost float64) error {
 // Uniform offers cost every gap nanoseconds from start until end.
 func (k *Key) Uniform(start, end, gap int64, cost float64) error {
 	for now := start; now < end; now += gap {
-		if _, err := k.Apply(sluice.VerbAllow, now, cost); err != nil {
+		if _, err := k.Apply(engine.VerbAllow, now, cost); err != nil {
 			return err
 		}
 	}
@@ -141,11 +141,11 @@ type Adversary struct {
 
 // Period returns the time scale over which p's limit applies: the window,
 // or the time the whole burst takes to come back at the rate.
-func Period(p sluice.Params) int64 {
+func Period(p engine.Params) int64 {
 	switch p.Kind {
-	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
+	case engine.KindLeakyBucket, engine.KindTokenBucket:
 		return int64(math.Ceil(p.Limit/p.Amount)) * p.Interval
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return int64(math.Ceil(p.Limit)) * p.Interval
 	}
 	return p.Interval
@@ -157,7 +157,7 @@ func Period(p sluice.Params) int64 {
 // hammering at its very end, bursts clustered on both sides of every
 // boundary, ten times the sustainable rate, and seeded random traffic.
 // Each runs for about ten of p's periods.
-func Adversaries(p sluice.Params, cost float64) []Adversary {
+func Adversaries(p engine.Params, cost float64) []Adversary {
 	period := Period(p)
 	horizon := 10 * period
 	// boundary returns the first multiple of the interval after t: where
@@ -178,7 +178,7 @@ func Adversaries(p sluice.Params, cost float64) []Adversary {
 			for b := boundary(start); b < start+horizon; b += p.Interval {
 				for _, t := range []int64{b - 1, b} {
 					for range burst {
-						if _, err := k.Apply(sluice.VerbAllow, t, cost); err != nil {
+						if _, err := k.Apply(engine.VerbAllow, t, cost); err != nil {
 							return err
 						}
 					}
@@ -200,7 +200,7 @@ func Adversaries(p sluice.Params, cost float64) []Adversary {
 				func(k *Key, start int64) error {
 					t := at.from(start)
 					for range primed {
-						if _, err := k.Apply(sluice.VerbAllow, t, cost); err != nil {
+						if _, err := k.Apply(engine.VerbAllow, t, cost); err != nil {
 							return err
 						}
 					}
@@ -214,7 +214,7 @@ func Adversaries(p sluice.Params, cost float64) []Adversary {
 		advs = append(advs, Adversary{fmt.Sprintf("random traffic, seed %d", seed), func(k *Key, start int64) error {
 			rng := rand.New(rand.NewPCG(seed, 0xad5e))
 			for now := start; now < start+horizon; {
-				if _, err := k.Apply(sluice.VerbAllow, now, cost); err != nil {
+				if _, err := k.Apply(engine.VerbAllow, now, cost); err != nil {
 					return err
 				}
 				now = nextNow(rng, now, gap)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
@@ -73,10 +73,10 @@ func TestREADMEShowsTheMeasuredGuarantees(t *testing.T) {
 func TestKeyCountsEachAdmissionWhenItsCallerActs(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixNano()
-	p := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: 100 * ms}
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: 100 * ms}
 	k := guarantees.NewKey(p)
 	for range 5 {
-		d, err := k.Apply(sluice.VerbAllow, t0, 1)
+		d, err := k.Apply(engine.VerbAllow, t0, 1)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 	}

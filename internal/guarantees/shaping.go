@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Booking is one admission on a [Key]: a request Allow admitted, a
@@ -14,7 +14,7 @@ import (
 // cancel gave it back.
 type Booking struct {
 	// Verb is the verb that admitted it.
-	Verb sluice.Verb
+	Verb engine.Verb
 	// Decided is when it was decided, and Acts when its caller may act.
 	Decided, Acts int64
 	// Cost is what it admitted: the cost, or the amount granted.
@@ -34,8 +34,8 @@ func (k *Key) Regiven() float64 { return k.regiven }
 
 // Reserve books cost at now if it conforms within maxDelay, and returns
 // the decision and the booking's index (or -1).
-func (k *Key) Reserve(now int64, cost float64, maxDelay int64) (sluice.Decision, int, error) {
-	d, err := k.do(sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: maxDelay})
+func (k *Key) Reserve(now int64, cost float64, maxDelay int64) (engine.Decision, int, error) {
+	d, err := k.do(engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: maxDelay})
 	if err != nil || !d.Allowed {
 		return d, -1, err
 	}
@@ -49,12 +49,12 @@ func (k *Key) Reserve(now int64, cost float64, maxDelay int64) (sluice.Decision,
 // Cancel gives back booking i at now, as its caller would: a cancel of its
 // instant and cost. A booking that did not have to wait has no instant to
 // name, and is not cancelled.
-func (k *Key) Cancel(now int64, i int) (sluice.Decision, error) {
+func (k *Key) Cancel(now int64, i int) (engine.Decision, error) {
 	b := &k.bookings[i]
-	if b.Verb != sluice.VerbReserve || b.At == 0 {
-		return sluice.Decision{}, fmt.Errorf("booking %d (%+v) is no reservation that waits", i, *b)
+	if b.Verb != engine.VerbReserve || b.At == 0 {
+		return engine.Decision{}, fmt.Errorf("booking %d (%+v) is no reservation that waits", i, *b)
 	}
-	d, err := k.do(sluice.Op{Verb: sluice.VerbCancel, Cost: b.Cost, Now: now, At: b.At})
+	d, err := k.do(engine.Op{Verb: engine.VerbCancel, Cost: b.Cost, Now: now, At: b.At})
 	if err != nil || !d.Allowed {
 		return d, err
 	}
@@ -66,8 +66,8 @@ func (k *Key) Cancel(now int64, i int) (sluice.Decision, error) {
 }
 
 // AllowAtMost grants as much of cost as fits at now.
-func (k *Key) AllowAtMost(now int64, cost float64) (sluice.Decision, error) {
-	return k.do(sluice.Op{Verb: sluice.VerbAtMost, Cost: cost, Now: now})
+func (k *Key) AllowAtMost(now int64, cost float64) (engine.Decision, error) {
+	return k.do(engine.Op{Verb: engine.VerbAtMost, Cost: cost, Now: now})
 }
 
 // waiting returns the index of the nth latest reservation that waited
@@ -97,7 +97,7 @@ func (k *Key) waiting(n int) int {
 // another took its instant; partial grants of three times the limit; and
 // seeded random mixes of Allow, Reserve with any maximum delay, Cancel of
 // any booking and AtMost. Each runs for about ten of p's periods.
-func ShapingAdversaries(p sluice.Params, cost float64) []Adversary {
+func ShapingAdversaries(p engine.Params, cost float64) []Adversary {
 	period := Period(p)
 	horizon := 10 * period
 	step := max(int64(float64(period)*cost/p.Limit), 1) // one cost's worth of time at the rate
@@ -139,7 +139,7 @@ func ShapingAdversaries(p sluice.Params, cost float64) []Adversary {
 				}
 				return k.cancelAndThen(now, 1, func() error {
 					for range 3 {
-						if _, err := k.Apply(sluice.VerbAllow, now, cost); err != nil {
+						if _, err := k.Apply(engine.VerbAllow, now, cost); err != nil {
 							return err
 						}
 					}
@@ -155,7 +155,7 @@ func ShapingAdversaries(p sluice.Params, cost float64) []Adversary {
 					}
 				}
 				return k.cancelAndThen(now, 3, func() error {
-					_, err := k.Apply(sluice.VerbAllow, now, cost)
+					_, err := k.Apply(engine.VerbAllow, now, cost)
 					return err
 				})
 			})
@@ -276,7 +276,7 @@ func (k *Key) randomShaping(rng *rand.Rand, start, horizon int64, cost float64, 
 		var err error
 		switch r := rng.IntN(10); {
 		case r < 2:
-			_, err = k.Apply(sluice.VerbAllow, now, cost)
+			_, err = k.Apply(engine.VerbAllow, now, cost)
 		case r < 5:
 			delays := [...]int64{0, period / 4, period, 4 * period, 1 << 60}
 			var i int
@@ -322,6 +322,6 @@ func nextNow(rng *rand.Rand, now, gap int64) int64 {
 
 // unitGap is twice the time p's period gives each unit of its limit: the
 // gap nextNow draws within for a random trace of p.
-func unitGap(p sluice.Params) int64 {
+func unitGap(p engine.Params) int64 {
 	return Period(p) * 2 / max(int64(p.Limit), 1)
 }

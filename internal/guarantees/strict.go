@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Block is one block of a key under a penalty: from the overflow that
@@ -29,7 +29,7 @@ type StrictKey struct {
 }
 
 // NewStrictKey returns a fresh key of the algorithm p describes.
-func NewStrictKey(p sluice.Params) *StrictKey { return &StrictKey{Key: NewKey(p)} }
+func NewStrictKey(p engine.Params) *StrictKey { return &StrictKey{Key: NewKey(p)} }
 
 // Blocks returns the key's blocks so far, in the order they started.
 func (k *StrictKey) Blocks() []Block { return k.blocks }
@@ -45,7 +45,7 @@ func (k *StrictKey) Window(i int) int64 { return k.windows[i] }
 
 // do runs op on the key, as Key.do does, and records a block it starts
 // and the block each booking was decided in.
-func (k *StrictKey) do(op sluice.Op) (sluice.Decision, error) {
+func (k *StrictKey) do(op engine.Op) (engine.Decision, error) {
 	until := k.state.Until
 	if until <= op.Now {
 		until = 0
@@ -66,13 +66,13 @@ func (k *StrictKey) do(op sluice.Op) (sluice.Decision, error) {
 }
 
 // Apply runs a request on the key.
-func (k *StrictKey) Apply(verb sluice.Verb, now int64, cost float64) (sluice.Decision, error) {
-	return k.do(sluice.Op{Verb: verb, Cost: cost, Now: now})
+func (k *StrictKey) Apply(verb engine.Verb, now int64, cost float64) (engine.Decision, error) {
+	return k.do(engine.Op{Verb: verb, Cost: cost, Now: now})
 }
 
 // Reserve books cost at now if it conforms within maxDelay.
-func (k *StrictKey) Reserve(now int64, cost float64, maxDelay int64) (sluice.Decision, error) {
-	return k.do(sluice.Op{Verb: sluice.VerbReserve, Cost: cost, Now: now, MaxDelay: maxDelay})
+func (k *StrictKey) Reserve(now int64, cost float64, maxDelay int64) (engine.Decision, error) {
+	return k.do(engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: maxDelay})
 }
 
 // Obey asks for cost from start until end, and after each denial asks
@@ -80,7 +80,7 @@ func (k *StrictKey) Reserve(now int64, cost float64, maxDelay int64) (sluice.Dec
 // that follows the decisions (early = 0), or one just too impatient to.
 func (k *StrictKey) Obey(start, end, early int64, cost float64) error {
 	for now := start; now < end; {
-		d, err := k.Apply(sluice.VerbAllow, now, cost)
+		d, err := k.Apply(engine.VerbAllow, now, cost)
 		if err != nil {
 			return err
 		}
@@ -94,7 +94,7 @@ func (k *StrictKey) Obey(start, end, early int64, cost float64) error {
 // Flood offers cost every gap nanoseconds from start until end.
 func (k *StrictKey) Flood(start, end, gap int64, cost float64) error {
 	for now := start; now < end; now += gap {
-		if _, err := k.Apply(sluice.VerbAllow, now, cost); err != nil {
+		if _, err := k.Apply(engine.VerbAllow, now, cost); err != nil {
 			return err
 		}
 	}
@@ -115,7 +115,7 @@ type StrictAdversary struct {
 // every verb the algorithm runs (Allow, checks, fill-ups, reservations
 // with any maximum delay, cancels, partial grants). Each runs for about
 // ten of p's periods, or three penalties if longer.
-func StrictAdversaries(p sluice.Params, cost float64) []StrictAdversary {
+func StrictAdversaries(p engine.Params, cost float64) []StrictAdversary {
 	period := Period(p)
 	horizon := max(10*period, 3*p.Penalty)
 	boundary := func(t int64) int64 { return (t/p.Interval + 1) * p.Interval }
@@ -138,7 +138,7 @@ func StrictAdversaries(p sluice.Params, cost float64) []StrictAdversary {
 			for b := boundary(start); b < start+horizon; b += p.Interval {
 				for _, t := range []int64{b - 1, b} {
 					for range burst + 1 {
-						if _, err := k.Apply(sluice.VerbAllow, t, cost); err != nil {
+						if _, err := k.Apply(engine.VerbAllow, t, cost); err != nil {
 							return err
 						}
 					}
@@ -165,11 +165,11 @@ func (k *StrictKey) randomMix(rng *rand.Rand, start, horizon int64, cost float64
 		var err error
 		switch r := rng.IntN(10); {
 		case r < 3:
-			_, err = k.Apply(sluice.VerbAllow, now, cost)
+			_, err = k.Apply(engine.VerbAllow, now, cost)
 		case r < 4:
-			_, err = k.Apply(sluice.VerbCheck, now, cost)
-		case r < 5 && p.Kind == sluice.KindLeakyBucket:
-			_, err = k.Apply(sluice.VerbFill, now, cost*float64(1+rng.IntN(2)))
+			_, err = k.Apply(engine.VerbCheck, now, cost)
+		case r < 5 && p.Kind == engine.KindLeakyBucket:
+			_, err = k.Apply(engine.VerbFill, now, cost*float64(1+rng.IntN(2)))
 		case r < 7 && p.Reservable():
 			delays := [...]int64{0, period / 4, period, 4 * period, p.Penalty, 1 << 60}
 			n := len(k.bookings)
@@ -180,14 +180,14 @@ func (k *StrictKey) randomMix(rng *rand.Rand, start, horizon int64, cost float64
 		case r < 8 && len(waiting) > 0:
 			j := rng.IntN(len(waiting))
 			b := k.bookings[waiting[j]]
-			var d sluice.Decision
-			d, err = k.do(sluice.Op{Verb: sluice.VerbCancel, Cost: b.Cost, Now: now, At: b.At})
+			var d engine.Decision
+			d, err = k.do(engine.Op{Verb: engine.VerbCancel, Cost: b.Cost, Now: now, At: b.At})
 			if d.Allowed {
 				k.bookings[waiting[j]].GivenBack = true
 			}
 			waiting = append(waiting[:j], waiting[j+1:]...)
 		default:
-			_, err = k.Apply(sluice.VerbAtMost, now, cost*float64(1+rng.IntN(int(math.Ceil(3*p.Limit/cost)))))
+			_, err = k.Apply(engine.VerbAtMost, now, cost*float64(1+rng.IntN(int(math.Ceil(3*p.Limit/cost)))))
 		}
 		if err != nil {
 			return err

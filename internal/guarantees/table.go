@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // The table's setting: a limit of 5 requests per second, offered at 10 per
@@ -31,7 +32,7 @@ type Row struct {
 	// Name is the algorithm and its variant.
 	Name string
 	// Params are the algorithm's, as its constructor builds them.
-	Params sluice.Params
+	Params engine.Params
 	// Burst is how many requests a fresh key admits at one instant.
 	Burst int
 	// MaxPerPeriod is the most requests admitted in any interval of one
@@ -50,24 +51,22 @@ type Row struct {
 // 5 per second, built by its constructor.
 func Algorithms() ([]Row, error) {
 	rate := sluice.Per(limit, period)
-	type limiter interface {
-		Params() sluice.Params
-		Close() error
-	}
 	builders := []struct {
 		name  string
-		build func() (limiter, error)
+		build func() (*sluice.Limiter, error)
 	}{
-		{"Leaky bucket", func() (limiter, error) { return sluice.NewLeakyBucket(limit, rate) }},
-		{"GCRA", func() (limiter, error) { return sluice.NewGCRA(rate, limit) }},
-		{"Token bucket", func() (limiter, error) { return sluice.NewTokenBucket(rate) }},
-		{"Token bucket, interval refill", func() (limiter, error) { return sluice.NewTokenBucket(rate, sluice.WithIntervalRefill()) }},
-		{"Fixed window", func() (limiter, error) { return sluice.NewFixedWindow(limit, period) }},
-		{"Fixed window, anchored", func() (limiter, error) {
+		{"Leaky bucket", func() (*sluice.Limiter, error) { return sluice.NewLeakyBucket(limit, rate) }},
+		{"GCRA", func() (*sluice.Limiter, error) { return sluice.NewGCRA(rate, limit) }},
+		{"Token bucket", func() (*sluice.Limiter, error) { return sluice.NewTokenBucket(rate, rate.Amount) }},
+		{"Token bucket, interval refill", func() (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(rate, rate.Amount, sluice.WithIntervalRefill())
+		}},
+		{"Fixed window", func() (*sluice.Limiter, error) { return sluice.NewFixedWindow(limit, period) }},
+		{"Fixed window, anchored", func() (*sluice.Limiter, error) {
 			return sluice.NewFixedWindow(limit, period, sluice.WithAnchoredWindows())
 		}},
-		{"Sliding log", func() (limiter, error) { return sluice.NewSlidingLog(limit, period) }},
-		{"Sliding counter", func() (limiter, error) { return sluice.NewSlidingCounter(limit, period) }},
+		{"Sliding log", func() (*sluice.Limiter, error) { return sluice.NewSlidingLog(limit, period) }},
+		{"Sliding counter", func() (*sluice.Limiter, error) { return sluice.NewSlidingCounter(limit, period) }},
 	}
 	rows := make([]Row, 0, len(builders))
 	for _, b := range builders {
@@ -88,7 +87,7 @@ func (r *Row) Measure() error {
 	p := r.Params
 	fresh := NewKey(p)
 	for {
-		d, err := fresh.Apply(sluice.VerbAllow, start, 1)
+		d, err := fresh.Apply(engine.VerbAllow, start, 1)
 		if err != nil {
 			return err
 		}
@@ -121,13 +120,13 @@ func (r *Row) Measure() error {
 	// a GCRA key's whole state (its theoretical arrival time); the other
 	// algorithms' slots add the State's time and two amounts.
 	// memtable_test.go pins both sizes.
-	var s sluice.State
+	var s engine.State
 	r.SlotBytes = 16 + int(unsafe.Sizeof(s.Time))
-	if p.Kind != sluice.KindGCRA {
+	if p.Kind != engine.KindGCRA {
 		r.SlotBytes += int(unsafe.Sizeof(s.Time) + unsafe.Sizeof(s.A) + unsafe.Sizeof(s.B))
 	}
-	if p.Kind == sluice.KindSlidingLog {
-		r.EntryBytes, r.MaxEntries = int(unsafe.Sizeof(sluice.Entry{})), p.MaxEntries
+	if p.Kind == engine.KindSlidingLog {
+		r.EntryBytes, r.MaxEntries = int(unsafe.Sizeof(engine.Entry{})), p.MaxEntries
 	}
 	return nil
 }

@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 var algorithms = [...]string{
-	sluice.KindLeakyBucket:    "leaky_bucket",
-	sluice.KindGCRA:           "gcra",
-	sluice.KindTokenBucket:    "token_bucket",
-	sluice.KindFixedWindow:    "fixed_window",
-	sluice.KindSlidingLog:     "sliding_log",
-	sluice.KindSlidingCounter: "sliding_counter",
+	engine.KindLeakyBucket:    "leaky_bucket",
+	engine.KindGCRA:           "gcra",
+	engine.KindTokenBucket:    "token_bucket",
+	engine.KindFixedWindow:    "fixed_window",
+	engine.KindSlidingLog:     "sliding_log",
+	engine.KindSlidingCounter: "sliding_counter",
 }
 
 // Algorithm returns k's name as a label value: lower case, words joined by
 // underscores ("gcra", "token_bucket"), or "unknown".
-func Algorithm(k sluice.Kind) string {
+func Algorithm(k engine.Kind) string {
 	if int(k) < len(algorithms) && algorithms[k] != "" {
 		return algorithms[k]
 	}
@@ -35,8 +36,8 @@ func Algorithm(k sluice.Kind) string {
 // bounded: the limiters' names, and a few algorithms, verbs and outcomes.
 type Key struct {
 	Limiter string
-	Kind    sluice.Kind
-	Verb    sluice.Verb
+	Kind    engine.Kind
+	Verb    engine.Verb
 	Outcome sluice.Outcome
 }
 

@@ -8,19 +8,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/metrics"
 )
 
 func TestAlgorithmNamesAreLabelValues(t *testing.T) {
-	for k, want := range map[sluice.Kind]string{
-		sluice.KindLeakyBucket:    "leaky_bucket",
-		sluice.KindGCRA:           "gcra",
-		sluice.KindTokenBucket:    "token_bucket",
-		sluice.KindFixedWindow:    "fixed_window",
-		sluice.KindSlidingLog:     "sliding_log",
-		sluice.KindSlidingCounter: "sliding_counter",
-		sluice.Kind(0):            "unknown",
-		sluice.Kind(200):          "unknown",
+	for k, want := range map[engine.Kind]string{
+		engine.KindLeakyBucket:    "leaky_bucket",
+		engine.KindGCRA:           "gcra",
+		engine.KindTokenBucket:    "token_bucket",
+		engine.KindFixedWindow:    "fixed_window",
+		engine.KindSlidingLog:     "sliding_log",
+		engine.KindSlidingCounter: "sliding_counter",
+		engine.Kind(0):            "unknown",
+		engine.Kind(200):          "unknown",
 	} {
 		require.Equal(t, want, metrics.Algorithm(k))
 	}
@@ -33,9 +34,9 @@ func TestTableResolvesEachKeyOnceUnderConcurrency(t *testing.T) {
 		return k.Limiter + "/" + k.Outcome.String()
 	})
 	keys := []metrics.Key{
-		{Limiter: "a", Kind: sluice.KindGCRA, Verb: sluice.VerbAllow, Outcome: sluice.OutcomeAllowed},
-		{Limiter: "a", Kind: sluice.KindGCRA, Verb: sluice.VerbAllow, Outcome: sluice.OutcomeDenied},
-		{Limiter: "b", Kind: sluice.KindGCRA, Verb: sluice.VerbCheck, Outcome: sluice.OutcomeAllowed},
+		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed},
+		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: sluice.OutcomeDenied},
+		{Limiter: "b", Kind: engine.KindGCRA, Verb: engine.VerbCheck, Outcome: sluice.OutcomeAllowed},
 	}
 	var wg sync.WaitGroup
 	for g := range 8 {

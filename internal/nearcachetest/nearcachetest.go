@@ -13,20 +13,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/nearcache"
 )
 
 // params are the algorithms the traces run, small enough that a trace
 // hits their limits often.
-var params = []sluice.Params{
-	{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: int64(time.Second), Amount: 2},
-	{Kind: sluice.KindGCRA, Limit: 3, Interval: int64(250 * time.Millisecond)},
-	{Kind: sluice.KindTokenBucket, Limit: 5, Interval: int64(time.Second), Amount: 3},
-	{Kind: sluice.KindTokenBucket, Limit: 3, Interval: int64(time.Second), Amount: 2, IntervalRefill: true},
-	{Kind: sluice.KindFixedWindow, Limit: 4, Interval: int64(time.Second)},
-	{Kind: sluice.KindFixedWindow, Limit: 3, Interval: int64(time.Second), Anchored: true},
-	{Kind: sluice.KindSlidingLog, Limit: 4, Interval: int64(time.Second), MaxEntries: 8},
-	{Kind: sluice.KindSlidingCounter, Limit: 5, Interval: int64(time.Second)},
+var params = []engine.Params{
+	{Kind: engine.KindLeakyBucket, Limit: 4, Interval: int64(time.Second), Amount: 2},
+	{Kind: engine.KindGCRA, Limit: 3, Interval: int64(250 * time.Millisecond)},
+	{Kind: engine.KindTokenBucket, Limit: 5, Interval: int64(time.Second), Amount: 3},
+	{Kind: engine.KindTokenBucket, Limit: 3, Interval: int64(time.Second), Amount: 2, IntervalRefill: true},
+	{Kind: engine.KindFixedWindow, Limit: 4, Interval: int64(time.Second)},
+	{Kind: engine.KindFixedWindow, Limit: 3, Interval: int64(time.Second), Anchored: true},
+	{Kind: engine.KindSlidingLog, Limit: 4, Interval: int64(time.Second), MaxEntries: 8},
+	{Kind: engine.KindSlidingCounter, Limit: 5, Interval: int64(time.Second)},
 }
 
 // Start is the traces' first instant: a realistic time since the epoch.
@@ -49,25 +50,25 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for pi, p := range params {
-		booked := map[string][]sluice.Op{} // cancels of each key's reservations
+		booked := map[string][]engine.Op{} // cancels of each key's reservations
 		now := Start
 		step := p.Interval / int64(p.Limit) / 4 // requests come several times faster than allowed
 		for i := range steps {
 			now += rng.Int64N(step + 1)
 			key := fmt.Sprintf("%d:%d", pi, rng.IntN(3))
 			costs := []float64{1, 1, 1, 0.5, 2, p.Limit}
-			op := sluice.Op{Verb: sluice.VerbAllow, Cost: costs[rng.IntN(len(costs))], Now: now}
+			op := engine.Op{Verb: engine.VerbAllow, Cost: costs[rng.IntN(len(costs))], Now: now}
 			switch r := rng.IntN(100); {
 			case r < 3:
 				require.NoError(t, alone.Reset(ctx, key))
 				require.NoError(t, nc.Reset(ctx, key))
 				continue
 			case r < 15:
-				op.Verb = sluice.VerbCheck
+				op.Verb = engine.VerbCheck
 			case r < 20:
-				op.Verb, op.Cost = sluice.VerbAtMost, 2*p.Limit*rng.Float64()
+				op.Verb, op.Cost = engine.VerbAtMost, 2*p.Limit*rng.Float64()
 			case r < 28 && p.Reservable():
-				op.Verb, op.MaxDelay = sluice.VerbReserve, rng.Int64N(2*p.Interval)
+				op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(2*p.Interval)
 			case r < 34 && len(booked[key]) > 0:
 				op = booked[key][rng.IntN(len(booked[key]))]
 				op.Now = now
@@ -79,8 +80,8 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 			require.NoError(t, err)
 			at := fmt.Sprintf("%v, step %d, %v of %v at +%v on %q", p, i, op.Verb, op.Cost, time.Duration(now-Start), key)
 			require.Equal(t, want.Allowed, got.Allowed, at)
-			if op.Verb == sluice.VerbReserve && want.At != 0 {
-				booked[key] = append(booked[key], sluice.Op{Verb: sluice.VerbCancel, Cost: op.Cost, At: want.At})
+			if op.Verb == engine.VerbReserve && want.At != 0 {
+				booked[key] = append(booked[key], engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 			}
 			if nc.Stats().Local == before {
 				require.Equal(t, want, got, "%s: passed to the remote store", at)

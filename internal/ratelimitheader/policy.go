@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Config describes a quota policy as a server names it.
@@ -34,25 +35,20 @@ type Policy struct {
 	rawName, name string
 	// params are the serialized parameters after q: qu and w.
 	params string
-	// field is the whole RateLimit-Policy item, and quota its q, when the
-	// limit is known in advance; otherwise both come from each decision.
+	// field is the whole RateLimit-Policy item, and quota its q.
 	field string
 	quota int64
 }
 
-// paramsOf is what a limiter with known Params implements, as every sluice
-// limiter does.
-type paramsOf interface{ Params() sluice.Params }
-
 // New returns the policy lim enforces, named by c, or an error wrapping
 // [sluice.ErrInvalidConfig].
 //
-// When lim has a Params method, q is its limit in whole units, rounded
-// down, and a limit below one whole unit is an error: no Integer q could
-// describe it. The window w is then the window length for the window
-// algorithms, and for GCRA and the buckets the time in which q units drain
-// or refill, so that q/w is the long-run rate even for a fractional burst.
-func New(lim sluice.Limiter, c Config) (*Policy, error) {
+// q is lim's limit in whole units, rounded down, and a limit below one
+// whole unit is an error: no Integer q could describe it. The window w,
+// unless c sets it, is the window length for the window algorithms, and
+// for GCRA and the buckets the time in which q units drain or refill, so
+// that q/w is the long-run rate even for a fractional burst.
+func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	if c.Name == "" {
 		c.Name = "default"
 	}
@@ -71,12 +67,7 @@ func New(lim sluice.Limiter, c Config) (*Policy, error) {
 	if c.WindowSet && c.Window < 0 {
 		return nil, fmt.Errorf("%w: negative policy window %v", sluice.ErrInvalidConfig, c.Window)
 	}
-	known, ok := lim.(paramsOf)
-	if !ok {
-		p.params += windowParam(c.Window)
-		return p, nil
-	}
-	params := known.Params()
+	params := lim.Params()
 	p.quota = WholeUnits(params.Limit, params.Limit)
 	if p.quota == 0 {
 		return nil, fmt.Errorf("%w: limit %v is less than one whole unit, which RateLimit-Policy cannot state: count in a smaller unit",
@@ -98,14 +89,14 @@ func New(lim sluice.Limiter, c Config) (*Policy, error) {
 // Window returns the window over which quota whole units of p's limit
 // apply: the window length, or the time quota units take to drain or
 // refill.
-func Window(p sluice.Params, quota int64) time.Duration {
+func Window(p engine.Params, quota int64) time.Duration {
 	var ns float64
 	switch p.Kind {
-	case sluice.KindFixedWindow, sluice.KindSlidingLog, sluice.KindSlidingCounter:
+	case engine.KindFixedWindow, engine.KindSlidingLog, engine.KindSlidingCounter:
 		return time.Duration(p.Interval)
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		ns = float64(quota) * float64(p.Interval)
-	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
+	case engine.KindLeakyBucket, engine.KindTokenBucket:
 		periods := float64(quota) / p.Amount
 		if p.IntervalRefill {
 			periods = math.Ceil(periods)
@@ -129,8 +120,8 @@ func windowParam(window time.Duration) string {
 // "default" when the Config named none.
 func (p *Policy) Name() string { return p.rawName }
 
-// Field returns the RateLimit-Policy item when the limit is known without
-// a decision, and "" otherwise.
+// Field returns the RateLimit-Policy item, which is known without a
+// decision.
 func (p *Policy) Field() string { return p.field }
 
 // Fields are the values a decision's response carries.
@@ -147,10 +138,6 @@ type Fields struct {
 // Fields returns the fields that describe d.
 func (p *Policy) Fields(d sluice.Decision) Fields {
 	f := Fields{Policy: p.field, Quota: p.quota}
-	if f.Policy == "" {
-		f.Quota = WholeUnits(d.Limit, d.Limit)
-		f.Policy = p.policyField(f.Quota)
-	}
 	f.Remaining = WholeUnits(d.Remaining, d.Limit)
 	reset := d.ResetAfter
 	if !d.Allowed {

@@ -1,7 +1,6 @@
 package ratelimitheader
 
 import (
-	"context"
 	"math"
 	"testing"
 	"time"
@@ -95,41 +94,11 @@ func TestRetryAfterIsAtLeastOneSecond(t *testing.T) {
 	require.Equal(t, int64(2), RetryAfter(time.Second+1))
 }
 
-func TestPolicyOfALimiterWithoutParamsComesFromEachDecision(t *testing.T) {
-	p, err := New(noParams{}, Config{Name: "n", Unit: "content-bytes", Window: 90 * time.Second, WindowSet: true})
-	require.NoError(t, err)
-	require.Empty(t, p.Field())
-	f := p.Fields(sluice.Decision{Allowed: true, Limit: 7.5, Remaining: 3.2, ResetAfter: 1500 * time.Millisecond})
-	require.Equal(t, Fields{Policy: `"n";q=7;qu="content-bytes";w=90`, RateLimit: `"n";r=3;t=2`, Quota: 7, Remaining: 3, Reset: 2}, f)
-}
-
 func TestWindowOfAFractionalBurstDividesToTheRate(t *testing.T) {
-	lim, err := sluice.NewTokenBucket(sluice.Per(2, 3*time.Second), sluice.WithBurst(5.5))
+	lim, err := sluice.NewTokenBucket(sluice.Per(2, 3*time.Second), 5.5)
 	require.NoError(t, err)
 	defer lim.Close()
 	p, err := New(lim, Config{})
 	require.NoError(t, err)
 	require.Equal(t, `"default";q=5;w=8`, p.Field(), "5 units refill in 7.5 s")
-}
-
-// noParams is a Limiter that cannot tell its limit in advance.
-type noParams struct{}
-
-func (noParams) Allow(context.Context, string, float64) (sluice.Decision, error) {
-	return sluice.Decision{}, nil
-}
-
-func (noParams) CanAccept(context.Context, string, float64) (sluice.Decision, error) {
-	return sluice.Decision{}, nil
-}
-
-func (noParams) Reset(context.Context, string) error         { return nil }
-func (noParams) Wait(context.Context, string, float64) error { return nil }
-
-func (noParams) Reserve(context.Context, string, float64, time.Duration) (*sluice.Reservation, error) {
-	return &sluice.Reservation{}, nil
-}
-
-func (noParams) AllowAtMost(context.Context, string, float64) (sluice.Decision, error) {
-	return sluice.Decision{}, nil
 }

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Band is the relative margin within which the production code's float
@@ -38,7 +38,7 @@ const durationSlack = 0x1p-46
 // from float amounts (the meters, the sliding counter's RetryAfter); a
 // booking's ResetAfter, which counts from its instant, within that plus
 // the difference of the booked instants.
-func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) (lenient bool, err error) {
+func Compare(p engine.Params, op engine.Op, got engine.Decision, want Decision) (lenient bool, err error) {
 	if err := Invariants(p, op, got); err != nil {
 		return false, err
 	}
@@ -84,7 +84,7 @@ func Compare(p sluice.Params, op sluice.Op, got sluice.Decision, want Decision) 
 // Invariants checks what every decision of p for op keeps, whatever the
 // state: amounts within bounds, and the fields of each verb consistent
 // with one another (see [verbInvariants]).
-func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
+func Invariants(p engine.Params, op engine.Op, d engine.Decision) error {
 	if err := verbInvariants(op, d); err != nil {
 		return err
 	}
@@ -114,20 +114,20 @@ func Invariants(p sluice.Params, op sluice.Op, d sluice.Decision) error {
 // booking at or before it; only a partial grant has Granted, whole units
 // less than the cost or the whole cost, and more than zero only when
 // admitted.
-func verbInvariants(op sluice.Op, d sluice.Decision) error {
+func verbInvariants(op engine.Op, d engine.Decision) error {
 	switch {
-	case op.Verb == sluice.VerbFill || op.Verb == sluice.VerbCancel:
+	case op.Verb == engine.VerbFill || op.Verb == engine.VerbCancel:
 		if d.RetryAfter != 0 {
 			return fmt.Errorf("RetryAfter = %v for a %v", d.RetryAfter, op.Verb)
 		}
-	case op.Verb == sluice.VerbAtMost && op.Cost == 0:
+	case op.Verb == engine.VerbAtMost && op.Cost == 0:
 		if d.Allowed {
 			return fmt.Errorf("Allowed for a partial grant of nothing")
 		}
 	case d.Allowed != (d.RetryAfter == 0):
 		return fmt.Errorf("Allowed = %v with RetryAfter = %v", d.Allowed, d.RetryAfter)
 	}
-	if op.Verb != sluice.VerbReserve || !d.Allowed {
+	if op.Verb != engine.VerbReserve || !d.Allowed {
 		if d.Delay != 0 || d.At != 0 {
 			return fmt.Errorf("Delay = %v, At = %d for a %v that booked nothing", d.Delay, d.At, op.Verb)
 		}
@@ -148,7 +148,7 @@ func verbInvariants(op sluice.Op, d sluice.Decision) error {
 		}
 	}
 	switch {
-	case op.Verb != sluice.VerbAtMost:
+	case op.Verb != engine.VerbAtMost:
 		if d.Granted != 0 {
 			return fmt.Errorf("Granted = %v for a %v", d.Granted, op.Verb)
 		}
@@ -164,8 +164,8 @@ func verbInvariants(op sluice.Op, d sluice.Decision) error {
 // rounding of the subtraction, and for GCRA one nanosecond's worth of cost,
 // since it measures Remaining against the burst rounded to nanoseconds
 // (round(burst*T)/T), not against the limit.
-func remainingSlack(p sluice.Params) float64 {
-	if p.Kind == sluice.KindGCRA {
+func remainingSlack(p engine.Params) float64 {
+	if p.Kind == engine.KindGCRA {
 		return 1 / float64(p.Interval)
 	}
 	return p.Limit * 0x1p-50

@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // gcra is the generic cell rate algorithm in integer nanoseconds, with
@@ -34,7 +34,7 @@ type gcra struct {
 	fresh    bool
 }
 
-func newGCRA(p sluice.Params) *gcra {
+func newGCRA(p engine.Params) *gcra {
 	g := &gcra{interval: ratInt(p.Interval), limit: rat(p.Limit)}
 	burst, exact := g.nanos(g.limit)
 	g.burst, g.margin = burst, roundingMargin(exact)
@@ -44,7 +44,7 @@ func newGCRA(p sluice.Params) *gcra {
 
 func (g *gcra) Reset() { g.tat, g.fresh = 0, true }
 
-func (g *gcra) Load(s sluice.State) { g.tat, g.fresh = s.Time, isFresh(s) }
+func (g *gcra) Load(s engine.State) { g.tat, g.fresh = s.Time, isFresh(s) }
 
 // nanos returns round(amount*T), half away from zero (amounts are never
 // negative), and the exact product.
@@ -66,14 +66,14 @@ func roundingMargin(x *big.Rat) float64 {
 	return relative(sub(frac, big.NewRat(1, 2)), f)
 }
 
-func (g *gcra) Apply(op sluice.Op) Decision {
+func (g *gcra) Apply(op engine.Op) Decision {
 	ct, exact := g.nanos(rat(op.Cost))
 	d := Decision{Margin: min(g.margin, roundingMargin(exact))}
 	base := op.Now
 	if !g.fresh {
 		base = max(g.tat, op.Now)
 	}
-	if op.Verb == sluice.VerbCancel {
+	if op.Verb == engine.VerbCancel {
 		if !g.fresh && op.Now < op.At && g.tat == op.At+g.burst {
 			d.Allowed = true
 			g.tat -= ct - 1
@@ -82,7 +82,7 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 		return g.describe(d, base, op.Now)
 	}
 	allowAt, next := base+ct-g.burst, base+ct
-	later := op.Verb == sluice.VerbReserve && op.At > max(allowAt, op.Now)
+	later := op.Verb == engine.VerbReserve && op.At > max(allowAt, op.Now)
 	if later {
 		allowAt, next = op.At, op.At+ct
 		if !g.fresh {
@@ -94,7 +94,7 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 	case op.Now >= allowAt:
 		d.Allowed = true
 		tat = next
-	case op.Verb != sluice.VerbReserve:
+	case op.Verb != engine.VerbReserve:
 		d.RetryAfter = allowAt - op.Now
 	case allowAt-op.Now <= op.MaxDelay:
 		d.Allowed, d.Delay, d.At = true, allowAt-op.Now, allowAt
@@ -105,7 +105,7 @@ func (g *gcra) Apply(op sluice.Op) Decision {
 	default:
 		d.RetryAfter = allowAt - op.MaxDelay - op.Now
 	}
-	if d.Allowed && op.Verb != sluice.VerbCheck {
+	if d.Allowed && op.Verb != engine.VerbCheck {
 		g.tat, g.fresh = tat, false
 	}
 	return g.describe(d, tat, op.Now)

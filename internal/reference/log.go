@@ -3,7 +3,7 @@ package reference
 import (
 	"math/big"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // slidingLog keeps the admitted requests and admits c iff the cost of the
@@ -26,20 +26,20 @@ type entry struct {
 	cost *big.Rat
 }
 
-func newSlidingLog(p sluice.Params) *slidingLog {
+func newSlidingLog(p engine.Params) *slidingLog {
 	return &slidingLog{limit: rat(p.Limit), limitF: p.Limit, window: p.Interval, maxEntries: p.MaxEntries}
 }
 
 func (l *slidingLog) Reset() { l.entries = nil }
 
-func (l *slidingLog) Load(s sluice.State) {
+func (l *slidingLog) Load(s engine.State) {
 	l.entries = l.entries[:0]
 	for _, e := range s.Log {
 		l.entries = append(l.entries, entry{time: e.Time, cost: rat(e.Cost)})
 	}
 }
 
-func (l *slidingLog) Apply(op sluice.Op) Decision {
+func (l *slidingLog) Apply(op engine.Op) Decision {
 	var live []entry
 	for _, e := range l.entries {
 		if op.Now-e.time < l.window {
@@ -74,7 +74,7 @@ func (l *slidingLog) Apply(op sluice.Op) Decision {
 	if n := len(live); n > 0 {
 		d.ResetAfter = max(live[n-1].time+l.window-op.Now, 0)
 	}
-	if op.Verb == sluice.VerbAllow && d.Allowed && c.Sign() > 0 {
+	if op.Verb == engine.VerbAllow && d.Allowed && c.Sign() > 0 {
 		l.entries = live
 	}
 	return d

@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // meter is the leaky bucket, and the continuous token bucket counting the
@@ -42,7 +42,7 @@ type meter struct {
 	last     int64
 }
 
-func newMeter(p sluice.Params) *meter {
+func newMeter(p engine.Params) *meter {
 	m := &meter{
 		limit:    rat(p.Limit),
 		limitF:   p.Limit,
@@ -55,7 +55,7 @@ func newMeter(p sluice.Params) *meter {
 
 func (m *meter) Reset() { m.level, m.last = new(big.Rat), 0 }
 
-func (m *meter) Load(s sluice.State) { m.level, m.last = rat(s.A), s.Time }
+func (m *meter) Load(s engine.State) { m.level, m.last = rat(s.A), s.Time }
 
 // levelAt returns the level at t of the point (last, a).
 func (m *meter) levelAt(last int64, a *big.Rat, t int64) *big.Rat {
@@ -82,8 +82,8 @@ func (m *meter) zeroMargin(level *big.Rat) float64 {
 	return relative(level, m.limitF)
 }
 
-func (m *meter) Apply(op sluice.Op) Decision {
-	if op.Verb == sluice.VerbCancel {
+func (m *meter) Apply(op engine.Op) Decision {
+	if op.Verb == engine.VerbCancel {
 		return m.cancel(op)
 	}
 	c := rat(op.Cost)
@@ -97,7 +97,7 @@ func (m *meter) Apply(op sluice.Op) Decision {
 		// How far now is from the threshold, as an amount.
 		d.Margin = relative(mul(sub(ratInt(op.Now), fitReal), m.perNanos), m.limitF)
 	}
-	later := op.Verb == sluice.VerbReserve && op.At > max(fitAt, op.Now)
+	later := op.Verb == engine.VerbReserve && op.At > max(fitAt, op.Now)
 	if later {
 		// Booked no earlier than op.At: whether fitAt comes before it is
 		// a threshold too.
@@ -108,7 +108,7 @@ func (m *meter) Apply(op sluice.Op) Decision {
 	switch {
 	case conforms && op.Now >= fitAt:
 		d.Allowed = true
-	case op.Verb == sluice.VerbReserve:
+	case op.Verb == engine.VerbReserve:
 		if !later {
 			// Whether fitAt comes within MaxDelay is a threshold too.
 			d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.Now+op.MaxDelay), fitReal), m.perNanos), m.limitF))
@@ -119,11 +119,11 @@ func (m *meter) Apply(op sluice.Op) Decision {
 		} else {
 			d.RetryAfter = fitAt - op.MaxDelay - op.Now
 		}
-	case op.Verb != sluice.VerbFill:
+	case op.Verb != engine.VerbFill:
 		// A fill-up is recorded whatever it costs: it has nothing to retry.
 		d.RetryAfter = fitAt - op.Now
 	}
-	if op.Verb != sluice.VerbFill && !d.Allowed {
+	if op.Verb != engine.VerbFill && !d.Allowed {
 		d.Used = m.levelAt(m.last, m.level, op.Now)
 		d.ResetAfter = m.emptyAfter(m.last, m.level, op.Now)
 		if m.last <= op.Now {
@@ -141,7 +141,7 @@ func (m *meter) Apply(op sluice.Op) Decision {
 	if last == op.Now {
 		d.Margin = min(d.Margin, m.zeroMargin(filled))
 	}
-	if op.Verb != sluice.VerbCheck {
+	if op.Verb != engine.VerbCheck {
 		m.last, m.level = last, filled
 	}
 	return d
@@ -149,7 +149,7 @@ func (m *meter) Apply(op sluice.Op) Decision {
 
 // cancel gives a reservation's cost back if the point is still at its
 // instant and the instant is still to come.
-func (m *meter) cancel(op sluice.Op) Decision {
+func (m *meter) cancel(op engine.Op) Decision {
 	d := Decision{Margin: math.Inf(1), Drain: m.drain}
 	if op.Now < op.At && m.last == op.At {
 		d.Allowed = true

@@ -17,7 +17,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Model is the exact reference of one algorithm for one key.
@@ -27,13 +27,13 @@ type Model interface {
 	// says a decision records ([Records]): a fill-up, an admission, a
 	// booked reservation, a cancel that gave its cost back, a partial
 	// grant of more than zero.
-	Apply(op sluice.Op) Decision
+	Apply(op engine.Op) Decision
 	// Reset forgets the key.
 	Reset()
 	// Load replaces the key's state by the exact value of a production
 	// state, so that a comparison can follow the production code through a
 	// decision its float arithmetic was entitled to take either way.
-	Load(s sluice.State)
+	Load(s engine.State)
 }
 
 // Decision is an exact decision with what a comparison needs to judge a
@@ -74,20 +74,20 @@ type Decision struct {
 // as the Store contract defines it: a fill-up always; an admission, a
 // booked reservation and a cancel that gave its cost back when Allowed; a
 // partial grant when it granted more than zero; a check or a denial never.
-func Records(verb sluice.Verb, d Decision) bool {
+func Records(verb engine.Verb, d Decision) bool {
 	switch verb {
-	case sluice.VerbFill:
+	case engine.VerbFill:
 		return true
-	case sluice.VerbAllow, sluice.VerbReserve, sluice.VerbCancel:
+	case engine.VerbAllow, engine.VerbReserve, engine.VerbCancel:
 		return d.Allowed
-	case sluice.VerbAtMost:
+	case engine.VerbAtMost:
 		return d.Granted > 0
 	}
 	return false
 }
 
 // New returns a fresh model of the algorithm p describes. p must be valid.
-func New(p sluice.Params) (Model, error) {
+func New(p engine.Params) (Model, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -109,8 +109,8 @@ type key struct {
 	limit float64
 }
 
-func (k key) Apply(op sluice.Op) Decision {
-	if op.Verb == sluice.VerbAtMost {
+func (k key) Apply(op engine.Op) Decision {
+	if op.Verb == engine.VerbAtMost {
 		return k.atMost(op)
 	}
 	d := k.Model.Apply(op)
@@ -128,9 +128,9 @@ func (k key) Apply(op sluice.Op) Decision {
 // Granted is the amount admitted, and Allowed whether it is more than
 // zero; a decision that granted nothing records nothing, not even a whole
 // cost of zero.
-func (k key) atMost(op sluice.Op) Decision {
+func (k key) atMost(op engine.Op) Decision {
 	check := func(cost float64) Decision {
-		return k.Model.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: op.Now})
+		return k.Model.Apply(engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: op.Now})
 	}
 	margin := math.Inf(1)
 	if op.Cost <= k.limit {
@@ -139,7 +139,7 @@ func (k key) atMost(op sluice.Op) Decision {
 		if whole.Allowed {
 			d := whole
 			if op.Cost > 0 {
-				d = k.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: op.Cost, Now: op.Now})
+				d = k.Apply(engine.Op{Verb: engine.VerbAllow, Cost: op.Cost, Now: op.Now})
 			}
 			d.Granted, d.Margin = op.Cost, min(d.Margin, margin)
 			d.Allowed = op.Cost > 0 // a grant of nothing admits nothing
@@ -162,7 +162,7 @@ func (k key) atMost(op sluice.Op) Decision {
 	}
 	if lo >= 1 {
 		margin = min(margin, check(float64(lo)).Margin)
-		d := k.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: float64(lo), Now: op.Now})
+		d := k.Apply(engine.Op{Verb: engine.VerbAllow, Cost: float64(lo), Now: op.Now})
 		d.Granted, d.Margin = float64(lo), min(d.Margin, margin)
 		return d
 	}
@@ -171,22 +171,22 @@ func (k key) atMost(op sluice.Op) Decision {
 	return d
 }
 
-func newModel(p sluice.Params) (Model, error) {
+func newModel(p engine.Params) (Model, error) {
 	switch p.Kind {
-	case sluice.KindLeakyBucket:
+	case engine.KindLeakyBucket:
 		return newMeter(p), nil
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return newGCRA(p), nil
-	case sluice.KindTokenBucket:
+	case engine.KindTokenBucket:
 		if p.IntervalRefill {
 			return newRefill(p), nil
 		}
 		return newMeter(p), nil
-	case sluice.KindFixedWindow:
+	case engine.KindFixedWindow:
 		return newFixedWindow(p), nil
-	case sluice.KindSlidingLog:
+	case engine.KindSlidingLog:
 		return newSlidingLog(p), nil
-	case sluice.KindSlidingCounter:
+	case engine.KindSlidingCounter:
 		return newSlidingCounter(p), nil
 	}
 	return nil, fmt.Errorf("reference: no model of %v", p.Kind)
@@ -236,6 +236,6 @@ func relative(diff *big.Rat, scale float64) float64 {
 }
 
 // isFresh reports whether s is the zero State, a fresh key.
-func isFresh(s sluice.State) bool {
+func isFresh(s engine.State) bool {
 	return s.Time == 0 && s.A == 0 && s.B == 0 && len(s.Log) == 0
 }

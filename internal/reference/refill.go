@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // refill is the token bucket with interval refill, counting the tokens in
@@ -44,7 +44,7 @@ type refill struct {
 	last     int64
 }
 
-func newRefill(p sluice.Params) *refill {
+func newRefill(p engine.Params) *refill {
 	r := &refill{burst: rat(p.Limit), burstF: p.Limit, amount: rat(p.Amount), interval: p.Interval}
 	r.Reset()
 	return r
@@ -52,7 +52,7 @@ func newRefill(p sluice.Params) *refill {
 
 func (r *refill) Reset() { r.used, r.last = new(big.Rat), 0 }
 
-func (r *refill) Load(s sluice.State) { r.used, r.last = rat(s.A), s.Time }
+func (r *refill) Load(s engine.State) { r.used, r.last = rat(s.A), s.Time }
 
 // point returns the point (used, last) as seen at t, and the margin of
 // whether the refills due leave the bucket full: a float count within
@@ -112,9 +112,9 @@ func (r *refill) resetAfter(used *big.Rat, last, now int64) (int64, float64) {
 	return max(last+n*r.interval-now, 0), m
 }
 
-func (r *refill) Apply(op sluice.Op) Decision {
+func (r *refill) Apply(op engine.Op) Decision {
 	d := Decision{Margin: math.Inf(1)}
-	if op.Verb == sluice.VerbCancel {
+	if op.Verb == engine.VerbCancel {
 		if op.Now < op.At && r.last == op.At {
 			d.Allowed = true
 			left := sub(r.used, rat(op.Cost))
@@ -135,7 +135,7 @@ func (r *refill) Apply(op sluice.Op) Decision {
 	n, m := r.refillsTo(sub(add(used, c), r.burst))
 	d.Margin = min(margin, m)
 	fitAt := last + n*r.interval
-	later := op.Verb == sluice.VerbReserve && op.At > max(fitAt, op.Now)
+	later := op.Verb == engine.VerbReserve && op.At > max(fitAt, op.Now)
 	if later {
 		fitAt = op.At
 	}
@@ -143,10 +143,10 @@ func (r *refill) Apply(op sluice.Op) Decision {
 	switch {
 	case op.Now >= fitAt:
 		d.Allowed = true
-	case op.Verb == sluice.VerbReserve && fitAt-op.Now <= op.MaxDelay:
+	case op.Verb == engine.VerbReserve && fitAt-op.Now <= op.MaxDelay:
 		d.Allowed, d.Delay, d.At = true, fitAt-op.Now, fitAt
 		at = fitAt
-	case op.Verb == sluice.VerbReserve:
+	case op.Verb == engine.VerbReserve:
 		d.RetryAfter = fitAt - op.MaxDelay - op.Now
 	default:
 		d.RetryAfter = fitAt - op.Now
@@ -160,7 +160,7 @@ func (r *refill) Apply(op sluice.Op) Decision {
 			d.At = 0 // booked from a later instant: cannot be given back
 		}
 		used = add(used, c)
-		if op.Verb != sluice.VerbCheck {
+		if op.Verb != engine.VerbCheck {
 			r.used, r.last = used, last
 		}
 	}

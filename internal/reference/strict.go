@@ -6,7 +6,7 @@ import (
 	"math/big"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Strict is the exact model of an algorithm under a penalty
@@ -64,7 +64,7 @@ type StrictDecision struct {
 // NewStrict returns a fresh model of the algorithm p describes, with its
 // penalty and counted denials. p must be valid; without either option the
 // model decides as [New]'s.
-func NewStrict(p sluice.Params) (*Strict, error) {
+func NewStrict(p engine.Params) (*Strict, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -82,28 +82,28 @@ func (s *Strict) Reset() { s.inner.Reset(); s.until = 0 }
 
 // Load replaces the key's state by the exact value of a production state,
 // its block included.
-func (s *Strict) Load(st sluice.State) { s.inner.Load(st); s.until = st.Until }
+func (s *Strict) Load(st engine.State) { s.inner.Load(st); s.until = st.Until }
 
 // Until returns the end of the block the key's state holds, zero for none:
 // it may lie in the past, until a recorded decision writes the key back.
 func (s *Strict) Until() int64 { return s.until }
 
 // Apply runs op and returns its exact decision without the block.
-func (s *Strict) Apply(op sluice.Op) Decision { return s.Decide(op).Decision }
+func (s *Strict) Apply(op engine.Op) Decision { return s.Decide(op).Decision }
 
 // Decide runs op, which must be valid for the model's Params, and returns
 // its exact decision.
-func (s *Strict) Decide(op sluice.Op) StrictDecision {
+func (s *Strict) Decide(op engine.Op) StrictDecision {
 	now := op.Now
 	until := s.until
 	if until <= now {
 		until = 0 // the block, if any, has ended
 	}
 	var d StrictDecision
-	if op.Cost > s.limitF && (op.Verb == sluice.VerbAllow || op.Verb == sluice.VerbReserve) {
+	if op.Cost > s.limitF && (op.Verb == engine.VerbAllow || op.Verb == engine.VerbReserve) {
 		// Only a penalty lets a cost that never fits through: denied, the
 		// key as it stands, and blocked.
-		d.Decision = s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Now: now})
+		d.Decision = s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Now: now})
 		d.Allowed = false
 		if until == 0 {
 			until = now + s.penalty
@@ -113,13 +113,13 @@ func (s *Strict) Decide(op sluice.Op) StrictDecision {
 		return s.blocked(d.Decision, now, until)
 	}
 	switch op.Verb {
-	case sluice.VerbCheck:
+	case engine.VerbCheck:
 		if until == 0 {
 			d.Decision = s.inner.Apply(op)
 			return d
 		}
 		return s.blocked(s.held(op.Cost, now, until), now, until)
-	case sluice.VerbAtMost:
+	case engine.VerbAtMost:
 		if until == 0 {
 			d.Decision = s.inner.Apply(op)
 			s.recorded(op.Verb, d.Decision)
@@ -127,14 +127,14 @@ func (s *Strict) Decide(op sluice.Op) StrictDecision {
 		}
 		// Nothing fits: the decision on the least cost worth granting.
 		return s.blocked(s.held(min(op.Cost, 1), now, until), now, until)
-	case sluice.VerbCancel:
+	case engine.VerbCancel:
 		d.Decision = s.inner.Apply(op)
 		if until == 0 {
 			s.recorded(op.Verb, d.Decision)
 			return d
 		}
 		return s.blocked(d.Decision, now, until)
-	case sluice.VerbFill:
+	case engine.VerbFill:
 		d.Decision = s.inner.Apply(op) // recorded whatever it costs
 		switch {
 		case until != 0:
@@ -148,13 +148,13 @@ func (s *Strict) Decide(op sluice.Op) StrictDecision {
 		}
 		s.until = 0
 		return d
-	case sluice.VerbAllow:
+	case engine.VerbAllow:
 		if until != 0 {
 			d.Decision = s.held(op.Cost, now, until)
 		} else {
 			d.Decision = s.inner.Apply(op)
 		}
-	default: // sluice.VerbReserve
+	default: // engine.VerbReserve
 		kop := op
 		if until != 0 {
 			kop.At = max(op.At, until)
@@ -173,7 +173,7 @@ func (s *Strict) Decide(op sluice.Op) StrictDecision {
 
 // overflow finishes a denied Allow or reservation: the denial is counted,
 // and starts a block if none is in force.
-func (s *Strict) overflow(op sluice.Op, d Decision, until int64) StrictDecision {
+func (s *Strict) overflow(op engine.Op, d Decision, until int64) StrictDecision {
 	now := op.Now
 	if s.penalty > 0 && until == 0 {
 		until = now + s.penalty
@@ -189,13 +189,13 @@ func (s *Strict) overflow(op sluice.Op, d Decision, until int64) StrictDecision 
 	// (after the fill), the block's end, and a reservation's own earliest
 	// instant, less its MaxDelay.
 	fit := now
-	check := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: op.Cost, Now: now})
+	check := s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Cost: op.Cost, Now: now})
 	if !check.Allowed {
 		fit += check.RetryAfter
 	}
 	d.Margin, d.Drain = min(d.Margin, check.Margin), max(d.Drain, check.Drain)
 	at := max(fit, until)
-	if op.Verb == sluice.VerbReserve {
+	if op.Verb == engine.VerbReserve {
 		at = max(at, op.At) - op.MaxDelay
 	}
 	d.RetryAfter = at - now
@@ -212,7 +212,7 @@ func (s *Strict) overflow(op sluice.Op, d Decision, until int64) StrictDecision 
 // float within a few units in the last place of it that the algorithm
 // admits (the float nearest an exact room may lie a hair above it).
 func (s *Strict) fill(now int64, d Decision) Decision {
-	zero := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Now: now})
+	zero := s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Now: now})
 	used := zero.Used
 	if used.Cmp(s.limit) > 0 {
 		used = s.limit
@@ -226,7 +226,7 @@ func (s *Strict) fill(now int64, d Decision) Decision {
 	// changes a window's or a log's reset.
 	d.Margin = min(d.Margin, room/s.limitF)
 	fits := func(c float64) bool {
-		return c > 0 && c <= s.limitF && s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: c, Now: now}).Allowed
+		return c > 0 && c <= s.limitF && s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Cost: c, Now: now}).Allowed
 	}
 	c := room
 	for range 64 {
@@ -247,7 +247,7 @@ func (s *Strict) fill(now int64, d Decision) Decision {
 	}
 	// The fill lies on its threshold by design (the key ends full): its
 	// own margin says nothing of this decision's.
-	full := s.inner.Apply(sluice.Op{Verb: sluice.VerbAllow, Cost: c, Now: now})
+	full := s.inner.Apply(engine.Op{Verb: engine.VerbAllow, Cost: c, Now: now})
 	d.Used, d.ResetAfter = full.Used, full.ResetAfter
 	d.Drain = max(d.Drain, full.Drain)
 	return d
@@ -256,8 +256,8 @@ func (s *Strict) fill(now int64, d Decision) Decision {
 // held is the denial of a request of cost at now by the block ending at
 // until: nothing is recorded, so it describes the key as it stands.
 func (s *Strict) held(cost float64, now, until int64) Decision {
-	zero := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Now: now})
-	check := s.inner.Apply(sluice.Op{Verb: sluice.VerbCheck, Cost: cost, Now: now})
+	zero := s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Now: now})
+	check := s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: now})
 	fit := now
 	if !check.Allowed {
 		fit += check.RetryAfter
@@ -284,7 +284,7 @@ func (s *Strict) blocked(d Decision, now, until int64) StrictDecision {
 
 // recorded writes the key back without an ended block when decision d on
 // verb records.
-func (s *Strict) recorded(verb sluice.Verb, d Decision) {
+func (s *Strict) recorded(verb engine.Verb, d Decision) {
 	if Records(verb, d) {
 		s.until = 0
 	}
@@ -297,12 +297,12 @@ func (s *Strict) recorded(verb sluice.Verb, d Decision) {
 // refuse a fill-up: it is compared to the nanosecond on its own. A
 // reservation that both find in a block is compared as the algorithm
 // decided it: booked no earlier than the block's end.
-func CompareStrict(p sluice.Params, op sluice.Op, got sluice.Decision, want StrictDecision) (lenient bool, err error) {
+func CompareStrict(p engine.Params, op engine.Op, got engine.Decision, want StrictDecision) (lenient bool, err error) {
 	eff, g, w := op, got, want.Decision
-	if got.Blocked && want.Blocked && op.Verb == sluice.VerbReserve {
+	if got.Blocked && want.Blocked && op.Verb == engine.VerbReserve {
 		eff.At = max(op.At, want.Until)
 	}
-	if op.Verb == sluice.VerbFill {
+	if op.Verb == engine.VerbFill {
 		if got.Blocked {
 			g.RetryAfter = 0
 		}
@@ -314,7 +314,7 @@ func CompareStrict(p sluice.Params, op sluice.Op, got sluice.Decision, want Stri
 	switch {
 	case got.Blocked != want.Blocked:
 		return false, fmt.Errorf("Blocked = %v, want %v (block until %d)", got.Blocked, want.Blocked, want.Until)
-	case op.Verb == sluice.VerbFill && int64(got.RetryAfter) != want.RetryAfter:
+	case op.Verb == engine.VerbFill && int64(got.RetryAfter) != want.RetryAfter:
 		return false, fmt.Errorf("RetryAfter = %v of a fill-up, want %v", got.RetryAfter, time.Duration(want.RetryAfter))
 	}
 	return false, nil

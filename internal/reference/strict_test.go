@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/reference"
 )
 
@@ -17,24 +17,24 @@ func TestStrictModelGivesHandComputedDecisions(t *testing.T) {
 	const s = int64(time.Second)
 	t0 := 1000 * s
 	type step struct {
-		op                  sluice.Op // Now in ns after t0
+		op                  engine.Op // Now in ns after t0
 		allowed, blocked    bool
 		used                float64
 		retry, reset, delay int64
 	}
-	allow := func(c float64, at int64) sluice.Op { return sluice.Op{Verb: sluice.VerbAllow, Cost: c, Now: at} }
-	check := func(c float64, at int64) sluice.Op { return sluice.Op{Verb: sluice.VerbCheck, Cost: c, Now: at} }
-	gcra := sluice.Params{Kind: sluice.KindGCRA, Limit: 2, Interval: s}
+	allow := func(c float64, at int64) engine.Op { return engine.Op{Verb: engine.VerbAllow, Cost: c, Now: at} }
+	check := func(c float64, at int64) engine.Op { return engine.Op{Verb: engine.VerbCheck, Cost: c, Now: at} }
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: s}
 	penalized := gcra
 	penalized.Penalty = 30 * s
 	counted := gcra
 	counted.CountDenied = true
-	both := sluice.Params{Kind: sluice.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s, CountDenied: true}
-	leaky := sluice.Params{Kind: sluice.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, Penalty: 10 * s}
-	window := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 2.5, Interval: s, CountDenied: true}
+	both := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: s, Penalty: 60 * s, CountDenied: true}
+	leaky := engine.Params{Kind: engine.KindLeakyBucket, Limit: 4, Interval: s, Amount: 2, Penalty: 10 * s}
+	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 2.5, Interval: s, CountDenied: true}
 	tests := []struct {
 		name  string
-		p     sluice.Params
+		p     engine.Params
 		steps []step
 	}{
 		{"a penalty blocks from the overflow for its length, never extended", penalized, []step{
@@ -43,9 +43,9 @@ func TestStrictModelGivesHandComputedDecisions(t *testing.T) {
 			{op: allow(1, 0), blocked: true, used: 2, retry: 30 * s, reset: 30 * s},    // the overflow
 			{op: allow(1, 10*s), blocked: true, used: 0, retry: 20 * s, reset: 20 * s}, // drained, still blocked
 			{op: check(0, 10*s), blocked: true, used: 0, retry: 20 * s, reset: 20 * s}, // even a cost of nothing
-			{op: sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: 10 * s, MaxDelay: 19 * s}, // cannot wait for the end
+			{op: engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: 10 * s, MaxDelay: 19 * s}, // cannot wait for the end
 				blocked: true, used: 0, retry: s, reset: 20 * s},
-			{op: sluice.Op{Verb: sluice.VerbReserve, Cost: 1, Now: 10 * s, MaxDelay: 20 * s}, // booked at the end
+			{op: engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: 10 * s, MaxDelay: 20 * s}, // booked at the end
 				allowed: true, blocked: true, used: 21, delay: 20 * s, reset: 21 * s},
 			{op: allow(1, 30*s), allowed: true, used: 2, reset: 2 * s},                 // at the end: the algorithm decides
 			{op: allow(1, 30*s), blocked: true, used: 2, retry: 30 * s, reset: 30 * s}, // and a new overflow blocks again
@@ -64,10 +64,10 @@ func TestStrictModelGivesHandComputedDecisions(t *testing.T) {
 			{op: allow(5, 60*s), allowed: true, used: 5, reset: 5 * s},
 		}},
 		{"a fill-up past capacity starts a block; in it a fill-up records but does not fit", leaky, []step{
-			{op: sluice.Op{Verb: sluice.VerbFill, Cost: 5, Now: 0}, blocked: true, used: 4, retry: 10 * s, reset: 10 * s},
-			{op: sluice.Op{Verb: sluice.VerbFill, Cost: 1, Now: s}, blocked: true, used: 3, retry: 9 * s, reset: 9 * s},
-			{op: sluice.Op{Verb: sluice.VerbAtMost, Cost: 3, Now: s}, blocked: true, used: 3, retry: 9 * s, reset: 9 * s},
-			{op: sluice.Op{Verb: sluice.VerbAtMost, Cost: 3, Now: 10 * s}, allowed: true, used: 3, reset: 3 * s / 2},
+			{op: engine.Op{Verb: engine.VerbFill, Cost: 5, Now: 0}, blocked: true, used: 4, retry: 10 * s, reset: 10 * s},
+			{op: engine.Op{Verb: engine.VerbFill, Cost: 1, Now: s}, blocked: true, used: 3, retry: 9 * s, reset: 9 * s},
+			{op: engine.Op{Verb: engine.VerbAtMost, Cost: 3, Now: s}, blocked: true, used: 3, retry: 9 * s, reset: 9 * s},
+			{op: engine.Op{Verb: engine.VerbAtMost, Cost: 3, Now: 10 * s}, allowed: true, used: 3, reset: 3 * s / 2},
 		}},
 		{"a counted denial fills what room a window has left", window, []step{
 			{op: allow(2, 0), allowed: true, used: 2, reset: s},
@@ -102,40 +102,40 @@ func TestStrictModelGivesHandComputedDecisions(t *testing.T) {
 func TestStrictModelKeepsABlockUntilARecordedDecisionEndsIt(t *testing.T) {
 	const s = int64(time.Second)
 	t0 := 1000 * s
-	p := sluice.Params{Kind: sluice.KindFixedWindow, Limit: 1, Interval: s, Penalty: 5 * s}
+	p := engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: s, Penalty: 5 * s}
 	m, err := reference.NewStrict(p)
 	require.NoError(t, err)
-	require.True(t, m.Decide(sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: t0}).Allowed)
-	require.True(t, m.Decide(sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: t0}).Blocked)
+	require.True(t, m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: t0}).Allowed)
+	require.True(t, m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: t0}).Blocked)
 	require.Equal(t, t0+5*s, m.Until())
 
-	d := m.Decide(sluice.Op{Verb: sluice.VerbCheck, Cost: 1, Now: t0 + 6*s})
+	d := m.Decide(engine.Op{Verb: engine.VerbCheck, Cost: 1, Now: t0 + 6*s})
 	require.True(t, d.Allowed, "the block has ended")
 	require.False(t, d.Blocked)
-	d = m.Decide(sluice.Op{Verb: sluice.VerbCheck, Cost: 1, Now: t0 + 4*s})
+	d = m.Decide(engine.Op{Verb: engine.VerbCheck, Cost: 1, Now: t0 + 4*s})
 	require.True(t, d.Blocked, "a check recorded nothing: the clock stepped back into the block")
 	require.Equal(t, s, d.RetryAfter)
 
-	require.True(t, m.Decide(sluice.Op{Verb: sluice.VerbAllow, Cost: 1, Now: t0 + 6*s}).Allowed)
+	require.True(t, m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: t0 + 6*s}).Allowed)
 	require.Zero(t, m.Until(), "an admission after the block writes the key back without it")
-	d = m.Decide(sluice.Op{Verb: sluice.VerbAllow, Cost: 0, Now: t0 + 4*s})
+	d = m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: 0, Now: t0 + 4*s})
 	require.False(t, d.Blocked)
 }
 
 func TestStrictModelWithoutOptionsIsTheAlgorithm(t *testing.T) {
 	const s = int64(time.Second)
-	p := sluice.Params{Kind: sluice.KindTokenBucket, Limit: 3, Interval: s, Amount: 1}
+	p := engine.Params{Kind: engine.KindTokenBucket, Limit: 3, Interval: s, Amount: 1}
 	strict, err := reference.NewStrict(p)
 	require.NoError(t, err)
 	plain, err := reference.New(p)
 	require.NoError(t, err)
-	for i, op := range []sluice.Op{
-		{Verb: sluice.VerbAllow, Cost: 3, Now: 10 * s},
-		{Verb: sluice.VerbAllow, Cost: 1, Now: 10 * s},
-		{Verb: sluice.VerbReserve, Cost: 1, Now: 10 * s, MaxDelay: 2 * s},
-		{Verb: sluice.VerbCancel, Cost: 1, Now: 10 * s, At: 11 * s},
-		{Verb: sluice.VerbAtMost, Cost: 5, Now: 12 * s},
-		{Verb: sluice.VerbCheck, Cost: 2, Now: 12 * s},
+	for i, op := range []engine.Op{
+		{Verb: engine.VerbAllow, Cost: 3, Now: 10 * s},
+		{Verb: engine.VerbAllow, Cost: 1, Now: 10 * s},
+		{Verb: engine.VerbReserve, Cost: 1, Now: 10 * s, MaxDelay: 2 * s},
+		{Verb: engine.VerbCancel, Cost: 1, Now: 10 * s, At: 11 * s},
+		{Verb: engine.VerbAtMost, Cost: 5, Now: 12 * s},
+		{Verb: engine.VerbCheck, Cost: 2, Now: 12 * s},
 	} {
 		got, want := strict.Decide(op), plain.Apply(op)
 		require.False(t, got.Blocked)

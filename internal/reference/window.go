@@ -3,7 +3,7 @@ package reference
 import (
 	"math/big"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // fixedWindow counts cost per window of length Interval: aligned windows
@@ -20,7 +20,7 @@ type fixedWindow struct {
 	start    int64
 }
 
-func newFixedWindow(p sluice.Params) *fixedWindow {
+func newFixedWindow(p engine.Params) *fixedWindow {
 	f := &fixedWindow{limit: rat(p.Limit), limitF: p.Limit, window: p.Interval, anchored: p.Anchored}
 	f.Reset()
 	return f
@@ -28,9 +28,9 @@ func newFixedWindow(p sluice.Params) *fixedWindow {
 
 func (f *fixedWindow) Reset() { f.count, f.start = new(big.Rat), 0 }
 
-func (f *fixedWindow) Load(s sluice.State) { f.count, f.start = rat(s.A), s.Time }
+func (f *fixedWindow) Load(s engine.State) { f.count, f.start = rat(s.A), s.Time }
 
-func (f *fixedWindow) Apply(op sluice.Op) Decision {
+func (f *fixedWindow) Apply(op engine.Op) Decision {
 	count, start := f.count, f.start
 	if count.Sign() == 0 || (op.Now-start) >= f.window {
 		count, start = new(big.Rat), op.Now
@@ -49,7 +49,7 @@ func (f *fixedWindow) Apply(op sluice.Op) Decision {
 	if d.Used.Sign() > 0 {
 		d.ResetAfter = end - op.Now
 	}
-	if op.Verb == sluice.VerbAllow && d.Allowed {
+	if op.Verb == engine.VerbAllow && d.Allowed {
 		f.count, f.start = d.Used, start
 	}
 	return d
@@ -75,7 +75,7 @@ type slidingCounter struct {
 	start  int64 // meaningful only while cur or prev is positive
 }
 
-func newSlidingCounter(p sluice.Params) *slidingCounter {
+func newSlidingCounter(p engine.Params) *slidingCounter {
 	s := &slidingCounter{limit: rat(p.Limit), limitF: p.Limit, window: p.Interval}
 	s.Reset()
 	return s
@@ -83,11 +83,11 @@ func newSlidingCounter(p sluice.Params) *slidingCounter {
 
 func (s *slidingCounter) Reset() { s.cur, s.prev, s.start = new(big.Rat), new(big.Rat), 0 }
 
-func (s *slidingCounter) Load(st sluice.State) {
+func (s *slidingCounter) Load(st engine.State) {
 	s.cur, s.prev, s.start = rat(st.A), rat(st.B), st.Time
 }
 
-func (s *slidingCounter) Apply(op sluice.Op) Decision {
+func (s *slidingCounter) Apply(op engine.Op) Decision {
 	cur, prev, start := s.cur, s.prev, s.start
 	switch {
 	case cur.Sign() == 0 && prev.Sign() == 0, op.Now-start >= 2*s.window:
@@ -129,7 +129,7 @@ func (s *slidingCounter) Apply(op sluice.Op) Decision {
 	case prev.Sign() > 0:
 		d.ResetAfter = max(start+s.window-op.Now, 0)
 	}
-	if op.Verb == sluice.VerbAllow && d.Allowed {
+	if op.Verb == engine.VerbAllow && d.Allowed {
 		s.cur, s.prev, s.start = next, prev, start
 	}
 	return d

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Run measures Wait on one hot key of st: 1, 16 and 64 goroutines each
@@ -80,7 +81,7 @@ type counting struct {
 	calls atomic.Int64
 }
 
-func (c *counting) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (c *counting) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	c.calls.Add(1)
 	return c.Store.Apply(ctx, key, p, op)
 }

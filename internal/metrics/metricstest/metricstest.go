@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // DecisionTime is how long each decision of limiter "api" takes on the
@@ -38,7 +39,7 @@ func Run(t testing.TB, o sluice.Observer) {
 	require.NoError(t, err)
 	closed := sluice.NewMemStore(sluice.MemStoreConfig{})
 	require.NoError(t, closed.Close())
-	broken, err := sluice.NewTokenBucket(sluice.PerSecond(1), sluice.WithName("broken"), sluice.WithObserver(o),
+	broken, err := sluice.NewTokenBucket(sluice.PerSecond(1), 1, sluice.WithName("broken"), sluice.WithObserver(o),
 		sluice.WithClock(mock), sluice.WithStore(closed))
 	require.NoError(t, err)
 
@@ -64,7 +65,7 @@ type slowStore struct {
 	mock *clock.Mock
 }
 
-func (s slowStore) Apply(ctx context.Context, key string, p *sluice.Params, op sluice.Op) (sluice.Decision, error) {
+func (s slowStore) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	s.mock.Add(DecisionTime)
 	return s.MemStore.Apply(ctx, key, p, op)
 }

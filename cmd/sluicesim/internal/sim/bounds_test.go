@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/simclock"
 )
@@ -51,9 +52,9 @@ func replay(t *testing.T, r Run) map[string]*guarantees.Key {
 			k = guarantees.NewKey(r.Params)
 			keys[d.Key] = k
 		}
-		want, err := k.Apply(sluice.VerbAllow, Epoch.UnixNano()+int64(d.Request.At), d.Cost)
+		want, err := k.Apply(engine.VerbAllow, Epoch.UnixNano()+int64(d.Request.At), d.Cost)
 		require.NoError(t, err)
-		require.Equal(t, want, d.Decision, "request %d at %v on %q", i, d.Request.At, d.Key)
+		require.Equal(t, sluice.Decision(want), d.Decision, "request %d at %v on %q", i, d.Request.At, d.Key)
 	}
 	return keys
 }

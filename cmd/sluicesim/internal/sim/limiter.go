@@ -9,14 +9,6 @@ import (
 	"github.com/sluice-go/sluice"
 )
 
-// Limiter is what the simulator needs of a sluice limiter: every one of
-// the core's limiter types is one.
-type Limiter interface {
-	sluice.Limiter
-	Params() sluice.Params
-	Close() error
-}
-
 // LimiterSpec is a limiter described in the words of its constructor:
 //
 //	leakybucket capacity=10 leak=5/s      sluice.NewLeakyBucket(10, sluice.PerSecond(5))
@@ -32,18 +24,18 @@ type LimiterSpec struct {
 	// Name labels the limiter's figures and its row of the summary.
 	Name string
 	// build makes the limiter with the given options (a clock).
-	build func(opts ...sluice.Option) (Limiter, error)
+	build func(opts ...sluice.Option) (*sluice.Limiter, error)
 }
 
 // algorithm describes one constructor: its parameters, for error messages,
 // and how to build it from a spec.
 type algorithm struct {
 	params string
-	build  func(s *spec) (func(opts ...sluice.Option) (Limiter, error), error)
+	build  func(s *spec) (func(opts ...sluice.Option) (*sluice.Limiter, error), error)
 }
 
 var algorithms = map[string]algorithm{
-	"leakybucket": {"capacity=, leak= (or rate=), name=", func(s *spec) (func(...sluice.Option) (Limiter, error), error) {
+	"leakybucket": {"capacity=, leak= (or rate=), name=", func(s *spec) (func(...sluice.Option) (*sluice.Limiter, error), error) {
 		capacity, err := s.mustNumber("capacity", "10")
 		if err != nil {
 			return nil, err
@@ -59,9 +51,11 @@ var algorithms = map[string]algorithm{
 		if err != nil {
 			return nil, err
 		}
-		return func(opts ...sluice.Option) (Limiter, error) { return sluice.NewLeakyBucket(capacity, leak, opts...) }, nil
+		return func(opts ...sluice.Option) (*sluice.Limiter, error) {
+			return sluice.NewLeakyBucket(capacity, leak, opts...)
+		}, nil
 	}},
-	"gcra": {"rate=, burst=, name=", func(s *spec) (func(...sluice.Option) (Limiter, error), error) {
+	"gcra": {"rate=, burst=, name=", func(s *spec) (func(...sluice.Option) (*sluice.Limiter, error), error) {
 		rate, err := s.rate("rate")
 		if err != nil {
 			return nil, err
@@ -70,20 +64,19 @@ var algorithms = map[string]algorithm{
 		if err != nil {
 			return nil, err
 		}
-		return func(opts ...sluice.Option) (Limiter, error) { return sluice.NewGCRA(rate, burst, opts...) }, nil
+		return func(opts ...sluice.Option) (*sluice.Limiter, error) { return sluice.NewGCRA(rate, burst, opts...) }, nil
 	}},
-	"tokenbucket": {"rate=, burst=, intervalrefill, name=", func(s *spec) (func(...sluice.Option) (Limiter, error), error) {
+	"tokenbucket": {"rate=, burst=, intervalrefill, name=", func(s *spec) (func(...sluice.Option) (*sluice.Limiter, error), error) {
 		rate, err := s.rate("rate")
 		if err != nil {
 			return nil, err
 		}
 		var extra []sluice.Option
+		burst := rate.Amount
 		if s.has("burst") {
-			burst, err := s.number("burst", 0)
-			if err != nil {
+			if burst, err = s.number("burst", 0); err != nil {
 				return nil, err
 			}
-			extra = append(extra, sluice.WithBurst(burst))
 		}
 		refill, err := s.flag("intervalrefill")
 		if err != nil {
@@ -92,11 +85,11 @@ var algorithms = map[string]algorithm{
 		if refill {
 			extra = append(extra, sluice.WithIntervalRefill())
 		}
-		return func(opts ...sluice.Option) (Limiter, error) {
-			return sluice.NewTokenBucket(rate, append(extra, opts...)...)
+		return func(opts ...sluice.Option) (*sluice.Limiter, error) {
+			return sluice.NewTokenBucket(rate, burst, append(extra, opts...)...)
 		}, nil
 	}},
-	"fixedwindow": {"limit=, window=, anchored, name=", func(s *spec) (func(...sluice.Option) (Limiter, error), error) {
+	"fixedwindow": {"limit=, window=, anchored, name=", func(s *spec) (func(...sluice.Option) (*sluice.Limiter, error), error) {
 		limit, window, err := limitWindow(s)
 		if err != nil {
 			return nil, err
@@ -109,11 +102,11 @@ var algorithms = map[string]algorithm{
 		if anchored {
 			extra = append(extra, sluice.WithAnchoredWindows())
 		}
-		return func(opts ...sluice.Option) (Limiter, error) {
+		return func(opts ...sluice.Option) (*sluice.Limiter, error) {
 			return sluice.NewFixedWindow(limit, window, append(extra, opts...)...)
 		}, nil
 	}},
-	"slidinglog": {"limit=, window=, maxentries=, name=", func(s *spec) (func(...sluice.Option) (Limiter, error), error) {
+	"slidinglog": {"limit=, window=, maxentries=, name=", func(s *spec) (func(...sluice.Option) (*sluice.Limiter, error), error) {
 		limit, window, err := limitWindow(s)
 		if err != nil {
 			return nil, err
@@ -126,16 +119,18 @@ var algorithms = map[string]algorithm{
 			}
 			extra = append(extra, sluice.WithMaxEntries(n))
 		}
-		return func(opts ...sluice.Option) (Limiter, error) {
+		return func(opts ...sluice.Option) (*sluice.Limiter, error) {
 			return sluice.NewSlidingLog(limit, window, append(extra, opts...)...)
 		}, nil
 	}},
-	"slidingcounter": {"limit=, window=, name=", func(s *spec) (func(...sluice.Option) (Limiter, error), error) {
+	"slidingcounter": {"limit=, window=, name=", func(s *spec) (func(...sluice.Option) (*sluice.Limiter, error), error) {
 		limit, window, err := limitWindow(s)
 		if err != nil {
 			return nil, err
 		}
-		return func(opts ...sluice.Option) (Limiter, error) { return sluice.NewSlidingCounter(limit, window, opts...) }, nil
+		return func(opts ...sluice.Option) (*sluice.Limiter, error) {
+			return sluice.NewSlidingCounter(limit, window, opts...)
+		}, nil
 	}},
 }
 
@@ -190,7 +185,7 @@ func ParseLimiter(text string) (LimiterSpec, error) {
 }
 
 // New builds the limiter on clock c.
-func (ls LimiterSpec) New(c sluice.Clock) (Limiter, error) {
+func (ls LimiterSpec) New(c sluice.Clock) (*sluice.Limiter, error) {
 	if ls.build == nil {
 		return nil, fmt.Errorf("limiter %q was not made by ParseLimiter", ls.Name)
 	}

@@ -8,18 +8,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 func TestParseLimiterBuildsWhatTheConstructorBuilds(t *testing.T) {
-	params := func(l interface{ Params() sluice.Params }, err error) sluice.Params {
+	params := func(l *sluice.Limiter, err error) engine.Params {
 		require.NoError(t, err)
 		return l.Params()
 	}
 	tests := map[string]struct {
 		spec string
 		name string
-		want sluice.Params
+		want engine.Params
 	}{
 		"gcra": {"gcra rate=10/s burst=5", "gcra rate=10/s burst=5",
 			params(sluice.NewGCRA(sluice.PerSecond(10), 5))},
@@ -30,13 +31,13 @@ func TestParseLimiterBuildsWhatTheConstructorBuilds(t *testing.T) {
 		"leaky bucket with rate for leak": {"leakybucket capacity=5 rate=5/s", "leakybucket capacity=5 rate=5/s",
 			params(sluice.NewLeakyBucket(5, sluice.PerSecond(5)))},
 		"token bucket": {"token_bucket rate=10/s", "token_bucket rate=10/s",
-			params(sluice.NewTokenBucket(sluice.PerSecond(10)))},
+			params(sluice.NewTokenBucket(sluice.PerSecond(10), 10))},
 		"token bucket with burst and interval refill": {"tokenbucket intervalrefill rate=3/500ms burst=20", "tokenbucket intervalrefill rate=3/500ms burst=20",
-			params(sluice.NewTokenBucket(sluice.Per(3, 500*time.Millisecond), sluice.WithBurst(20), sluice.WithIntervalRefill()))},
+			params(sluice.NewTokenBucket(sluice.Per(3, 500*time.Millisecond), 20, sluice.WithIntervalRefill()))},
 		"fixed window, anchored": {"fixedwindow limit=10 window=1s anchored", "fixedwindow limit=10 window=1s anchored",
 			params(sluice.NewFixedWindow(10, time.Second, sluice.WithAnchoredWindows()))},
 		"a flag written =false is off": {"tokenbucket rate=10/s intervalrefill=false", "tokenbucket rate=10/s intervalrefill=false",
-			params(sluice.NewTokenBucket(sluice.PerSecond(10)))},
+			params(sluice.NewTokenBucket(sluice.PerSecond(10), 10))},
 		"a flag may be written =true": {"fixedwindow limit=10 window=1m anchored=true", "fixedwindow limit=10 window=1m anchored=true",
 			params(sluice.NewFixedWindow(10, time.Minute, sluice.WithAnchoredWindows()))},
 		"sliding log": {"slidinglog limit=3 window=250ms maxentries=2", "slidinglog limit=3 window=250ms maxentries=2",

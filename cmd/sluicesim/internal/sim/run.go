@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 	"github.com/sluice-go/sluice/internal/simclock"
 )
@@ -34,7 +35,7 @@ type Run struct {
 	// Name is the limiter's label.
 	Name string
 	// Params are the limiter's, as its constructor built them.
-	Params sluice.Params
+	Params engine.Params
 	// Summary is what it admitted.
 	Summary Summary
 	// Series is what the figures draw.
@@ -72,7 +73,7 @@ func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	params := make([]sluice.Params, len(c.Limiters))
+	params := make([]engine.Params, len(c.Limiters))
 	for i, ls := range c.Limiters {
 		l, err := ls.New(simclock.New(Epoch))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Series is what a limiter's figure draws.
@@ -48,7 +49,7 @@ type sheet struct {
 	denials     thinned // its denials
 }
 
-func newSheet(c *Config, p sluice.Params) *sheet {
+func newSheet(c *Config, p engine.Params) *sheet {
 	n := int((c.Duration + c.Bin - 1) / c.Bin)
 	sh := &sheet{
 		Series: Series{
@@ -62,7 +63,7 @@ func newSheet(c *Config, p sluice.Params) *sheet {
 		denials:     thinned{stride: 1, max: maxDenialMarks},
 	}
 	sh.StateName = stateName(p)
-	if p.Kind == sluice.KindTokenBucket {
+	if p.Kind == engine.KindTokenBucket {
 		sh.stateOf = func(d sluice.Decision) float64 { return d.Remaining }
 	}
 	return sh
@@ -70,19 +71,19 @@ func newSheet(c *Config, p sluice.Params) *sheet {
 
 // stateName says what a limiter's state line shows, read through the
 // public API: a decision's Used (Remaining for the token bucket).
-func stateName(p sluice.Params) string {
+func stateName(p engine.Params) string {
 	switch p.Kind {
-	case sluice.KindLeakyBucket:
+	case engine.KindLeakyBucket:
 		return "bucket level"
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return fmt.Sprintf("TAT − now, in emission intervals of %v", time.Duration(p.Interval))
-	case sluice.KindTokenBucket:
+	case engine.KindTokenBucket:
 		return "tokens in the bucket"
-	case sluice.KindFixedWindow:
+	case engine.KindFixedWindow:
 		return "count in the current window"
-	case sluice.KindSlidingLog:
+	case engine.KindSlidingLog:
 		return fmt.Sprintf("count in the last %v", time.Duration(p.Interval))
-	case sluice.KindSlidingCounter:
+	case engine.KindSlidingCounter:
 		return fmt.Sprintf("weighted count of the last %v", time.Duration(p.Interval))
 	}
 	return "used"

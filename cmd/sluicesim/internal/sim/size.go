@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // DefaultMaxRequests is the most requests a simulation offers a limiter
@@ -23,7 +23,7 @@ const bytesPerRequest = 100
 
 // checkSize refuses, before any work, a simulation that would offer a
 // limiter of params more than most requests: memory grows with them.
-func (c *Config) checkSize(params []sluice.Params, most int64) error {
+func (c *Config) checkSize(params []engine.Params, most int64) error {
 	var worst, biggest float64
 	var culprit TrafficSpec
 	for _, p := range params {
@@ -62,7 +62,7 @@ var shrink = map[string]string{
 
 // expected returns about how many requests ts offers in a run of length d
 // against a limiter of p, in floating point so that no spec overflows it.
-func (ts TrafficSpec) expected(d time.Duration, p sluice.Params) float64 {
+func (ts TrafficSpec) expected(d time.Duration, p engine.Params) float64 {
 	if ts.pattern == "csv" {
 		return float64(sort.Search(len(ts.rows), func(i int) bool { return ts.rows[i].At >= d }))
 	}
@@ -89,11 +89,11 @@ func (ts TrafficSpec) expected(d time.Duration, p sluice.Params) float64 {
 
 // perNanosecond returns the long-run rate of a limiter of p, in cost per
 // nanosecond.
-func perNanosecond(p sluice.Params) float64 {
+func perNanosecond(p engine.Params) float64 {
 	switch p.Kind {
-	case sluice.KindLeakyBucket, sluice.KindTokenBucket:
+	case engine.KindLeakyBucket, engine.KindTokenBucket:
 		return p.Amount / float64(p.Interval)
-	case sluice.KindGCRA:
+	case engine.KindGCRA:
 		return 1 / float64(p.Interval)
 	}
 	return p.Limit / float64(p.Interval)

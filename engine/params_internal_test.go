@@ -1,4 +1,4 @@
-package sluice
+package engine
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 )
 
 // TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks pins the inlined
-// shortcut of checkOp: on the edges of every check, an Allow or Check is
+// shortcut of Check: on the edges of every check, an Allow or Check is
 // usual iff the full checks accept it, and no fill-up is usual.
 func TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks(t *testing.T) {
 	p := Params{Kind: KindGCRA, Limit: 5, Interval: 1e8}
@@ -28,7 +28,7 @@ func TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks(t *testing.T) {
 				}
 				accepted := err == nil && (verb == VerbAllow || verb == VerbCheck)
 				require.Equal(t, accepted, p.usual(op.Verb, op.Cost, op.Now), "%+v", op)
-				require.Equal(t, err, p.checkOp(op), "%+v", op)
+				require.Equal(t, err, p.Check(op), "%+v", op)
 			}
 		}
 	}

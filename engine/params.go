@@ -1,4 +1,4 @@
-package sluice
+package engine
 
 import (
 	"errors"
@@ -88,6 +88,8 @@ const (
 	tolerance = arith.Tolerance
 	// maxLogEntries bounds MaxEntries.
 	maxLogEntries = 1 << 20
+	// maxTime is the latest time the algorithms accept, 2^62 ns.
+	maxTime = arith.MaxTime
 )
 
 // String formats p for logs.
@@ -153,11 +155,18 @@ func (p *Params) invalid(why string) error {
 	return fmt.Errorf("%w: %v: %s", ErrInvalidConfig, p.Kind, why)
 }
 
-// checkOp validates an operation against p, as Step does.
-func (p *Params) checkOp(op Op) error {
+// Check reports whether op can run under p, as Step checks it: op.Now
+// with [CheckTime], the rest with [Params.CheckOp]. The usual request (an
+// Allow or a check of a cost that fits, at a time in range) costs four
+// comparisons, inlined at the caller.
+func (p *Params) Check(op Op) error {
 	if p.usual(op.Verb, op.Cost, op.Now) {
 		return nil
 	}
+	return p.check(op)
+}
+
+func (p *Params) check(op Op) error {
 	if err := CheckTime(op.Now); err != nil {
 		return err
 	}
@@ -165,12 +174,9 @@ func (p *Params) checkOp(op Op) error {
 }
 
 // usual reports whether an op of verb, cost and now is the common request
-// that checkOp accepts: an Allow or Check of a cost that fits, at a time in
-// range. It is small enough to be inlined, so that the common request is
-// checked in four comparisons; p.Limit is finite, so the bounds also rule
-// out NaN and infinite costs. It takes the op's fields rather than the Op,
-// which an inlined call would copy whole, in 16-byte moves that stall on
-// the 8-byte fields the caller has just stored.
+// that Check accepts: an Allow or Check of a cost that fits, at a time in
+// range. p.Limit is finite, so the bounds also rule out NaN and infinite
+// costs.
 func (p *Params) usual(verb Verb, cost float64, now int64) bool {
 	return verb-VerbAllow <= VerbCheck-VerbAllow && cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime
 }
@@ -274,25 +280,24 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 	if err := p.Validate(); err != nil {
 		return s, Decision{}, err
 	}
-	err := p.checkOp(op)
+	err := p.Check(op)
 	if err != nil && !p.Overflows(op, err) {
 		return s, Decision{Limit: p.Limit}, err
 	}
 	var d Decision
-	p.step(&s, op, &d)
+	p.Decide(&s, op, &d)
 	return s, d, err
 }
 
-// step runs the algorithm on validated params and op. A state that is
-// fresh again comes back as the zero State, so that keeping it and
-// forgetting the key are the same, even for a clock that later steps back.
-//
-// The step functions update *s only when the request is recorded, and
-// fill in *d, which must be zero; pointers rather than values keep the hot
-// path free of copies.
-func (p *Params) step(s *State, op Op, d *Decision) {
-	// Small enough to be inlined: the common decision makes one call, to
-	// decideKind, as it did before penalties and partial grants.
+// Decide is Step in place, for a store that keeps State in its own
+// memory: for p that Validate accepted and op that Check accepted (or that
+// Overflows), it updates *s when the decision records (see
+// [Params.Records]) and writes the decision into *d, which must be zero.
+// A state that is fresh again becomes the zero State, so that keeping it
+// and forgetting the key are the same, even for a clock that later steps
+// back.
+func (p *Params) Decide(s *State, op Op, d *Decision) {
+	// Small enough to be inlined: the common decision makes one call.
 	if op.Verb == VerbAtMost || p.Penalty > 0 || p.CountDenied {
 		p.stepSpecial(s, op, d)
 		return
@@ -340,19 +345,17 @@ func (p *Params) decideKind(s *State, op Op, d *Decision) {
 	default:
 		p.stepSlidingCounter(s, op, d)
 	}
-	if d.ResetAfter == 0 && p.records(op.Verb, d) {
+	if d.ResetAfter == 0 && p.Records(op.Verb, d) {
 		*s = State{}
 	}
 }
 
-// Records reports whether a decision d on op changed the key's state, so
-// that a store writes the state back: a fill-up always does; an
+// Records reports whether a decision *d on an op of verb changed the key's
+// state, so that a store writes the state back: a fill-up always does; an
 // admission, a booked reservation, a cancel that gave its cost back and a
 // partial grant of something do; so does a denied Allow or reservation
 // under a penalty or with denials counted; a check never does.
-func (p *Params) Records(verb Verb, d Decision) bool { return p.records(verb, &d) }
-
-func (p *Params) records(verb Verb, d *Decision) bool {
+func (p *Params) Records(verb Verb, d *Decision) bool {
 	switch verb {
 	case VerbFill:
 		return true

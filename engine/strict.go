@@ -1,4 +1,4 @@
-package sluice
+package engine
 
 import (
 	"time"
@@ -81,7 +81,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 		// No store forgets a key before its block ends.
 		d.ResetAfter = max(d.ResetAfter, time.Duration(until-op.Now))
 	}
-	if p.records(op.Verb, d) {
+	if p.Records(op.Verb, d) {
 		s.Until = until
 	} else {
 		s.Until = kept.Until // recording nothing, a step changes nothing

@@ -1,7 +1,6 @@
-package sluice
+package engine
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -14,22 +13,6 @@ type GroupOp struct {
 	Key    string
 	Params *Params
 	Op     Op
-}
-
-// A GroupStore decides several limits as one, atomically: a [Store] that
-// implements it runs [DecideGroup] on the states of every key of the group
-// while no other decision can change them, and writes back the states
-// the decision changed. The in-memory store locks the shards involved in a
-// fixed order; the Redis store runs one script over every key (in one
-// slot of a Cluster); the PostgreSQL store runs one transaction that locks
-// the rows in key order. A store that cannot decide a group atomically
-// does not implement it, and groups over it are refused with
-// [ErrUnsupported]: never decided one key at a time.
-type GroupStore interface {
-	Store
-	// ApplyGroup decides ops as one and fills each[i] with the decision
-	// on ops[i]; it returns the group's decision. len(each) == len(ops).
-	ApplyGroup(ctx context.Context, ops []GroupOp, each []Decision) (Decision, error)
 }
 
 // MaxGroup bounds the limits of one group decision.
@@ -70,26 +53,6 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 		}
 		for _, h := range ops[:i] {
 			if h.Key == g.Key {
-				return fmt.Errorf("%w: key %q appears twice in one group", ErrInvalidKey, g.Key)
-			}
-		}
-	}
-	return nil
-}
-
-// checkGroupOps is CheckGroup for the ops of a Group, whose Params its
-// limiters validated and whose ops share their verb, time and delay by
-// construction: each op's cost (and delay or instant), and distinct keys.
-func checkGroupOps(ops []GroupOp) error {
-	for i := range ops {
-		g := &ops[i]
-		if !g.Params.usual(g.Op.Verb, g.Op.Cost, g.Op.Now) {
-			if err := g.Params.checkOp(g.Op); err != nil {
-				return err
-			}
-		}
-		for j := range i {
-			if ops[j].Key == g.Key {
 				return fmt.Errorf("%w: key %q appears twice in one group", ErrInvalidKey, g.Key)
 			}
 		}
@@ -194,13 +157,14 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 // combined returns the group's decision from each limit's.
 func combined(each []Decision, op Op) Decision {
 	var d Decision
-	combine(each, op, &d)
+	Combine(each, op, &d)
 	return d
 }
 
-// combine sets *d to the group's decision from each limit's, in place
-// (see limiter.do).
-func combine(each []Decision, op Op, d *Decision) {
+// Combine sets *d, which is zero, to the group's decision from each
+// limit's decision, as DecideGroup does: for a store that decides a group
+// its own way (in one pass, say) and reports it as DecideGroup would.
+func Combine(each []Decision, op Op, d *Decision) {
 	best := -1
 	allowed, blocked := true, false
 	var retry, delay time.Duration

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"strconv"
+	"time"
+)
+
+// Verb says what a decision does to the key's state.
+type Verb uint8
+
+const (
+	// VerbAllow admits the cost if it fits now and records it; a denied
+	// request records nothing.
+	VerbAllow Verb = iota + 1
+	// VerbCheck decides as VerbAllow would and records nothing.
+	VerbCheck
+	// VerbFill records the cost unconditionally, clamping at the limit. Only
+	// the leaky bucket supports it (Fillup).
+	VerbFill
+	// VerbReserve books the earliest instant at which the cost conforms,
+	// if it is at most Op.MaxDelay from now, and records the cost as if
+	// admitted at that instant. With MaxDelay 0 it is VerbAllow. The GCRA,
+	// the leaky bucket and the token bucket support it (see reserve.go).
+	VerbReserve
+	// VerbCancel gives back a reservation that has not reached its instant,
+	// Op.At, when nothing was booked after it on the key.
+	VerbCancel
+	// VerbAtMost admits the whole cost if it fits, and otherwise the most
+	// whole units of it that fit (a partial grant); Decision.Granted says
+	// how much.
+	VerbAtMost
+)
+
+// String returns the verb's name as used in error messages.
+func (v Verb) String() string {
+	switch v {
+	case VerbAllow:
+		return "allow"
+	case VerbCheck:
+		return "check"
+	case VerbFill:
+		return "fill"
+	case VerbReserve:
+		return "reserve"
+	case VerbCancel:
+		return "cancel"
+	case VerbAtMost:
+		return "at most"
+	}
+	return "verb(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Op is one decision requested from a [Store].
+type Op struct {
+	// Verb is what the decision does to the state.
+	Verb Verb
+	// Cost is the amount the request consumes: finite and not negative.
+	Cost float64
+	// Now is the caller's time in nanoseconds since the Unix epoch, from 0
+	// to 2^62 (in 2116). A store that uses its own clock ignores it.
+	Now int64
+	// MaxDelay is, for VerbReserve, the longest the caller will wait for
+	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years).
+	MaxDelay int64
+	// At is, for VerbCancel, the instant the reservation was booked for, as
+	// its Decision.At gave it: on the clock of the store that booked it.
+	// For VerbReserve it is the earliest instant to book, zero for none:
+	// a group of limits books each of them at one common instant.
+	At int64
+}
+
+// State is the record a store keeps per key. Its meaning depends on the
+// algorithm (see [Kind]); the zero State is a fresh key.
+type State struct {
+	// Time is the leaky bucket's last update, GCRA's theoretical arrival
+	// time, the token bucket's last refill, or a window's start, in
+	// nanoseconds since the Unix epoch.
+	Time int64
+	// A is the leaky bucket's level, the token bucket's tokens in use (so
+	// that zero is a full bucket), or the current window's count.
+	A float64
+	// B is the sliding counter's previous window count.
+	B float64
+	// Until is when a penalty's block ends (see Params.Penalty), in
+	// nanoseconds since the Unix epoch; zero when the key is not blocked.
+	Until int64
+	// Log holds the sliding log's admitted requests, oldest first. Step may
+	// reuse its storage.
+	Log []Entry
+}
+
+// Entry is one admitted request in a sliding log.
+type Entry struct {
+	// Time is when the request was admitted, in nanoseconds since the Unix
+	// epoch.
+	Time int64
+	// Cost is what it consumed.
+	Cost float64
+}
+
+// Decision is the outcome of one request.
+//
+// Every field is an exact consequence of the algorithm's arithmetic. For
+// the leaky and token buckets and the sliding counter, whose amounts are
+// float64, amounts that differ by less than one part in 2^48 of the limit
+// compare as equal, so that float rounding never turns an exact fit into a
+// denial.
+type Decision struct {
+	// Allowed reports whether the request was admitted (or, for VerbCheck,
+	// would be). For Fillup it reports whether the cost fitted below the
+	// capacity; the cost is recorded either way.
+	Allowed bool
+	// Limit is the most cost the key can hold: the leaky bucket's capacity,
+	// the GCRA and token bucket burst, or the limit per window.
+	Limit float64
+	// Used is the allowance in use after this request: the leaky bucket's
+	// level, the tokens missing from the token bucket, the window's count or
+	// estimate, or GCRA's backlog in units of cost.
+	Used float64
+	// Remaining is what a request could still cost and be admitted right
+	// after this one: Limit - Used, never negative.
+	Remaining float64
+	// RetryAfter is zero when the request was admitted, and for Fillup,
+	// which records its cost either way, unless a penalty blocks the key.
+	// Otherwise it is how long until the same cost would be admitted, if
+	// nothing else is recorded meanwhile: one nanosecond earlier it would
+	// still be denied.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to its full allowance
+	// (fresh), if nothing else is recorded meanwhile.
+	ResetAfter time.Duration
+	// Delay is, for a booked reservation (VerbReserve), how long from now
+	// until the caller may act: zero when it may act at once.
+	Delay time.Duration
+	// At is, for a booked reservation that must wait (Delay > 0), the
+	// instant it may act, in nanoseconds since the Unix epoch on the clock
+	// the store decided by (the caller's or the store's own). Cancel hands
+	// it back to the store. It is zero otherwise, and for a reservation
+	// that VerbReserve's Op.At booked later than the GCRA or the
+	// interval-refill bucket needed (in a group): their state cannot tell
+	// it from a later booking, so it cannot be given back.
+	At int64
+	// Granted is, for VerbAtMost, the cost admitted and recorded: the whole
+	// cost, a whole number of units less than it, or zero. It is zero for
+	// the other verbs.
+	Granted float64
+	// Blocked reports that the key is blocked by a penalty (see
+	// Params.Penalty): it admits nothing before the block ends, which
+	// RetryAfter (or a reservation's Delay) reaches at least.
+	Blocked bool
+}
+
+// Full reports whether no allowance is left after the request: for Fillup,
+// whether the fill-up reached capacity.
+func (d Decision) Full() bool { return d.Remaining <= 0 }

@@ -1,0 +1,83 @@
+// Package engine is sluice's store contract: each algorithm as a pure
+// function ([Params.Step]), the records a store keeps ([State]), the
+// requests it decides ([Op]) and group decisions ([DecideGroup]). Users of
+// sluice need none of it; it is for those who write a store (a type that
+// implements sluice.Store) and for the stores of this repository, which
+// package storetest proves bit for bit against Step.
+//
+// # The contract
+//
+// A limiter never reads state, decides, and writes it back in separate
+// steps: that is a check-then-act race between two callers. Instead it hands
+// the whole decision to the store in one call to Apply, with the algorithm's
+// Params, the verb, the cost and the caller's time. The store must run
+// [Params.Step] (or an exact translation of it) on the key's state and write
+// the result back as one atomic step:
+//
+//   - the in-memory store (sluice.MemStore) holds the key's shard lock;
+//   - a Redis store runs the step as one server-side Lua script call;
+//   - a PostgreSQL store runs it as one INSERT ... ON CONFLICT ... RETURNING
+//     statement.
+//
+// No compare-and-swap retry loop is needed on any of them, so a hot key under
+// contention is limited, never failed.
+//
+// The Go step functions are the specification. A store that implements an
+// algorithm natively must give the same decisions as Params.Step for the same
+// state, time and cost, and must return an error wrapping [ErrUnsupported] for
+// a Kind it cannot run: never a silent fallback.
+//
+// # State and time
+//
+// Every algorithm except the sliding log keeps a fixed-shape [State]: one
+// int64 time in nanoseconds and at most two float64 amounts. The sliding log
+// also keeps a list of (time, cost) entries. The zero State is a fresh key:
+// a store may forget a key at any instant at which its state is
+// indistinguishable from fresh, and Step reports that instant as
+// now + Decision.ResetAfter.
+//
+// Times are int64 nanoseconds since the Unix epoch. Stores must keep them
+// exact:
+//
+//   - Go: int64. A limiter derives them from its sluice.Clock so that elapsed time
+//     in one process is monotonic.
+//   - Lua: numbers are IEEE doubles, exact only up to 2^53, and nanoseconds
+//     since the epoch (about 1.8e18) are above that. Scripts keep a time as a
+//     pair (seconds, nanoseconds) and return times and amounts as strings,
+//     because Redis truncates a Lua number to an integer reply.
+//   - SQL: bigint nanoseconds, since PostgreSQL timestamps have only
+//     microsecond resolution; amounts are float8.
+//
+// Amounts (costs, levels, tokens, counts) are float64 everywhere.
+//
+// A store either uses the time in [Op].Now (the caller's clock) or its own
+// clock (Redis TIME, PostgreSQL clock_timestamp()), chosen when the store is
+// built and never mixed within one store. Whatever the source, a step never
+// stores a time earlier than the one it read, and a clock that steps
+// backwards never loosens a limit (see "Clocks that step back" below).
+//
+// # Keys
+//
+// Keys are opaque strings. Limiters that share a store share its key space:
+// give each limiter's keys their own prefix (for example "login:" + user).
+// A store may report sluice.ErrKeyConflict when a key holds the state of a
+// different algorithm.
+//
+// # Clocks that step back
+//
+// A clock that steps backwards never loosens a limit: A request at an
+// earlier instant than the key's state is decided at that instant, against
+// what the key held then: a request δ earlier is never admitted where the
+// later one would be denied, and when both are denied they are told to
+// retry at the same instant (RetryAfter δ longer). GCRA, the buckets, the
+// sliding log and the sliding counter are stricter by the step: GCRA's
+// theoretical arrival time, the log's entries and the counter's previous
+// window weigh more against an earlier now, and a bucket's state is a point
+// on its level over time (a reservation may place it in the future) before
+// which the level was higher by what leaks, or the tokens in use more by
+// the refills still to come, between then and the point. The fixed window
+// and the sliding counter never return to an earlier window. No step moves
+// a key's state back in time, except a cancel, which gives a reservation's
+// cost back by moving the state to the line the key would have followed
+// without it, a nanosecond later.
+package engine
