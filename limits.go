@@ -130,9 +130,7 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		ops = make([]engine.GroupOp, n)
 	}
 	for i, l := range g.limits {
-		// Field by field: a composite literal would be built aside and
-		// copied in 16-byte moves, which stall on its 8-byte fields just
-		// stored.
+		// Field by field, in place: no literal built aside and copied.
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
 		if booked != nil {

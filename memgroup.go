@@ -39,8 +39,9 @@ func (m *MemStore) applyGroup(ops []engine.GroupOp, each []engine.Decision, d *e
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
 		k.sh.now = max(k.sh.now, o.Op.Now)
-		if err := k.sh.load(k.id, o.Params, o.Op.Now, &k.state); err != nil {
-			return fmt.Errorf("%w: key %q", err, o.Key)
+		var other engine.Kind
+		if k.at, other = k.sh.load(k.id, o.Params, o.Op.Now, &k.state); other != 0 {
+			return conflict(o.Key, other, o.Params.Kind)
 		}
 	}
 	if ops[0].Op.Verb == engine.VerbAllow {
@@ -70,6 +71,7 @@ type memGroup struct {
 type memKey struct {
 	id    keyID
 	sh    *shard
+	at    int // its slot, as loaded
 	state engine.State
 }
 
@@ -118,7 +120,7 @@ func (g *memGroup) decide(m *MemStore, ops []engine.GroupOp, i int, op engine.Op
 	p, k := ops[i].Params, g.key(i)
 	p.Decide(&k.state, op, d)
 	if p.Records(op.Verb, d) {
-		k.sh.save(k.id, p, op.Now, &k.state, d, m.perShard)
+		k.sh.resave(k.id, k.at, p, op.Now, &k.state, d, m.perShard)
 	}
 }
 
@@ -144,7 +146,8 @@ func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decisi
 		// (a save can make room in a shard by evicting another key).
 		for i := range ops {
 			if o, k := &ops[i], g.key(i); each[i].Allowed {
-				_ = k.sh.load(k.id, o.Params, o.Op.Now, &k.state) // loaded once: cannot fail
+				k.state = engine.State{}
+				k.at, _ = k.sh.load(k.id, o.Params, o.Op.Now, &k.state) // loaded once: no conflict
 				each[i] = engine.Decision{}
 				o.Params.Decide(&k.state, engine.Op{Verb: engine.VerbCheck, Now: o.Op.Now}, &each[i])
 			}
@@ -153,84 +156,8 @@ func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decisi
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
 		if (all || !each[i].Allowed) && o.Params.Records(engine.VerbAllow, &each[i]) {
-			k.sh.save(k.id, o.Params, o.Op.Now, &k.state, &each[i], m.perShard)
+			k.sh.resave(k.id, k.at, o.Params, o.Op.Now, &k.state, &each[i], m.perShard)
 		}
 	}
 	engine.Combine(each, ops[0].Op, d)
-}
-
-// load sets *s to id's state for p under the shard's lock, or returns an
-// error wrapping ErrKeyConflict if the key holds another algorithm's live
-// state.
-func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) error {
-	*s = engine.State{}
-	var other engine.Kind // of another algorithm's live state that holds the key
-	if p.Kind == engine.KindGCRA {
-		if i, ok := sh.tats.find(id); ok {
-			sh.tats.slots[i].used()
-			s.Time = sh.tats.slots[i].expires
-		} else {
-			other = claim(sh, &sh.slots, id, now)
-		}
-	} else {
-		i, ok := sh.slots.find(id)
-		switch {
-		case !ok:
-			other = claim(sh, &sh.tats, id, now)
-		case sh.slots.slots[i].kind() != p.Kind:
-			other = claimAt(sh, &sh.slots, i, now)
-		default:
-			e := &sh.slots.slots[i]
-			e.used()
-			*s = engine.State{Time: e.time, A: e.a, B: e.b}
-			if p.Kind == engine.KindSlidingLog {
-				s.Log = sh.logs[id]
-			}
-		}
-	}
-	if other != 0 {
-		return fmt.Errorf("%w: it holds %v state, not %v", ErrKeyConflict, other, p.Kind)
-	}
-	if sh.blocks != nil {
-		sh.blocked(id, s, p.Kind == engine.KindGCRA)
-	}
-	return nil
-}
-
-// save writes the state a recorded decision d at now left for id, or
-// forgets the key once it is fresh again.
-func (sh *shard) save(id keyID, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
-	gcra := p.Kind == engine.KindGCRA
-	if d.ResetAfter <= 0 {
-		if gcra {
-			forget(sh, &sh.tats, id)
-		} else {
-			forget(sh, &sh.slots, id)
-		}
-		return
-	}
-	expires := now + int64(d.ResetAfter)
-	if gcra {
-		i, ok := sh.tats.find(id)
-		if !ok {
-			sh.makeRoom(id, bound, now)
-			i = sh.tats.insert(id, p.Kind)
-		}
-		sh.tats.slots[i].expires = expires
-	} else {
-		i, ok := sh.slots.find(id)
-		if !ok {
-			sh.makeRoom(id, bound, now)
-			i = sh.slots.insert(id, p.Kind)
-		}
-		e := &sh.slots.slots[i]
-		e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, expires
-		if p.Kind == engine.KindSlidingLog {
-			if sh.logs == nil {
-				sh.logs = make(map[keyID][]engine.Entry)
-			}
-			sh.logs[id] = s.Log
-		}
-	}
-	sh.block(id, s)
 }

@@ -146,7 +146,8 @@ func (m *MemStore) Apply(_ context.Context, key string, p *engine.Params, op eng
 }
 
 // apply is Apply for params and op already validated, deciding into *d,
-// which is zero.
+// which is zero: the key's state loaded, stepped and saved under its
+// shard's lock, as each key of a group is (memgroup.go).
 func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.Decision) error {
 	if m.closed.Load() {
 		return ErrStoreClosed
@@ -154,81 +155,125 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 	id, sh := m.locate(key)
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
-	gcra := p.Kind == engine.KindGCRA
-	var (
-		i     int
-		found bool
-		other engine.Kind // of another algorithm's live state that holds the key
-	)
-	if gcra {
-		if i, found = sh.tats.find(id); !found {
-			other = claim(sh, &sh.slots, id, op.Now)
-		}
-	} else {
-		i, found = sh.slots.find(id)
-		switch {
-		case !found:
-			other = claim(sh, &sh.tats, id, op.Now)
-		case sh.slots.slots[i].kind() != p.Kind:
-			found, other = false, claimAt(sh, &sh.slots, i, op.Now)
-		}
-	}
+	var s engine.State
+	at, other := sh.load(id, p, op.Now, &s)
 	if other != 0 {
 		sh.mu.Unlock()
 		d.Limit = p.Limit
-		return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, other, p.Kind)
+		return conflict(key, other, p.Kind)
 	}
-	var s engine.State
-	switch {
-	case found && gcra:
+	p.Decide(&s, op, d)
+	if p.Records(op.Verb, d) {
+		sh.save(id, at, p, op.Now, &s, d, m.perShard)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// conflict is the error for key, which holds another algorithm's live
+// state.
+func conflict(key string, other, kind engine.Kind) error {
+	return fmt.Errorf("%w: key %q holds %v state, not %v", ErrKeyConflict, key, other, kind)
+}
+
+// load sets *s, which is zero, to id's state for p under the shard's lock,
+// and returns the key's slot in p's table, or -1 if it holds none. If the
+// key holds another algorithm's live state, it returns that algorithm.
+func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (at int, other engine.Kind) {
+	gcra := p.Kind == engine.KindGCRA
+	if gcra {
+		i, ok := sh.tats.find(id)
+		if !ok {
+			return -1, claim(sh, &sh.slots, id, now)
+		}
 		e := &sh.tats.slots[i]
 		e.used()
-		s.Time = e.expires
-	case found:
+		s.Time, at = e.expires, i
+	} else {
+		i, ok := sh.slots.find(id)
+		switch {
+		case !ok:
+			return -1, claim(sh, &sh.tats, id, now)
+		case sh.slots.slots[i].kind() != p.Kind:
+			return -1, claimAt(sh, &sh.slots, i, now)
+		}
 		e := &sh.slots.slots[i]
 		e.used()
-		s = engine.State{Time: e.time, A: e.a, B: e.b}
+		s.Time, s.A, s.B, at = e.time, e.a, e.b, i
 		if p.Kind == engine.KindSlidingLog {
 			s.Log = sh.logs[id]
 		}
 	}
-	if found && sh.blocks != nil {
-		sh.blocked(id, &s, gcra)
+	if sh.blocks != nil {
+		sh.blocked(id, s, gcra)
 	}
-	p.Decide(&s, op, d)
-	if p.Records(op.Verb, d) {
-		switch {
-		case d.ResetAfter <= 0: // fresh again, as if absent
-			if found {
-				sh.drop(gcra, i)
+	return at, 0
+}
+
+// save writes the state s that a recorded decision d at now left for id,
+// or forgets the key once it is fresh again. at is the key's slot, as load
+// found it, or -1.
+func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
+	if p.Kind == engine.KindGCRA {
+		if d.ResetAfter <= 0 { // fresh again, as if absent
+			if at >= 0 {
+				dropIn(sh, &sh.tats, at)
 			}
-		case gcra:
-			if !found {
-				sh.makeRoom(id, m.perShard, op.Now)
-				i = sh.tats.insert(id, p.Kind)
-			}
-			// The TAT, s.Time, is when the key is fresh again: its
-			// expiry is its whole state.
-			sh.tats.slots[i].expires = op.Now + int64(d.ResetAfter)
-			sh.block(id, &s)
-		default:
-			if !found {
-				sh.makeRoom(id, m.perShard, op.Now)
-				i = sh.slots.insert(id, p.Kind)
-			}
-			e := &sh.slots.slots[i]
-			e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, op.Now+int64(d.ResetAfter)
-			if p.Kind == engine.KindSlidingLog {
-				if sh.logs == nil {
-					sh.logs = make(map[keyID][]engine.Entry)
-				}
-				sh.logs[id] = s.Log
-			}
-			sh.block(id, &s)
+			return
 		}
+		if at < 0 {
+			sh.makeRoom(id, bound, now)
+			at = sh.tats.insert(id, p.Kind)
+		}
+		// The TAT, s.Time, is when the key is fresh again: its expiry is
+		// its whole state.
+		sh.tats.slots[at].expires = now + int64(d.ResetAfter)
+		sh.block(id, s)
+		return
 	}
-	sh.mu.Unlock()
-	return nil
+	if d.ResetAfter <= 0 {
+		if at >= 0 {
+			dropIn(sh, &sh.slots, at)
+		}
+		return
+	}
+	if at < 0 {
+		sh.makeRoom(id, bound, now)
+		at = sh.slots.insert(id, p.Kind)
+	}
+	e := &sh.slots.slots[at]
+	e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, now+int64(d.ResetAfter)
+	if p.Kind == engine.KindSlidingLog {
+		if sh.logs == nil {
+			sh.logs = make(map[keyID][]engine.Entry)
+		}
+		sh.logs[id] = s.Log
+	}
+	sh.block(id, s)
+}
+
+// resave is save for a key of a group, whose slot another key's save may
+// have moved since it was loaded: at is checked, and id found again if it
+// moved.
+func (sh *shard) resave(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
+	if p.Kind == engine.KindGCRA {
+		at = resolve(&sh.tats, id, at)
+	} else {
+		at = resolve(&sh.slots, id, at)
+	}
+	sh.save(id, at, p, now, s, d, bound)
+}
+
+// resolve returns id's slot in t: at, if it still holds id, or where id
+// is found now, or -1.
+func resolve[S slotType](t *table[S], id keyID, at int) int {
+	if at >= 0 && at < len(t.slots) && t.at(at).id() == id {
+		return at
+	}
+	if i, ok := t.find(id); ok {
+		return i
+	}
+	return -1
 }
 
 // A block is a penalized key's block: when it ends, and for a GCRA key
@@ -280,15 +325,6 @@ func claimAt[S slotType](sh *shard, t *table[S], i int, now int64) engine.Kind {
 	}
 	dropIn(sh, t, i)
 	return 0
-}
-
-// drop forgets the key in slot i of the GCRA table or of the other.
-func (sh *shard) drop(gcra bool, i int) {
-	if gcra {
-		dropIn(sh, &sh.tats, i)
-	} else {
-		dropIn(sh, &sh.slots, i)
-	}
 }
 
 // forget forgets id if t holds it, and reports whether it did.
