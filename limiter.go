@@ -96,12 +96,14 @@ func (l *Limiter) Close() error {
 // clock is read again only for an observer.
 func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
-	if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
-		d.Limit = l.params.Limit
-		if l.observer != nil {
-			l.observe(ctx, key, op, d, refused)
+	if !l.params.Usual(op.Verb, op.Cost, op.Now) {
+		if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
+			d.Limit = l.params.Limit
+			if l.observer != nil {
+				l.observe(ctx, key, op, d, refused)
+			}
+			return refused
 		}
-		return refused
 	}
 	if l.mem != nil {
 		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks

@@ -275,8 +275,10 @@ func (g *Group) waitOnce(ctx context.Context, keys []string, cost float64) error
 func checkGroupOps(ops []engine.GroupOp) error {
 	for i := range ops {
 		g := &ops[i]
-		if err := g.Params.Check(g.Op); err != nil {
-			return err
+		if !g.Params.Usual(g.Op.Verb, g.Op.Cost, g.Op.Now) {
+			if err := g.Params.Check(g.Op); err != nil {
+				return err
+			}
 		}
 		for j := range i {
 			if ops[j].Key == g.Key {

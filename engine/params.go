@@ -156,11 +156,9 @@ func (p *Params) invalid(why string) error {
 }
 
 // Check reports whether op can run under p, as Step checks it: op.Now
-// with [CheckTime], the rest with [Params.CheckOp]. The usual request (an
-// Allow or a check of a cost that fits, at a time in range) costs four
-// comparisons, inlined at the caller.
+// with [CheckTime], the rest with [Params.CheckOp].
 func (p *Params) Check(op Op) error {
-	if p.usual(op.Verb, op.Cost, op.Now) {
+	if p.Usual(op.Verb, op.Cost, op.Now) {
 		return nil
 	}
 	return p.check(op)
@@ -173,11 +171,11 @@ func (p *Params) check(op Op) error {
 	return p.CheckOp(op)
 }
 
-// usual reports whether an op of verb, cost and now is the common request
-// that Check accepts: an Allow or Check of a cost that fits, at a time in
-// range. p.Limit is finite, so the bounds also rule out NaN and infinite
-// costs.
-func (p *Params) usual(verb Verb, cost float64, now int64) bool {
+// Usual reports whether an op of verb, cost and now is the common request,
+// which Check accepts: an Allow or a check of a cost that fits, at a time
+// in range. It is four comparisons, small enough to be inlined, for a
+// store's hot path to call Check only when it is false.
+func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
 	return verb-VerbAllow <= VerbCheck-VerbAllow && cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime
 }
 
@@ -297,7 +295,6 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 // and forgetting the key are the same, even for a clock that later steps
 // back.
 func (p *Params) Decide(s *State, op Op, d *Decision) {
-	// Small enough to be inlined: the common decision makes one call.
 	if op.Verb == VerbAtMost || p.Penalty > 0 || p.CountDenied {
 		p.stepSpecial(s, op, d)
 		return

@@ -27,7 +27,7 @@ func TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks(t *testing.T) {
 					err = p.CheckCost(verb, cost)
 				}
 				accepted := err == nil && (verb == VerbAllow || verb == VerbCheck)
-				require.Equal(t, accepted, p.usual(op.Verb, op.Cost, op.Now), "%+v", op)
+				require.Equal(t, accepted, p.Usual(op.Verb, op.Cost, op.Now), "%+v", op)
 				require.Equal(t, err, p.Check(op), "%+v", op)
 			}
 		}
