@@ -14,6 +14,6 @@ import (
 // cost, if it is less than one). Any finite cost that is not negative is
 // accepted, also one above the limit.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, engine.Op{Verb: engine.VerbAtMost, Cost: cost, Now: l.clock.now()}, decided(&d))
+	err = l.now(ctx, key, engine.VerbAtMost, cost, decided(&d))
 	return d, err
 }

@@ -43,6 +43,6 @@ func NewLeakyBucket(capacity float64, leak Rate, opts ...Option) (*Limiter, erro
 // Only the leaky bucket fills up: the other algorithms return an error
 // wrapping [ErrUnsupported].
 func (l *Limiter) Fillup(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, engine.Op{Verb: engine.VerbFill, Cost: cost, Now: l.clock.now()}, decided(&d))
+	err = l.now(ctx, key, engine.VerbFill, cost, decided(&d))
 	return d, err
 }

@@ -53,14 +53,14 @@ func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
 // non-nil only for invalid input ([ErrInvalidCost], [ErrCostExceedsLimit])
 // or a failing store, never for a denial.
 func (l *Limiter) Allow(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: l.clock.now()}, decided(&d))
+	err = l.now(ctx, key, engine.VerbAllow, cost, decided(&d))
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 // Use CanAccept(ctx, key, 0) to read a key's remaining allowance.
 func (l *Limiter) CanAccept(ctx context.Context, key string, cost float64) (d Decision, err error) {
-	err = l.do(ctx, key, engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: l.clock.now()}, decided(&d))
+	err = l.now(ctx, key, engine.VerbCheck, cost, decided(&d))
 	return d, err
 }
 
@@ -90,10 +90,15 @@ func (l *Limiter) Close() error {
 	return nil
 }
 
-// do decides op on key into *d, which is zero: the exported methods are
-// small enough to be inlined, so the decision is written in place, in
-// their caller's frame, rather than copied out through each level. The
-// clock is read again only for an observer.
+// now decides verb for cost on key at the limiter's time, into *d, which
+// is zero. The exported methods that call it are small enough to be
+// inlined, so that *d is their caller's variable.
+func (l *Limiter) now(ctx context.Context, key string, verb engine.Verb, cost float64, d *engine.Decision) error {
+	return l.do(ctx, key, engine.Op{Verb: verb, Cost: cost, Now: l.clock.now()}, d)
+}
+
+// do decides op on key into *d, which is zero. The clock is read again
+// only for an observer.
 func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
 	if !l.params.Usual(op.Verb, op.Cost, op.Now) {
