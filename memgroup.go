@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// ApplyGroup decides ops as one ([DecideGroup]) with every shard holding
+// ApplyGroup decides ops as one ([engine.DecideGroup]) with every shard holding
 // one of their keys locked, taken in the order of the shards' addresses so
 // that groups sharing shards never wait on each other in a cycle. It
 // implements [GroupStore].

@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-// This file translates the algorithms of package sluice (Params.Step, the
+// This file translates the algorithms of package engine (Params.Step, the
 // specification) into SQL.
 //
 // An algorithm is a chain of steps, one per group of Go variables. Each
@@ -75,10 +75,10 @@ var (
 func verbSQL(v engine.Verb) string { return strconv.Itoa(int(v)) }
 
 var (
-	// sqlTolerance is sluice's relative float slack, written so that
+	// sqlTolerance is the engine's relative float slack, written so that
 	// float8 input reads back the same double.
 	sqlTolerance = "'" + strconv.FormatFloat(arith.Tolerance, 'g', -1, 64) + "'::float8"
-	// maxSpan is sluice's bound on computed durations.
+	// maxSpan is the engine's bound on computed durations.
 	maxSpan = strconv.FormatInt(arith.MaxSpan, 10)
 )
 
@@ -158,7 +158,7 @@ func fill(level string) string {
 	return fmt.Sprintf("(CASE WHEN %[1]s + cost >= full_at THEN lim ELSE %[1]s + cost END)", level)
 }
 
-// after is sluice's after: how long from now until t, never negative.
+// after is the engine's after: how long from now until t, never negative.
 func after(t string) string { return "greatest(" + t + " - now, 0)" }
 
 // floorDiv is arith.FloorDiv: a/b rounded toward negative infinity.

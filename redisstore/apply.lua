@@ -1,7 +1,8 @@
 -- sluice decisions, run atomically by Redis: an exact translation of
--- sluice's Go step functions (params.go, strict.go, bucket.go, gcra.go,
--- tokenbucket.go, atmost.go, fixedwindow.go, slidingwindow.go) and of its
--- group decision (group.go), which are the specification.
+-- the Go step functions of package engine (engine/params.go, strict.go,
+-- bucket.go, gcra.go, tokenbucket.go, atmost.go, fixedwindow.go,
+-- slidingwindow.go) and of its group decision (engine/group.go), which are
+-- the specification.
 --
 -- KEYS     the keys decided: one, or one per limit of a group
 -- ARGV[1]  the inputs, packed as little-endian bytes and doubles: first

@@ -20,7 +20,7 @@ import (
 const Band = 1e-12
 
 // durationSlack is the relative error the production code forgives a float
-// duration before rounding it up (2^-48, see ceilNanos in params.go), with
+// duration before rounding it up (2^-48, see arith.CeilNanos), with
 // a factor of 4 for the rounding of the float duration itself.
 const durationSlack = 0x1p-46
 
