@@ -245,12 +245,7 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 // of them, as [Limiter.Wait] does for one: one store call books the turn,
 // and a Wait whose ctx ends first gives it back.
 func (g *Group) Wait(ctx context.Context, keys []string, cost float64) error {
-	for stale := 1; ; stale++ {
-		err := g.waitOnce(ctx, keys, cost)
-		if !errors.Is(err, ErrStaleTurn) || stale == maxStaleTurns {
-			return err
-		}
-	}
+	return rebooking(func() error { return g.waitOnce(ctx, keys, cost) })
 }
 
 // waitOnce books one turn for Wait and sleeps until it.

@@ -159,7 +159,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // admission.
 //
 // For the GCRA and the buckets, Wait books its turn with one call to the
-// store ([limiter.Reserve]) and sleeps exactly until it: waiters on a key
+// store ([Limiter.Reserve]) and sleeps exactly until it: waiters on a key
 // are served in the order they booked, and a Wait whose ctx ends first
 // gives its turn back. The window algorithms cannot book ahead: there Wait
 // asks again when its denial said it could, and waiters are not queued.
@@ -167,8 +167,14 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost float64) error {
 	if !l.params.Reservable() {
 		return l.poll(ctx, key, cost)
 	}
+	return rebooking(func() error { return l.waitOnce(ctx, key, cost) })
+}
+
+// rebooking runs wait, which books a turn and waits for it, again while
+// the turn it booked went stale, at most maxStaleTurns times in all.
+func rebooking(wait func() error) error {
 	for stale := 1; ; stale++ {
-		err := l.waitOnce(ctx, key, cost)
+		err := wait()
 		if !errors.Is(err, ErrStaleTurn) || stale == maxStaleTurns {
 			return err
 		}
