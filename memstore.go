@@ -214,42 +214,50 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 // or forgets the key once it is fresh again. at is the key's slot, as load
 // found it, or -1.
 func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
-	if p.Kind == engine.KindGCRA {
-		if d.ResetAfter <= 0 { // fresh again, as if absent
-			if at >= 0 {
-				dropIn(sh, &sh.tats, at)
-			}
-			return
-		}
-		if at < 0 {
-			sh.makeRoom(id, bound, now)
-			at = sh.tats.insert(id, p.Kind)
-		}
-		// The TAT, s.Time, is when the key is fresh again: its expiry is
-		// its whole state.
-		sh.tats.slots[at].expires = now + int64(d.ResetAfter)
-		sh.block(id, s)
-		return
-	}
-	if d.ResetAfter <= 0 {
+	gcra := p.Kind == engine.KindGCRA
+	if d.ResetAfter <= 0 { // fresh again, as if absent
 		if at >= 0 {
-			dropIn(sh, &sh.slots, at)
+			sh.drop(gcra, at)
 		}
 		return
 	}
 	if at < 0 {
 		sh.makeRoom(id, bound, now)
-		at = sh.slots.insert(id, p.Kind)
+		at = sh.insert(gcra, id, p.Kind)
 	}
-	e := &sh.slots.slots[at]
-	e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, now+int64(d.ResetAfter)
-	if p.Kind == engine.KindSlidingLog {
-		if sh.logs == nil {
-			sh.logs = make(map[keyID][]engine.Entry)
+	expires := now + int64(d.ResetAfter)
+	if gcra {
+		// The TAT, s.Time, is when the key is fresh again: its expiry is
+		// its whole state.
+		sh.tats.slots[at].expires = expires
+	} else {
+		e := &sh.slots.slots[at]
+		e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, expires
+		if p.Kind == engine.KindSlidingLog {
+			if sh.logs == nil {
+				sh.logs = make(map[keyID][]engine.Entry)
+			}
+			sh.logs[id] = s.Log
 		}
-		sh.logs[id] = s.Log
 	}
 	sh.block(id, s)
+}
+
+// drop forgets the key in slot i of the GCRA table or of the other.
+func (sh *shard) drop(gcra bool, i int) {
+	if gcra {
+		dropIn(sh, &sh.tats, i)
+	} else {
+		dropIn(sh, &sh.slots, i)
+	}
+}
+
+// insert adds id to the GCRA table or to the other, and returns its slot.
+func (sh *shard) insert(gcra bool, id keyID, kind engine.Kind) int {
+	if gcra {
+		return sh.tats.insert(id, kind)
+	}
+	return sh.slots.insert(id, kind)
 }
 
 // resave is save for a key of a group, whose slot another key's save may

@@ -98,58 +98,38 @@ type Entry struct {
 	Cost float64
 }
 
-// Decision is the outcome of one request.
-//
-// Every field is an exact consequence of the algorithm's arithmetic. For
-// the leaky and token buckets and the sliding counter, whose amounts are
-// float64, amounts that differ by less than one part in 2^48 of the limit
-// compare as equal, so that float rounding never turns an exact fit into a
-// denial.
+// Decision is a store's answer to an Op, as Step gives it: a store fills
+// every field as Step does, bit for bit. It has sluice.Decision's fields,
+// one for one, so that a limiter decides into its caller's Decision in
+// place; their meaning for users is documented there. What a store must
+// know besides:
 type Decision struct {
-	// Allowed reports whether the request was admitted (or, for VerbCheck,
-	// would be). For Fillup it reports whether the cost fitted below the
-	// capacity; the cost is recorded either way.
+	// Allowed reports whether the op was admitted (for VerbCheck, would
+	// be; for VerbFill, whether the cost fitted below the limit).
 	Allowed bool
-	// Limit is the most cost the key can hold: the leaky bucket's capacity,
-	// the GCRA and token bucket burst, or the limit per window.
+	// Limit is Params.Limit.
 	Limit float64
-	// Used is the allowance in use after this request: the leaky bucket's
-	// level, the tokens missing from the token bucket, the window's count or
-	// estimate, or GCRA's backlog in units of cost.
+	// Used is the allowance in use after the op, clamped to [0, Limit].
 	Used float64
-	// Remaining is what a request could still cost and be admitted right
-	// after this one: Limit - Used, never negative.
+	// Remaining is Limit - Used, never negative.
 	Remaining float64
-	// RetryAfter is zero when the request was admitted, and for Fillup,
-	// which records its cost either way, unless a penalty blocks the key.
-	// Otherwise it is how long until the same cost would be admitted, if
-	// nothing else is recorded meanwhile: one nanosecond earlier it would
-	// still be denied.
+	// RetryAfter is how long until the same op would be admitted; zero
+	// when it was.
 	RetryAfter time.Duration
-	// ResetAfter is how long until the key is back to its full allowance
-	// (fresh), if nothing else is recorded meanwhile.
+	// ResetAfter is how long until the key is fresh: a store may forget
+	// it then.
 	ResetAfter time.Duration
-	// Delay is, for a booked reservation (VerbReserve), how long from now
-	// until the caller may act: zero when it may act at once.
+	// Delay is, for VerbReserve, how long from Now until the booked
+	// reservation may act.
 	Delay time.Duration
-	// At is, for a booked reservation that must wait (Delay > 0), the
-	// instant it may act, in nanoseconds since the Unix epoch on the clock
-	// the store decided by (the caller's or the store's own). Cancel hands
-	// it back to the store. It is zero otherwise, and for a reservation
-	// that VerbReserve's Op.At booked later than the GCRA or the
+	// At is, for VerbReserve with Delay > 0, the instant booked, on the
+	// clock the store decided by, which a VerbCancel hands back. It is zero
+	// for a reservation that Op.At booked later than the GCRA or the
 	// interval-refill bucket needed (in a group): their state cannot tell
 	// it from a later booking, so it cannot be given back.
 	At int64
-	// Granted is, for VerbAtMost, the cost admitted and recorded: the whole
-	// cost, a whole number of units less than it, or zero. It is zero for
-	// the other verbs.
+	// Granted is, for VerbAtMost, the cost admitted and recorded.
 	Granted float64
-	// Blocked reports that the key is blocked by a penalty (see
-	// Params.Penalty): it admits nothing before the block ends, which
-	// RetryAfter (or a reservation's Delay) reaches at least.
+	// Blocked reports that a penalty blocks the key (Params.Penalty).
 	Blocked bool
 }
-
-// Full reports whether no allowance is left after the request: for Fillup,
-// whether the fill-up reached capacity.
-func (d Decision) Full() bool { return d.Remaining <= 0 }
