@@ -7,11 +7,13 @@
 //	}
 //
 // The store under test must use the caller's time (Op.Now), so that the
-// suite can drive it with simulated time. The suite replays seeded random
-// traces of every algorithm against the store and against [engine.Params.Step],
-// the specification, and requires the same decisions: within the
-// tolerances below by default, or bit for bit for a store that promises
-// it ([Exact]), as sluice's own stores do:
+// suite can drive it with simulated time. The suite first replays named
+// edge-case vectors ([RunVectors]), so that a store that misses a rule
+// fails on a case named for it, then seeded random traces of every
+// algorithm, against the store and against [engine.Params.Step], the
+// specification, and requires the same decisions: within the tolerances
+// below by default, or bit for bit for a store that promises it ([Exact]),
+// as sluice's own stores do:
 //
 //	storetest.Run(t, newStore, storetest.Exact())
 package storetest
@@ -33,6 +35,7 @@ import (
 	"github.com/sluice-go/sluice"
 
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/storetest/internal/vectors"
 )
 
 // Tolerances of the comparison with the specification. Allowed must match
@@ -119,6 +122,7 @@ func WithoutStrict() Option { return func(c *config) { c.noStrict = true } }
 // Run runs the whole suite against stores made by newStore. A store may be
 // shared by the subtests: each uses keys of its own.
 func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option) {
+	t.Run("VectorsMatchSpecification", func(t *testing.T) { RunVectors(t, newStore(t), opts...) })
 	t.Run("TracesMatchSpecification", func(t *testing.T) { RunTraces(t, newStore(t), opts...) })
 	t.Run("ConcurrentCallersAdmitExactlyTheBurst", func(t *testing.T) { RunConcurrent(t, newStore(t), 64) })
 	t.Run("ResetForgetsKey", func(t *testing.T) { RunReset(t, newStore(t)) })
@@ -134,10 +138,9 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	}
 }
 
-// base is the simulated time traces start from: a realistic time since the
-// epoch, far above 2^53 nanoseconds, so that a store that loses precision
-// there fails.
-var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+// base is the simulated time traces start from, the vectors' realistic
+// time.
+var base = vectors.Today
 
 // origins are where traces start: a realistic time, the epoch (where a
 // fresh state's zero time is now), and ten thousand days before the latest

@@ -1,0 +1,256 @@
+package vectors
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/arith"
+)
+
+const (
+	maxTime = arith.MaxTime // the latest time a step accepts
+	maxSpan = arith.MaxSpan // the longest delay, penalty or span
+	// exactSpan bounds every span the vectors' Params compute: below
+	// 2^53 ns, what a store computing in doubles (Redis's Lua) runs
+	// exactly.
+	exactSpan = 1 << 53
+)
+
+// Today is the realistic time cases start from, and storetest's random
+// traces too: far above 2^53 ns, so that a store that loses precision
+// there fails.
+var Today = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+
+// An algorithm is one of storetest.Algorithms, by the name its cases
+// start with.
+type algorithm struct {
+	name string
+	p    engine.Params
+	// strict says that the rules of penalties and counted denials run on
+	// it: the first of each algorithm and variant.
+	strict bool
+}
+
+// second is a second in nanoseconds.
+const second = int64(time.Second)
+
+// algorithms are storetest.Algorithms, every one of which storetest
+// requires a vector of with every verb.
+var algorithms = []algorithm{
+	{"leaky-bucket", engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: second, Amount: 1.5}, true},
+	{"leaky-bucket-fractional", engine.Params{Kind: engine.KindLeakyBucket, Limit: 30.5, Interval: 7 * second, Amount: 3.25}, false},
+	{"gcra", engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: second / 10}, true},
+	{"gcra-fractional", engine.Params{Kind: engine.KindGCRA, Limit: 2.5, Interval: 333333333}, false},
+	{"token-bucket", engine.Params{Kind: engine.KindTokenBucket, Limit: 10, Interval: second, Amount: 4}, true},
+	{"token-bucket-interval-refill", engine.Params{Kind: engine.KindTokenBucket, Limit: 10, Interval: second, Amount: 4, IntervalRefill: true}, true},
+	{"fixed-window", engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: second}, true},
+	{"fixed-window-anchored", engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: second, Anchored: true}, true},
+	{"sliding-log", engine.Params{Kind: engine.KindSlidingLog, Limit: 5, Interval: second, MaxEntries: 5}, true},
+	{"sliding-log-fractional", engine.Params{Kind: engine.KindSlidingLog, Limit: 7.5, Interval: 3 * second, MaxEntries: 4}, false},
+	{"sliding-counter", engine.Params{Kind: engine.KindSlidingCounter, Limit: 5, Interval: second}, true},
+	{"sliding-counter-fractional", engine.Params{Kind: engine.KindSlidingCounter, Limit: 12.25, Interval: 2 * second}, false},
+}
+
+// Generate builds every case: each rule of the recipes on each algorithm
+// it applies to, from a realistic time, and the rules about time from the
+// epoch and up to the latest time a step accepts as well. It panics if a
+// recipe's op does not come out as the rule says (say, an op meant to be
+// denied is admitted), so that every name is true of its case.
+func Generate() []Case {
+	var cases []Case
+	for _, a := range algorithms {
+		for _, r := range recipes {
+			if r.applies != nil && !r.applies(a) {
+				continue
+			}
+			p := a.p
+			if r.with != nil {
+				r.with(&p)
+			}
+			if span := longestSpan(p); span >= exactSpan {
+				panic(fmt.Sprintf("vectors: %s: spans %v, at least 2^53 ns", a.name, time.Duration(span)))
+			}
+			name := a.name + "/" + r.verb + "/" + r.rule
+			cases = append(cases, run(name, p, Today, r.build))
+			if r.everywhere {
+				cases = append(cases,
+					run(name+"-from-the-epoch", p, 0, r.build),
+					run(name+"-up-to-the-end-of-time", p, endStart(p, r.build), r.build))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		if seen[c.Name] {
+			panic("vectors: two cases named " + c.Name)
+		}
+		seen[c.Name] = true
+	}
+	return cases
+}
+
+// run builds the case name of p from start.
+func run(name string, p engine.Params, start int64, build func(*builder)) Case {
+	b := &builder{c: Case{Name: name, Params: p}, now: start}
+	build(b)
+	return b.c
+}
+
+// endStart returns the start from which build's ops end at the latest
+// time a step accepts: exactly, or, for windows aligned on the epoch,
+// whose decisions depend on where in a window a case starts, in the last
+// interval before it.
+func endStart(p engine.Params, build func(*builder)) int64 {
+	c := run("", p, Today, build)
+	last := Today
+	for _, s := range c.Steps {
+		if engine.CheckTime(s.Op.Now) == nil {
+			last = max(last, s.Op.Now)
+		}
+	}
+	shift := maxTime - last
+	if p.Kind == engine.KindSlidingCounter || p.Kind == engine.KindFixedWindow && !p.Anchored {
+		shift = arith.FloorDiv(shift, p.Interval) * p.Interval
+	}
+	return Today + shift
+}
+
+// longestSpan returns the longest duration, in nanoseconds, that p's
+// algorithm computes with, as a store bounds it: the window (twice it for
+// the sliding counter, which remembers the previous window), GCRA's burst,
+// or the time a full bucket takes to drain or refill.
+func longestSpan(p engine.Params) float64 {
+	switch p.Kind {
+	case engine.KindGCRA:
+		return max(float64(p.Interval), arith.GCRASpan(p.Limit, p.Interval))
+	case engine.KindLeakyBucket, engine.KindTokenBucket:
+		return arith.BucketSpan(p.Limit, p.Amount, p.Interval)
+	case engine.KindSlidingCounter:
+		return 2 * float64(p.Interval)
+	}
+	return float64(p.Interval)
+}
+
+// A builder runs a case's ops through Step on one key, from a fresh
+// state, and records each with its outcome.
+type builder struct {
+	c   Case
+	s   engine.State
+	now int64 // the time of the next op
+	// latest is the latest time an op was decided at, and expires when
+	// the state kept is fresh again: a store may forget the key once it
+	// has seen its expiry.
+	latest, expires int64
+}
+
+// step decides op by Step from the key's state, records it with its
+// outcome, and returns Step's decision and error.
+func (b *builder) step(op engine.Op) (engine.Decision, error) {
+	next, d, err := b.c.Params.Step(b.s, op)
+	s := Step{Op: op, Err: sentinelName(err)}
+	if err == nil || b.c.Params.Overflows(op, err) {
+		want := d
+		s.Want = &want
+	}
+	b.c.Steps = append(b.c.Steps, s)
+	b.s = next
+	inRange := engine.CheckTime(op.Now) == nil
+	switch {
+	case err != nil && s.Err == "":
+		b.fail(fmt.Sprintf("no sentinel in %v", err))
+	case inRange && op.Now < b.expires && b.expires <= b.latest:
+		// A store that forgot the key after its expiry would decide from a
+		// fresh state: either answer is right, and a vector has one.
+		b.fail("steps back before an expiry the store may have acted on")
+	}
+	if s.Want != nil && b.c.Params.Records(op.Verb, &d) {
+		b.expires = op.Now + int64(d.ResetAfter)
+	}
+	if inRange {
+		b.latest = max(b.latest, op.Now)
+	}
+	return d, err
+}
+
+// admit decides op, which must be admitted (for a cancel, give its cost
+// back).
+func (b *builder) admit(op engine.Op) engine.Decision {
+	d, err := b.step(op)
+	b.expect(err == nil && d.Allowed, "admitted")
+	return d
+}
+
+// deny decides op, which must be decided and not admitted.
+func (b *builder) deny(op engine.Op) engine.Decision {
+	d, err := b.step(op)
+	b.expect(err == nil && !d.Allowed, "denied")
+	return d
+}
+
+// decide decides op, which must be decided, admitted or not.
+func (b *builder) decide(op engine.Op) engine.Decision {
+	d, err := b.step(op)
+	b.expect(err == nil, "decided")
+	return d
+}
+
+// refuse decides op, which must be refused with sentinel.
+func (b *builder) refuse(op engine.Op, sentinel error) engine.Decision {
+	d, err := b.step(op)
+	b.expect(errors.Is(err, sentinel), fmt.Sprintf("refused with %v", sentinel))
+	return d
+}
+
+// expect panics unless the rule the case pins holds.
+func (b *builder) expect(ok bool, what string) {
+	if !ok {
+		b.fail("is not " + what)
+	}
+}
+
+// fail panics, naming the case and its last op.
+func (b *builder) fail(why string) {
+	i := len(b.c.Steps) - 1
+	s := b.c.Steps[i]
+	outcome := s.Err
+	if s.Want != nil {
+		outcome = fmt.Sprintf("%+v %s", *s.Want, s.Err)
+	}
+	panic(fmt.Sprintf("vectors: %s: op %d %+v: %s: %s", b.c.Name, i, s.Op, outcome, why))
+}
+
+func (b *builder) op(verb engine.Verb, cost float64) engine.Op {
+	return engine.Op{Verb: verb, Cost: cost, Now: b.now}
+}
+
+func (b *builder) allow(cost float64) engine.Op  { return b.op(engine.VerbAllow, cost) }
+func (b *builder) check(cost float64) engine.Op  { return b.op(engine.VerbCheck, cost) }
+func (b *builder) fill(cost float64) engine.Op   { return b.op(engine.VerbFill, cost) }
+func (b *builder) atMost(cost float64) engine.Op { return b.op(engine.VerbAtMost, cost) }
+
+func (b *builder) reserve(cost float64, maxDelay int64) engine.Op {
+	op := b.op(engine.VerbReserve, cost)
+	op.MaxDelay = maxDelay
+	return op
+}
+
+func (b *builder) cancel(cost float64, at int64) engine.Op {
+	op := b.op(engine.VerbCancel, cost)
+	op.At = at
+	return op
+}
+
+// limit is the Params' limit.
+func (b *builder) limit() float64 { return b.c.Params.Limit }
+
+// interval is the Params' interval.
+func (b *builder) interval() int64 { return b.c.Params.Interval }
+
+// up returns the next float64 above x: one ulp over.
+func up(x float64) float64 { return math.Nextafter(x, math.Inf(1)) }
+
+// down returns the next float64 below x: one ulp under.
+func down(x float64) float64 { return math.Nextafter(x, math.Inf(-1)) }

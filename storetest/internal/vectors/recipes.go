@@ -1,0 +1,580 @@
+package vectors
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/arith"
+)
+
+// A recipe is one rule, as a case built for each algorithm it applies to.
+type recipe struct {
+	verb string // the verb the rule is about, as the case's name says it
+	rule string // what the case pins
+	// applies reports whether the rule is one of a's; nil for every
+	// algorithm.
+	applies func(a algorithm) bool
+	// with sets the options the rule is about on a's Params, if any.
+	with func(p *engine.Params)
+	// everywhere builds the case from the epoch and up to the end of time
+	// too: a rule whose arithmetic on times may break there.
+	everywhere bool
+	// build runs the case's ops from the builder's time.
+	build func(b *builder)
+}
+
+// penalty is the block of the rules about penalties: not a multiple of
+// any interval, so that a block's end is never a window's or a refill's.
+const penalty = int64(1500 * time.Millisecond)
+
+func withPenalty(p *engine.Params)        { p.Penalty = penalty }
+func withCountDenied(p *engine.Params)    { p.CountDenied = true }
+func withLongestPenalty(p *engine.Params) { p.Penalty = maxSpan }
+
+// The algorithms a rule applies to.
+
+func reservable(a algorithm) bool       { return a.p.Reservable() }
+func windowed(a algorithm) bool         { return !a.p.Reservable() }
+func leaky(a algorithm) bool            { return a.p.Kind == engine.KindLeakyBucket }
+func notLeaky(a algorithm) bool         { return !leaky(a) }
+func notGCRA(a algorithm) bool          { return a.p.Kind != engine.KindGCRA }
+func intervalRefill(a algorithm) bool   { return a.p.IntervalRefill }
+func strict(a algorithm) bool           { return a.strict }
+func strictReservable(a algorithm) bool { return a.strict && a.p.Reservable() }
+func strictLeaky(a algorithm) bool      { return a.strict && leaky(a) }
+
+// kind reports whether a is of kind k, anchored or not.
+func kind(k engine.Kind, anchored bool) func(algorithm) bool {
+	return func(a algorithm) bool { return a.p.Kind == k && a.p.Anchored == anchored }
+}
+
+// clamped reports whether a's amounts within the tolerance under the
+// limit are the limit: not GCRA's, counted in whole nanoseconds, nor the
+// sliding counter's estimate.
+func clamped(a algorithm) bool {
+	return a.p.Kind != engine.KindGCRA && a.p.Kind != engine.KindSlidingCounter
+}
+
+// meter reports whether a is a bucket that leaks or refills continuously,
+// whose bookings of a later instant than needed can be given back.
+func meter(a algorithm) bool {
+	return a.p.Reservable() && a.p.Kind != engine.KindGCRA && !a.p.IntervalRefill
+}
+
+// pushedBack reports whether a counted denial moves a's next admission
+// later: it does where the key frees its allowance continuously, not where
+// it waits for a window's end or a refill's instant.
+func pushedBack(a algorithm) bool {
+	return a.strict && a.p.Reservable() && !a.p.IntervalRefill
+}
+
+// turn is the cost of one booking: one unit, or a whole refill of the
+// interval-refill bucket, which books several units on one refill.
+func (b *builder) turn() float64 {
+	if b.c.Params.IntervalRefill {
+		return b.c.Params.Amount
+	}
+	return 1
+}
+
+// horizon is a maximum delay long enough to book a few turns after a full
+// key.
+func (b *builder) horizon() int64 {
+	return 10 * b.interval() * int64(math.Ceil(b.limit()+1))
+}
+
+// windowEnd returns the end of the epoch-aligned window holding now.
+func (b *builder) windowEnd() int64 {
+	return arith.FloorDiv(b.now, b.interval())*b.interval() + b.interval()
+}
+
+// invalidCosts is the recipe that refuses the costs a step never takes,
+// for verb, and records nothing.
+func invalidCosts(verb engine.Verb, applies func(algorithm) bool) recipe {
+	return recipe{verb: verbName(verb), rule: "invalid-costs-are-refused", applies: applies, build: func(b *builder) {
+		for _, cost := range []float64{math.NaN(), math.Inf(1), -1, -math.SmallestNonzeroFloat64} {
+			op := b.op(verb, cost)
+			switch verb {
+			case engine.VerbReserve:
+				op.MaxDelay = b.horizon()
+			case engine.VerbCancel:
+				op.At = b.now + b.interval()
+			}
+			b.refuse(op, engine.ErrInvalidCost)
+		}
+		b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit, nothing recorded")
+	}}
+}
+
+// recipes are the rules the vectors pin, per verb, then per option.
+var recipes = []recipe{
+	// Admissions.
+	{verb: "allow", rule: "exact-fit", everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(1))
+		d := b.admit(b.allow(b.limit() - 1))
+		b.expect(d.Remaining == 0 && d.Used == b.limit(), "the whole limit used")
+		b.deny(b.allow(1))
+	}},
+	{verb: "allow", rule: "one-ulp-over-fits-within-tolerance", build: func(b *builder) {
+		b.admit(b.allow(1))
+		b.expect(b.admit(b.allow(up(b.limit()-1))).Remaining == 0, "the whole limit used")
+	}},
+	{verb: "allow", rule: "one-ulp-under-is-full", applies: clamped, build: func(b *builder) {
+		b.admit(b.allow(1))
+		b.expect(b.admit(b.allow(down(b.limit()-1))).Remaining == 0, "full within tolerance")
+	}},
+	{verb: "allow", rule: "twice-the-tolerance-over-is-denied", applies: notGCRA, build: func(b *builder) {
+		b.admit(b.allow(1))
+		b.deny(b.allow(b.limit() - 1 + 2*b.limit()*arith.Tolerance))
+	}},
+	{verb: "allow", rule: "a-nanosecond-over-is-denied", applies: kind(engine.KindGCRA, false), build: func(b *builder) {
+		// GCRA counts in nanoseconds, rounded: one more than the room is
+		// the least cost that does not fit.
+		t := b.interval()
+		room := arith.Nanos(b.limit(), t) - arith.Nanos(1, t)
+		b.admit(b.allow(1))
+		b.deny(b.allow(float64(room+1) / float64(t)))
+	}},
+	{verb: "allow", rule: "one-ulp-over-the-limit-is-refused", build: func(b *builder) {
+		b.refuse(b.allow(up(b.limit())), engine.ErrCostExceedsLimit)
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "allow", rule: "retry-after-to-the-nanosecond", everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		retry := b.deny(b.allow(1)).RetryAfter
+		b.now += int64(retry) - 1
+		b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry a nanosecond later")
+		b.now++
+		b.admit(b.allow(1))
+	}},
+	{verb: "allow", rule: "clock-stepping-back-never-loosens", build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		retry := b.deny(b.allow(1)).RetryAfter
+		back := b.interval() / 2
+		b.now -= back
+		b.expect(b.deny(b.allow(1)).RetryAfter >= retry+time.Duration(back), "told to retry no earlier")
+	}},
+	{verb: "allow", rule: "zero-cost-fits-a-full-key", build: func(b *builder) {
+		b.admit(b.allow(0))
+		b.admit(b.allow(b.limit()))
+		b.admit(b.allow(0))
+	}},
+	{verb: "allow", rule: "negative-zero-cost-is-zero", build: func(b *builder) {
+		negZero := math.Copysign(0, -1)
+		b.admit(b.allow(negZero))
+		b.admit(b.allow(b.limit()))
+		b.admit(b.allow(negZero))
+	}},
+	invalidCosts(engine.VerbAllow, nil),
+	{verb: "allow", rule: "before-the-epoch-is-refused", build: func(b *builder) {
+		b.now = -1
+		b.refuse(b.allow(1), engine.ErrTimeOutOfRange)
+		b.now = math.MinInt64
+		b.refuse(b.allow(1), engine.ErrTimeOutOfRange)
+		b.now = 0
+		b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit at the epoch")
+		b.deny(b.allow(1))
+	}},
+	{verb: "allow", rule: "after-the-end-of-time-is-refused", build: func(b *builder) {
+		b.now = maxTime - b.interval()
+		b.admit(b.allow(b.limit()))
+		b.now = maxTime
+		b.decide(b.allow(1))
+		b.now = maxTime + 1
+		b.refuse(b.allow(1), engine.ErrTimeOutOfRange)
+		b.now = math.MaxInt64
+		b.refuse(b.allow(1), engine.ErrTimeOutOfRange)
+		b.now = maxTime
+		b.decide(b.allow(0))
+	}},
+
+	// Window and refill edges.
+	{verb: "allow", rule: "window-edge", applies: kind(engine.KindFixedWindow, false), everywhere: true, build: func(b *builder) {
+		b.now = b.windowEnd() - 1
+		b.admit(b.allow(b.limit()))
+		b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry at the window's edge")
+		b.now++
+		b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit in the next window")
+	}},
+	{verb: "allow", rule: "window-edge", applies: kind(engine.KindFixedWindow, true), everywhere: true, build: func(b *builder) {
+		start := b.now
+		b.admit(b.allow(b.limit()))
+		b.now = start + b.interval() - 1
+		b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry at the window's edge")
+		b.now++
+		b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit in the next window")
+	}},
+	{verb: "allow", rule: "window-edge", applies: kind(engine.KindSlidingLog, false), everywhere: true, build: func(b *builder) {
+		first := b.now
+		b.admit(b.allow(1))
+		b.now += b.interval() / 2
+		b.admit(b.allow(b.limit() - 1))
+		b.now = first + b.interval() - 1
+		b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry when the first entry leaves")
+		b.now++
+		b.expect(b.admit(b.allow(1)).Remaining == 0, "the first entry's room")
+	}},
+	{verb: "allow", rule: "window-edge-carries-the-count-over", applies: kind(engine.KindSlidingCounter, false), everywhere: true,
+		build: func(b *builder) {
+			b.now = b.windowEnd() - 1
+			b.admit(b.allow(b.limit()))
+			b.now++
+			b.deny(b.allow(1))
+			b.now += b.interval()
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit two windows on")
+		}},
+	{verb: "allow", rule: "refill-edge", applies: intervalRefill, everywhere: true, build: func(b *builder) {
+		start := b.now
+		b.admit(b.allow(b.limit()))
+		b.now = start + b.interval() - 1
+		b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry at the refill")
+		b.now++
+		b.expect(b.admit(b.allow(b.c.Params.Amount)).Remaining == 0, "exactly one refill")
+		b.deny(b.allow(1))
+	}},
+	{verb: "allow", rule: "refilled-within-tolerance-is-full", applies: intervalRefill, build: func(b *builder) {
+		start := b.now
+		b.admit(b.allow(up(2 * b.c.Params.Amount)))
+		b.now = start + 2*b.interval()
+		b.expect(b.admit(b.check(0)).Used == 0, "full")
+	}},
+	{verb: "allow", rule: "drained-within-tolerance-is-empty", applies: meter, build: func(b *builder) {
+		// A cost that leaks in a whole millisecond and a residue of rounding.
+		const ms = int64(time.Millisecond)
+		rate := b.c.Params.Amount / float64(b.interval())
+		cost := up(float64(ms) * rate)
+		b.expect(cost-float64(ms)*rate > 0, "a residue")
+		start := b.now
+		b.expect(int64(b.admit(b.allow(cost)).ResetAfter) == ms, "fresh after the millisecond")
+		b.now = start + ms
+		b.expect(b.admit(b.check(0)).Used == 0, "empty")
+	}},
+	{verb: "allow", rule: "max-entries-merge-into-the-newest", applies: kind(engine.KindSlidingLog, false), build: func(b *builder) {
+		// One entry more than the log keeps: the last two merge, and leave
+		// the window with the newer one.
+		start, m := b.now, int64(b.c.Params.MaxEntries)
+		for i := range m + 1 {
+			b.now = start + i
+			b.admit(b.allow(0.5))
+		}
+		b.now = start + b.interval() + m - 1
+		b.expect(b.admit(b.allow(b.limit()-1)).Remaining == 0, "the merged entry still counted")
+		b.now++
+		b.expect(b.admit(b.allow(1)).Remaining == 0, "the merged entry gone")
+	}},
+
+	// Checks.
+	{verb: "check", rule: "records-nothing", build: func(b *builder) {
+		b.admit(b.check(b.limit()))
+		b.admit(b.check(b.limit()))
+		b.admit(b.allow(b.limit()))
+		retry := b.deny(b.check(1)).RetryAfter
+		b.expect(b.deny(b.allow(1)).RetryAfter == retry, "decided as an Allow")
+		b.admit(b.check(0))
+	}},
+	{verb: "check", rule: "one-ulp-over-the-limit-is-refused", build: func(b *builder) {
+		b.refuse(b.check(up(b.limit())), engine.ErrCostExceedsLimit)
+	}},
+	invalidCosts(engine.VerbCheck, nil),
+
+	// Partial grants.
+	{verb: "at-most", rule: "whole-cost-fits", build: func(b *builder) {
+		b.expect(b.admit(b.atMost(b.limit())).Granted == b.limit(), "granted whole")
+	}},
+	{verb: "at-most", rule: "grants-the-whole-units-left", everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(0.5))
+		b.expect(b.admit(b.atMost(b.limit())).Granted == math.Floor(b.limit()-0.5), "granted the whole units left")
+	}},
+	{verb: "at-most", rule: "nothing-is-not-allowed", build: func(b *builder) {
+		d := b.deny(b.atMost(0))
+		b.expect(d.Granted == 0 && d.Remaining == b.limit(), "nothing granted nor recorded")
+	}},
+	{verb: "at-most", rule: "above-the-limit-grants-what-fits", build: func(b *builder) {
+		b.expect(b.admit(b.atMost(b.limit()+1)).Granted == math.Floor(b.limit()), "granted the whole units of the limit")
+	}},
+	{verb: "at-most", rule: "nothing-fits", build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		d := b.deny(b.atMost(2))
+		b.expect(d.Granted == 0 && d.RetryAfter == b.deny(b.allow(1)).RetryAfter, "decided as one unit")
+	}},
+	{verb: "at-most", rule: "one-ulp-over-the-room-is-granted-whole", build: func(b *builder) {
+		b.admit(b.allow(1))
+		cost := up(b.limit() - 1)
+		b.expect(b.admit(b.atMost(cost)).Granted == cost, "granted whole")
+	}},
+	{verb: "at-most", rule: "above-a-limit-below-one-unit-is-refused", applies: strict,
+		with: func(p *engine.Params) { p.Limit = 0.5 }, build: func(b *builder) {
+			b.refuse(b.atMost(1), engine.ErrCostExceedsLimit)
+			b.expect(b.admit(b.atMost(0.5)).Granted == 0.5, "granted whole")
+		}},
+	invalidCosts(engine.VerbAtMost, nil),
+
+	// Fill-ups.
+	{verb: "fill", rule: "exact-fit", applies: leaky, build: func(b *builder) {
+		b.expect(b.admit(b.fill(b.limit())).Used == b.limit(), "full")
+		b.deny(b.allow(1))
+	}},
+	{verb: "fill", rule: "one-ulp-over-fits-within-tolerance", applies: leaky, build: func(b *builder) {
+		b.admit(b.fill(1))
+		b.admit(b.fill(up(b.limit() - 1)))
+	}},
+	{verb: "fill", rule: "past-capacity-clamps", applies: leaky, build: func(b *builder) {
+		b.admit(b.fill(b.limit() - 1))
+		b.expect(b.deny(b.fill(2)).Used == b.limit(), "full, not above")
+	}},
+	{verb: "fill", rule: "above-the-limit-is-recorded", applies: leaky, build: func(b *builder) {
+		b.expect(b.deny(b.fill(b.limit()+1)).Used == b.limit(), "full, not above")
+		b.deny(b.allow(1))
+	}},
+	invalidCosts(engine.VerbFill, leaky),
+	{verb: "fill", rule: "is-unsupported", applies: notLeaky, build: func(b *builder) {
+		b.refuse(b.fill(1), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+
+	// Reservations and cancels.
+	{verb: "reserve", rule: "max-delay-zero-is-allow", applies: reservable, build: func(b *builder) {
+		d := b.admit(b.reserve(b.limit(), 0))
+		b.expect(d.Delay == 0 && d.At == 0, "admitted now")
+		retry := b.deny(b.reserve(1, 0)).RetryAfter
+		b.expect(b.deny(b.allow(1)).RetryAfter == retry, "decided as an Allow")
+	}},
+	{verb: "reserve", rule: "max-delay-exactly-the-wait", applies: reservable, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		wait := int64(b.deny(b.reserve(1, 0)).RetryAfter)
+		b.expect(b.deny(b.reserve(1, wait-1)).RetryAfter == 1, "a nanosecond short")
+		d := b.admit(b.reserve(1, wait))
+		b.expect(int64(d.Delay) == wait && d.At == b.now+wait, "booked at the end of its maximum delay")
+	}},
+	{verb: "reserve", rule: "booking-a-nanosecond-late", applies: reservable, everywhere: true, build: func(b *builder) {
+		// A cancel gives its turn back a nanosecond late: the turn booked
+		// again is a nanosecond later, which the same cancel, retried,
+		// cannot mistake for its own.
+		b.admit(b.allow(b.limit()))
+		first := b.admit(b.reserve(b.turn(), b.horizon()))
+		last := b.admit(b.reserve(b.turn(), b.horizon()))
+		b.expect(first.At < last.At, "booked after the first")
+		b.admit(b.cancel(b.turn(), last.At))
+		b.expect(b.admit(b.reserve(b.turn(), b.horizon())).At == last.At+1, "booked a nanosecond late")
+		b.deny(b.cancel(b.turn(), last.At))
+	}},
+	{verb: "cancel", rule: "a-booking-followed-by-another-is-kept", applies: reservable, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		first := b.admit(b.reserve(b.turn(), b.horizon()))
+		last := b.admit(b.reserve(b.turn(), b.horizon()))
+		b.deny(b.cancel(b.turn(), first.At))
+		b.admit(b.cancel(b.turn(), last.At))
+	}},
+	{verb: "cancel", rule: "at-its-instant-is-too-late", applies: reservable, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		d := b.admit(b.reserve(b.turn(), b.horizon()))
+		b.now = d.At
+		b.deny(b.cancel(b.turn(), d.At))
+	}},
+	{verb: "cancel", rule: "a-nanosecond-before-its-instant-is-given-back", applies: reservable, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		d := b.admit(b.reserve(b.turn(), b.horizon()))
+		b.now = d.At - 1
+		b.admit(b.cancel(b.turn(), d.At))
+	}},
+	{verb: "cancel", rule: "of-more-than-was-booked-leaves-the-booking-empty", applies: meter, build: func(b *builder) {
+		op := b.reserve(b.turn(), b.horizon())
+		op.At = b.now + b.interval()
+		b.admit(op)
+		b.admit(b.cancel(b.limit(), op.At))
+		b.decide(b.check(b.limit()))
+		b.decide(b.allow(b.limit()))
+	}},
+	{verb: "cancel", rule: "of-nothing-booked-gives-nothing-back", applies: reservable, build: func(b *builder) {
+		b.deny(b.cancel(1, b.now+b.interval()))
+		b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit, not more")
+	}},
+	{verb: "cancel", rule: "instant-beyond-2-to-the-62-plus-2-to-the-60-ns-is-refused", applies: reservable, build: func(b *builder) {
+		b.deny(b.cancel(1, maxTime+maxSpan))
+		b.refuse(b.cancel(1, maxTime+maxSpan+1), engine.ErrTimeOutOfRange)
+		b.refuse(b.cancel(1, -1), engine.ErrTimeOutOfRange)
+	}},
+	{verb: "reserve", rule: "at-books-no-earlier-than-asked", applies: reservable, build: func(b *builder) {
+		op := b.reserve(b.turn(), b.horizon())
+		op.At = b.now + b.interval()
+		b.expect(int64(b.admit(op).Delay) == b.interval(), "booked at the instant asked")
+		b.decide(b.cancel(b.turn(), op.At))
+	}},
+	{verb: "reserve", rule: "at-beyond-2-to-the-62-plus-2-to-the-60-ns-is-refused", applies: reservable, build: func(b *builder) {
+		op := b.reserve(1, maxSpan)
+		op.At = maxTime + maxSpan
+		b.deny(op)
+		op.At++
+		b.refuse(op, engine.ErrTimeOutOfRange)
+		op.At = -1
+		b.refuse(op, engine.ErrTimeOutOfRange)
+	}},
+	{verb: "reserve", rule: "max-delay-beyond-2-to-the-60-ns-is-refused", applies: reservable, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.admit(b.reserve(1, maxSpan))
+		b.refuse(b.reserve(1, maxSpan+1), engine.ErrInvalidDelay)
+		b.refuse(b.reserve(1, -1), engine.ErrInvalidDelay)
+	}},
+	{verb: "reserve", rule: "one-ulp-over-the-limit-is-refused", applies: reservable, build: func(b *builder) {
+		b.refuse(b.reserve(up(b.limit()), b.horizon()), engine.ErrCostExceedsLimit)
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "reserve", rule: "booked-past-the-end-of-time", applies: reservable, build: func(b *builder) {
+		b.now = maxTime
+		b.admit(b.allow(b.limit()))
+		d := b.admit(b.reserve(b.turn(), maxSpan))
+		b.expect(d.At > maxTime, "booked after the latest time")
+		b.admit(b.cancel(b.turn(), d.At))
+		b.expect(b.admit(b.reserve(b.turn(), maxSpan)).At == d.At+1, "booked a nanosecond late")
+	}},
+	{verb: "reserve", rule: "latest-instant-at-the-end-of-time", applies: reservable, build: func(b *builder) {
+		b.now = maxTime
+		op := b.reserve(b.limit(), maxSpan)
+		op.At = maxTime + maxSpan
+		d := b.admit(op)
+		b.expect(int64(d.Delay) == maxSpan, "booked at the latest instant")
+		b.decide(b.cancel(b.limit(), op.At))
+	}},
+	invalidCosts(engine.VerbReserve, reservable),
+	invalidCosts(engine.VerbCancel, reservable),
+	{verb: "reserve", rule: "is-unsupported", applies: windowed, build: func(b *builder) {
+		b.refuse(b.reserve(1, b.interval()), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "cancel", rule: "is-unsupported", applies: windowed, build: func(b *builder) {
+		b.refuse(b.cancel(1, b.now+b.interval()), engine.ErrUnsupported)
+	}},
+	{verb: "unknown-verb", rule: "is-unsupported", build: func(b *builder) {
+		b.refuse(b.op(0, 1), engine.ErrUnsupported)
+		b.refuse(b.op(engine.VerbAtMost+1, 1), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+
+	// Penalties.
+	{verb: "allow", rule: "penalty-block-ends", applies: strict, with: withPenalty, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		d := b.deny(b.allow(1))
+		b.expect(d.Blocked && d.RetryAfter >= time.Duration(penalty), "blocked")
+		end := b.now + penalty
+		b.now = end - 1
+		b.expect(b.deny(b.allow(1)).Blocked, "blocked to the block's last nanosecond")
+		b.expect(b.deny(b.check(0)).Blocked, "blocked to the block's last nanosecond")
+		b.now = end
+		b.expect(!b.decide(b.allow(1)).Blocked, "free when the block ends")
+	}},
+	{verb: "allow", rule: "penalty-impossible-cost-starts-the-block", applies: strict, with: withPenalty, build: func(b *builder) {
+		d := b.refuse(b.allow(b.limit()+1), engine.ErrCostExceedsLimit)
+		b.expect(d.Blocked && d.Remaining == b.limit(), "blocked, nothing recorded")
+		b.now++
+		b.expect(b.deny(b.allow(1)).Blocked, "blocked")
+		d = b.refuse(b.allow(b.limit()+1), engine.ErrCostExceedsLimit)
+		b.expect(d.RetryAfter == time.Duration(penalty-1), "told to retry when the block ends")
+	}},
+	{verb: "check", rule: "penalty-check-starts-no-block", applies: strict, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		d := b.deny(b.check(1))
+		b.expect(!d.Blocked, "not blocked")
+		b.now += int64(d.RetryAfter)
+		b.admit(b.allow(1))
+	}},
+	{verb: "at-most", rule: "penalty-grants-nothing-during-the-block", applies: strict, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.deny(b.allow(1))
+		b.now += penalty - 1
+		d := b.deny(b.atMost(2))
+		b.expect(d.Blocked && d.Granted == 0, "blocked")
+	}},
+	{verb: "reserve", rule: "penalty-books-no-earlier-than-the-block-end", applies: strictReservable, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.deny(b.allow(1))
+		end := b.now + penalty
+		b.now++
+		d := b.admit(b.reserve(b.turn(), penalty+b.horizon()))
+		b.expect(b.now+int64(d.Delay) >= end, "booked after the block")
+		op := b.reserve(b.turn(), 2*penalty+b.horizon())
+		op.At = end + penalty
+		b.expect(b.now+int64(b.admit(op).Delay) == op.At, "booked when asked, after the block")
+	}},
+	{verb: "reserve", rule: "penalty-impossible-cost-starts-the-block", applies: strictReservable, with: withPenalty, build: func(b *builder) {
+		d := b.refuse(b.reserve(b.limit()+1, b.horizon()), engine.ErrCostExceedsLimit)
+		b.expect(d.Blocked && d.RetryAfter == time.Duration(penalty), "blocked, told to retry when the block ends")
+		b.now++
+		b.expect(b.deny(b.allow(1)).Blocked, "blocked")
+	}},
+	{verb: "reserve", rule: "penalty-beyond-max-delay-starts-the-block", applies: strictReservable, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		wait := int64(b.deny(b.check(1)).RetryAfter)
+		d := b.deny(b.reserve(1, wait-1))
+		b.expect(d.Blocked && d.RetryAfter == time.Duration(penalty-wait+1), "told to retry when as long a wait books")
+		b.expect(b.deny(b.allow(0)).Blocked, "blocked")
+	}},
+	{verb: "fill", rule: "penalty-block-ends", applies: strictLeaky, with: withPenalty, everywhere: true, build: func(b *builder) {
+		b.admit(b.fill(b.limit()))
+		b.expect(b.deny(b.fill(1)).Blocked, "blocked past capacity")
+		end := b.now + penalty
+		b.now = end - 1
+		b.expect(b.deny(b.fill(1)).Blocked, "blocked to the block's last nanosecond, and recorded")
+		b.now = end
+		b.expect(!b.decide(b.fill(0)).Blocked, "free when the block ends")
+	}},
+	{verb: "allow", rule: "longest-penalty-at-the-end-of-time", applies: strict, with: withLongestPenalty, build: func(b *builder) {
+		b.now = maxTime
+		b.admit(b.allow(b.limit()))
+		d := b.deny(b.allow(1))
+		b.expect(d.Blocked && d.RetryAfter == time.Duration(maxSpan), "blocked for 2^60 ns")
+		b.expect(b.deny(b.check(0)).Blocked, "blocked")
+	}},
+	{verb: "allow", rule: "penalty-beyond-2-to-the-60-ns-is-invalid", applies: strict,
+		with: func(p *engine.Params) { p.Penalty = maxSpan + 1 }, build: func(b *builder) {
+			b.refuse(b.allow(1), engine.ErrInvalidConfig)
+		}},
+
+	// Counted denials.
+	{verb: "allow", rule: "count-denied-fills-up-to-the-limit", applies: strict, with: withCountDenied, everywhere: true,
+		build: func(b *builder) {
+			b.admit(b.allow(1))
+			b.expect(b.deny(b.allow(b.limit())).Remaining == 0, "full")
+			b.deny(b.allow(1))
+		}},
+	{verb: "allow", rule: "count-denied-fills-up-behind-a-booking", applies: strictReservable, with: withCountDenied,
+		build: func(b *builder) {
+			op := b.reserve(b.turn(), b.horizon())
+			op.At = b.now + b.interval()
+			b.admit(op)
+			b.expect(b.deny(b.allow(b.limit())).Remaining == 0, "full now")
+			b.deny(b.allow(1))
+		}},
+	{verb: "allow", rule: "count-denied-pushes-the-retry-back", applies: pushedBack, with: withCountDenied, build: func(b *builder) {
+		start := b.now
+		b.admit(b.allow(b.limit()))
+		retry := int64(b.deny(b.allow(1)).RetryAfter)
+		b.now += retry / 2
+		b.deny(b.allow(1))
+		b.now = start + retry
+		b.deny(b.allow(1))
+	}},
+	{verb: "check", rule: "count-denied-check-counts-nothing", applies: strict, with: withCountDenied, build: func(b *builder) {
+		b.admit(b.allow(1))
+		b.deny(b.check(b.limit()))
+		b.expect(b.admit(b.allow(b.limit()-1)).Remaining == 0, "the rest of the limit")
+	}},
+	{verb: "reserve", rule: "count-denied-fills-up-to-the-limit", applies: strictReservable, with: withCountDenied, build: func(b *builder) {
+		b.admit(b.allow(1))
+		b.expect(b.deny(b.reserve(b.limit(), 0)).Remaining == 0, "full")
+	}},
+	{verb: "allow", rule: "penalty-and-count-denied-block-a-full-key", applies: strict,
+		with: func(p *engine.Params) { withPenalty(p); withCountDenied(p) }, everywhere: true, build: func(b *builder) {
+			b.admit(b.allow(1))
+			d := b.deny(b.allow(b.limit()))
+			b.expect(d.Blocked && d.Remaining == 0, "blocked and full")
+			end := b.now + penalty
+			if b.c.Params.Reservable() {
+				b.now++
+				d = b.deny(b.reserve(1, penalty/2))
+				b.expect(d.RetryAfter >= time.Duration(penalty/2-1), "told to retry when as long a wait books")
+			}
+			b.now = end
+			b.expect(!b.decide(b.allow(1)).Blocked, "free when the block ends")
+		}},
+}
