@@ -22,7 +22,7 @@ type Result struct {
 	Err      error
 }
 
-// ApplyBatch runs reqs in one round trip, as a pipeline of script calls,
+// ApplyBatch runs reqs in one round trip, as a pipeline of function calls,
 // and returns their results in the same order. Each decision is atomic on
 // its key, exactly as [Store.Apply] makes it, and requests on one key run
 // in the order given; the batch as a whole is not a transaction, and other
@@ -47,18 +47,17 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 			results[i] = Result{Decision: d, Err: err}
 			continue
 		}
-		calls = append(calls, call{req: i, script: scriptOf(r.Params), refused: err})
+		calls = append(calls, call{req: i, refused: err})
 	}
-	// A script that the server has not cached (after a restart, a
-	// failover or SCRIPT FLUSH) fails with NOSCRIPT without running: load
-	// the missing scripts, and send those requests again. With replica
+	// A call that finds the library missing on its node (a new server, a
+	// promoted replica that never had it, FUNCTION FLUSH) fails without
+	// running: load it there, and send those requests again. With replica
 	// acknowledgements, the batch goes to the masters the client's layout
-	// names, and a slot that has moved answers MOVED without running:
-	// wait for the new layout, and send those requests again. At most two
-	// such rounds (MOVED, then NOSCRIPT on the new master). (A request
-	// retried this way runs after the batch's other requests on its key
-	// only if they use another script: another algorithm, a key
-	// conflict.)
+	// names, and a slot that has moved answers MOVED without running: wait
+	// for the new layout, and send those requests again. At most two such
+	// rounds (MOVED, then the library missing on the new master). Requests
+	// on one key keep their order: once a node lacks the library, every
+	// later call on it fails until it is loaded again.
 	for attempt := 0; len(calls) > 0; attempt++ {
 		if s.acks.n > 0 {
 			s.pipelineAcked(ctx, reqs, calls)
@@ -66,26 +65,21 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 			s.pipeline(ctx, reqs, calls)
 		}
 		var retry []call
-		var loaded map[*redis.Script]error // made at the first NOSCRIPT
+		var done loads // made at the first library missing
 		for _, c := range calls {
 			r := reqs[c.req]
 			reply, err := c.cmd.Result()
-			if attempt < 2 && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				loadErr, ok := loaded[c.script]
-				if !ok {
-					if loaded == nil {
-						loaded = make(map[*redis.Script]error)
-					}
-					loadErr = c.script.Load(ctx, s.client).Err()
-					loaded[c.script] = loadErr
+			if attempt < 2 && missing(err) {
+				if done == nil {
+					done = loads{}
 				}
-				if err = loadErr; err == nil {
-					retry = append(retry, call{req: c.req, script: c.script, refused: c.refused})
+				if err = s.load(ctx, done, s.Key(r.Key), attempt > 0); err == nil {
+					retry = append(retry, call{req: c.req, refused: c.refused})
 					continue
 				}
 			}
 			if attempt < 2 && err != nil && s.moved(ctx, s.Key(r.Key), err) {
-				retry = append(retry, call{req: c.req, script: c.script, refused: c.refused})
+				retry = append(retry, call{req: c.req, refused: c.refused})
 				continue
 			}
 			s.reload.failed(err)
@@ -103,25 +97,24 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 	return results
 }
 
-// A call is a request sent in the pipeline: its index in the batch, its
-// script, the error that comes with its decision (a cost that overflows
-// under a penalty), and once sent, its command and, with WithReplicaAcks,
-// the WAIT that followed it.
+// A call is a request sent in the pipeline: its index in the batch, the
+// error that comes with its decision (a cost that overflows under a
+// penalty), and once sent, its command and, with WithReplicaAcks, the WAIT
+// that followed it.
 type call struct {
 	req     int
-	script  *redis.Script
 	refused error
 	cmd     *redis.Cmd
 	wait    *redis.IntCmd
 }
 
-// pipeline sends calls' scripts by their SHA in one round trip. Each
-// call's reply or error, the round trip's own included, is in its command.
+// pipeline sends calls in one round trip. Each call's reply or error, the
+// round trip's own included, is in its command.
 func (s *Store) pipeline(ctx context.Context, reqs []Request, calls []call) {
 	pipe := s.client.Pipeline()
 	for i := range calls {
 		r := reqs[calls[i].req]
-		calls[i].cmd = calls[i].script.EvalSha(ctx, pipe, []string{s.Key(r.Key)}, s.args(r.Params, r.Op))
+		calls[i].cmd = pipe.FCall(ctx, lib.apply, []string{s.Key(r.Key)}, s.args(r.Params, r.Op))
 	}
 	_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command
 }

@@ -104,15 +104,15 @@ func batchOp(rng *rand.Rand, p *engine.Params, now int64, booked []engine.Op) en
 	return op
 }
 
-// TestBatchSurvivesScriptFlush empties the server's script cache between
-// batches that use every script: the requests that found their script
+// TestBatchSurvivesFunctionFlush empties the server's functions between
+// batches that use every algorithm: the requests that found the library
 // missing are sent again once it is loaded, and each runs exactly once.
-func TestBatchSurvivesScriptFlush(t *testing.T) {
+func TestBatchSurvivesFunctionFlush(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	algorithms := storetest.Algorithms()
 	for round := range 3 {
-		require.NoError(t, c.ScriptFlush(t.Context()).Err())
+		require.NoError(t, c.FunctionFlush(t.Context()).Err())
 		reqs := make([]redisstore.Request, 0, 2*len(algorithms))
 		for a := range algorithms {
 			for range 2 {

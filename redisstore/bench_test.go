@@ -253,18 +253,118 @@ func (h *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // scriptMicros returns the microseconds the server has spent running
-// scripts (EVALSHA and EVAL), by INFO commandstats, read without the
-// counting hook.
+// decisions (FCALL, or EVALSHA and EVAL before the function library), by
+// INFO commandstats, read without the counting hook.
 func scriptMicros(b *testing.B, c *redis.Client) int64 {
+	usec, _ := scriptStats(b, c.Options().Addr)
+	return usec
+}
+
+// scriptStats returns the microseconds the server at addr has spent
+// running decisions (FCALL, or EVALSHA and EVAL before the function
+// library), and how many it has run, by INFO commandstats.
+func scriptStats(b *testing.B, addr string) (usec, calls int64) {
 	b.Helper()
-	reply, err := testserver.Do(c.Options().Addr, "INFO", "commandstats")
+	reply, err := testserver.Do(addr, "INFO", "commandstats")
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total int64
-	for _, m := range regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)`).FindAllStringSubmatch(fmt.Sprint(reply), -1) {
+	for _, m := range regexp.MustCompile(`cmdstat_(?:fcall|evalsha|eval):calls=(\d+),usec=(\d+)`).FindAllStringSubmatch(fmt.Sprint(reply), -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
-		total += n
+		u, _ := strconv.ParseInt(m[2], 10, 64)
+		calls += n
+		usec += u
 	}
-	return total
+	return usec, calls
+}
+
+// BenchmarkServerTime measures the time Redis spends on each decision
+// (INFO commandstats' usec per call, after CONFIG RESETSTAT), for every
+// algorithm admitting and denying, one caller at a time, and GCRA's from
+// 16 callers too, on 1024 keys of a local Redis with the server's clock.
+// Compare two versions of the store with: benchstat -filter
+// .unit:server-µs/op.
+func BenchmarkServerTime(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+	b.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const s, h = int64(time.Second), int64(time.Hour)
+	// Admitting: more than 1024 keys see in a run; denying: one unit an
+	// hour, taken before the run.
+	for _, tc := range []struct {
+		name        string
+		admit, deny engine.Params
+	}{
+		{"LeakyBucket",
+			engine.Params{Kind: engine.KindLeakyBucket, Limit: 1e6, Interval: s, Amount: 1e6},
+			engine.Params{Kind: engine.KindLeakyBucket, Limit: 1, Interval: h, Amount: 1}},
+		{"GCRA",
+			engine.Params{Kind: engine.KindGCRA, Limit: 1e6, Interval: 1000},
+			engine.Params{Kind: engine.KindGCRA, Limit: 1, Interval: h}},
+		{"TokenBucket",
+			engine.Params{Kind: engine.KindTokenBucket, Limit: 1e6, Interval: s, Amount: 1e6},
+			engine.Params{Kind: engine.KindTokenBucket, Limit: 1, Interval: h, Amount: 1}},
+		{"IntervalRefill",
+			engine.Params{Kind: engine.KindTokenBucket, Limit: 1e6, Interval: s, Amount: 1e6, IntervalRefill: true},
+			engine.Params{Kind: engine.KindTokenBucket, Limit: 1, Interval: h, Amount: 1, IntervalRefill: true}},
+		{"FixedWindow",
+			engine.Params{Kind: engine.KindFixedWindow, Limit: 1e9, Interval: 24 * h},
+			engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: 24 * h}},
+		{"SlidingLog",
+			engine.Params{Kind: engine.KindSlidingLog, Limit: 1e6, Interval: s, MaxEntries: 10},
+			engine.Params{Kind: engine.KindSlidingLog, Limit: 1, Interval: h, MaxEntries: 10}},
+		{"SlidingCounter",
+			engine.Params{Kind: engine.KindSlidingCounter, Limit: 1e9, Interval: h},
+			engine.Params{Kind: engine.KindSlidingCounter, Limit: 1, Interval: h}},
+	} {
+		for _, mode := range []struct {
+			name string
+			p    engine.Params
+		}{{"admit", tc.admit}, {"deny", tc.deny}} {
+			keys := make([]string, 1024)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("%s:%s:%d", tc.name, mode.name, i)
+				if _, err := st.Apply(b.Context(), keys[i], &mode.p, allow(1, 0)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			callers := []int{1}
+			if tc.name == "GCRA" {
+				callers = append(callers, 16)
+			}
+			for _, n := range callers {
+				b.Run(fmt.Sprintf("%s/%s/callers=%d", tc.name, mode.name, n), func(b *testing.B) {
+					if _, err := testserver.Do(srv.Addr, "CONFIG", "RESETSTAT"); err != nil {
+						b.Fatal(err)
+					}
+					var next atomic.Uint64
+					decide := func() {
+						key := keys[next.Add(1)%uint64(len(keys))]
+						d, err := st.Apply(b.Context(), key, &mode.p, allow(1, 0))
+						if err != nil || d.Allowed != (mode.name == "admit") {
+							b.Errorf("%s: %+v, %v", key, d, err)
+						}
+					}
+					if n == 1 {
+						for b.Loop() {
+							decide()
+						}
+					} else {
+						b.SetParallelism(max(n/runtime.GOMAXPROCS(0), 1))
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								decide()
+							}
+						})
+					}
+					usec, calls := scriptStats(b, srv.Addr)
+					b.ReportMetric(float64(usec)/float64(calls), "server-µs/op")
+				})
+			}
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,8 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-// The script's input, ARGV[1]: the op's fields, then each limit's (see
-// apply.lua), as bytes and little-endian doubles, which Lua reads back
+// A call's input, the function's one argument: the op's fields, then each
+// limit's (see lua/prelude.lua), as bytes and little-endian doubles, which Lua reads back
 // exactly and without parsing text. One string is one allocation, where
 // boxed numbers would be several. Times (the caller's now, a reservation's
 // MaxDelay, an op's At, a penalty) go as seconds and nanoseconds, since a
@@ -24,7 +25,7 @@ const (
 	limitSize = 3 + 9*8
 )
 
-// args returns the script's ARGV[1] for one op under p.
+// args returns the input of a call deciding one op under p.
 func (s *Store) args(p *engine.Params, op engine.Op) string {
 	var b [opSize + limitSize]byte
 	s.putOp(b[:opSize], op)
@@ -32,7 +33,7 @@ func (s *Store) args(p *engine.Params, op engine.Op) string {
 	return string(b[:])
 }
 
-// groupArgs returns the script's ARGV[1] for a group of ops, which share
+// groupArgs returns the input of a call deciding a group of ops, which share
 // their verb, time and maximum delay.
 func (s *Store) groupArgs(ops []engine.GroupOp) string {
 	var b [opSize + engine.MaxGroup*limitSize]byte
@@ -93,7 +94,7 @@ func split(ns int64) (sec, nsec float64) {
 	return float64(s), float64(ns - s*1e9)
 }
 
-// The script's replies are records: a status byte (the bits below), then
+// The library's replies are records (see lua/io.lua): a status byte (the bits below), then
 // little-endian doubles: used, remaining, and the seconds and nanoseconds
 // of retry after and reset after; for a reservation that waits, the
 // seconds and nanoseconds of its delay and of its instant; for a partial
@@ -263,12 +264,17 @@ func instant(sec, nsec float64) (int64, bool) {
 	return ns, true
 }
 
-// scriptError returns the error of a script call on what (a key, a group)
-// of verb: wrapping sluice.ErrUnsupported when the script refused a verb
-// or algorithm it does not know.
+// scriptError returns the error of a call of the library on what (a key,
+// a group) of verb: wrapping sluice.ErrUnsupported when the library
+// refused a verb or algorithm it does not know, or the server has no
+// Functions (before Redis 7.0).
 func scriptError(verb engine.Verb, what string, err error) error {
-	if redis.HasErrorPrefix(err, "UNSUPPORTED") {
+	switch {
+	case redis.HasErrorPrefix(err, "UNSUPPORTED"):
 		return fmt.Errorf("%w: redisstore: %v on %s: %w", sluice.ErrUnsupported, verb, what, err)
+	case redis.HasErrorPrefix(err, "unknown command") && strings.Contains(strings.ToLower(err.Error()), "fcall"):
+		return fmt.Errorf("%w: redisstore: %v on %s: the server lacks Functions (Redis 7.0 or Valkey 7.2 and later have them): %w",
+			sluice.ErrUnsupported, verb, what, err)
 	}
 	return fmt.Errorf("redisstore: %v on %s: %w", verb, what, err)
 }

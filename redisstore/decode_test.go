@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/binary"
+	"io/fs"
 	"math"
 	"testing"
 	"time"
@@ -172,13 +173,15 @@ func TestDecodeGroupRejectsUnexpectedReplies(t *testing.T) {
 	}
 }
 
-// TestScriptsHaveTheirSections requires every section a script is built
-// from to exist in apply.lua, since a missing one would only show as a
-// Lua error at run time.
-func TestScriptsHaveTheirSections(t *testing.T) {
-	for _, names := range scriptSections {
-		for _, name := range append([]string{"decide", "single", "group"}, names...) {
-			require.Contains(t, applySource, "\n-- @section "+name+"\n")
-		}
+// TestLibraryHasEveryFile requires the library's list of files and the
+// Lua files embedded to be the same, each listed once, since a file left
+// out would only show as a Lua error at run time.
+func TestLibraryHasEveryFile(t *testing.T) {
+	embedded, err := fs.Glob(luaFS, "lua/*.lua")
+	require.NoError(t, err)
+	var listed []string
+	for _, f := range libraryFiles {
+		listed = append(listed, "lua/"+f)
 	}
+	require.ElementsMatch(t, embedded, listed)
 }

@@ -6,29 +6,36 @@
 //	...
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
 //
-// Every algorithm of sluice runs here, each decision as one call of the
-// algorithm's Lua script (EVALSHA, which loads the script again after a
-// restart or SCRIPT FLUSH):
-// Redis runs the script atomically, so concurrent callers on one key are
-// serialized without WATCH, transactions or retries, and a hot key is
-// limited, never failed. The script is an exact translation of
-// [engine.Params.Step], and gives its decisions bit for bit.
+// Every algorithm of sluice runs here, each decision as one call (FCALL)
+// of a function of the store's Lua library, which the store loads into
+// Redis (FUNCTION LOAD) the first time a server answers that it lacks it:
+// a new server, a promoted replica that never had it, a node added to a
+// Cluster, after FUNCTION FLUSH. Redis runs the function atomically, so
+// concurrent callers on one key are serialized without WATCH, transactions
+// or retries, and a hot key is limited, never failed. The library is an
+// exact translation of [engine.Params.Step], and gives its decisions bit
+// for bit. Its name carries a hash of its source, so that processes of
+// two versions, during a rolling deploy, each call their own library.
+//
+// The store needs Redis 7.0 or Valkey 7.2 or later, which have Functions;
+// on an older server every decision fails with an error wrapping
+// [sluice.ErrUnsupported].
 //
 // Reservations (Reserve, and Wait, which books its turn with one), the
 // cancels that give them back and partial grants (AllowAtMost) are one
-// script call each too: a reservation books its instant and records its
+// call each too: a reservation books its instant and records its
 // cost in the key at once, so waiters on one key, in any process, are
 // served in the order Redis booked them.
 //
 // Penalties ([sluice.WithPenalty]) and counted denials
-// ([sluice.WithCountDenied]) run in the same script call as the algorithm.
+// ([sluice.WithCountDenied]) run in the same call as the algorithm.
 // A blocked key's value carries the block's end, and its TTL covers the
 // block.
 //
 // # Groups
 //
 // [Store.ApplyGroup] decides a group of limits ([sluice.NewGroup]) in one
-// script call over every key of the group, exactly as
+// function call over every key of the group, exactly as
 // [engine.DecideGroup]: recorded in every limit or in none, in one round
 // trip whatever the number of limits. In a Cluster the keys of a group
 // must be in one slot: start them with the same hash tag, as in
@@ -41,12 +48,12 @@
 // # Clocks
 //
 // By default a decision's time is the Redis server's clock (TIME, to the
-// microsecond), read inside the script, so that hosts whose clocks disagree
+// microsecond), read inside the function, so that hosts whose clocks disagree
 // still share one timeline; the limiter's own clock is ignored.
 // [WithCallerClock] uses the time the limiter passes instead (its Clock):
 // for tests with simulated time, and for processes whose clocks are known
 // to agree within a given skew. A booked reservation's Decision.At is an
-// instant on the clock the script decided by: pass it back unchanged, as
+// instant on the clock the function decided by: pass it back unchanged, as
 // [sluice.Reservation] does, and its cancel is compared on the same clock.
 //
 // # Keys and expiry
@@ -64,7 +71,7 @@
 //
 // # Limits
 //
-// Lua numbers are doubles, exact for integers up to 2^53: the script keeps
+// Lua numbers are doubles, exact for integers up to 2^53: the library keeps
 // times as seconds and nanoseconds, but the spans an algorithm computes
 // with must be shorter than 2^53 ns (about 104 days). Apply returns an
 // error wrapping [sluice.ErrUnsupported] for Params whose longest span is
@@ -72,9 +79,8 @@
 // times its emission interval, or the time a full bucket takes to drain or
 // refill.
 //
-// The store needs Redis 5 or later (or a compatible server): scripts that
-// read TIME before writing rely on effects replication. A sliding log
-// decision reads and rewrites all of the key's entries (at most MaxEntries).
+// A sliding log decision reads and rewrites all of the key's entries (at
+// most MaxEntries).
 //
 // # Clients
 //
@@ -120,7 +126,7 @@
 // # Batches
 //
 // [Store.ApplyBatch] sends many decisions in one round trip, as a pipeline
-// of script calls: each is atomic on its key and gives Apply's decision,
+// of function calls: each is atomic on its key and gives Apply's decision,
 // requests on one key run in the order given, and the batch as a whole is
 // not a transaction.
 //

@@ -11,15 +11,15 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// ApplyGroup decides ops as one ([engine.DecideGroup]) in one script call
+// ApplyGroup decides ops as one ([engine.DecideGroup]) in one function call
 // over every key of the group, atomically, fills each with each limit's
 // decision and returns the group's. It implements [sluice.GroupStore].
 //
-// The script runs the group decision and each limit's algorithm exactly
+// The function runs the group decision and each limit's algorithm exactly
 // as the Go code does, bit for bit: no other decision touches any of the
 // keys between its first read and its last write, a request that one
 // limit denies is recorded in none, and one round trip decides the group
-// whatever the number of limits. In server-clock mode the script reads
+// whatever the number of limits. In server-clock mode the function reads
 // the server's clock once, for the whole group (every op's Now is
 // ignored).
 //
@@ -45,28 +45,25 @@ func (s *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []eng
 		return engine.Decision{}, fmt.Errorf("%w: redisstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
 	}
 	names := make([]string, len(ops))
-	mask := 0
 	for i, g := range ops {
 		if err := checkSpan(g.Params); err != nil {
 			return engine.Decision{}, err
 		}
 		names[i] = s.Key(g.Key)
-		mask |= 1 << scriptIndex(g.Params)
 	}
 	if err := s.sameSlot(ops, names); err != nil {
 		return engine.Decision{}, err
 	}
-	script, args, verb := s.groups.of(mask), s.groupArgs(ops), ops[0].Op.Verb
+	args, verb := s.groupArgs(ops), ops[0].Op.Verb
 	var (
 		reply any
 		err   error
 		wait  *redis.IntCmd
 	)
 	if s.acks.records(verb) {
-		reply, wait, err = s.runAcked(ctx, names, script, args)
+		reply, wait, err = s.runAcked(ctx, names, lib.group, args)
 	} else {
-		reply, err = script.Run(ctx, s.client, names, args).Result()
-		s.reload.failed(err)
+		reply, err = s.call(ctx, lib.group, names, args)
 	}
 	if err != nil {
 		return engine.Decision{}, scriptError(verb, groupName(ops), err)

@@ -35,9 +35,10 @@ func commandCalls(t *testing.T, addr string, commands ...string) int {
 	return n
 }
 
-// scriptCalls returns how many scripts the server at addr has run.
+// scriptCalls returns how many calls of functions (FCALL) the server at
+// addr has run.
 func scriptCalls(t *testing.T, addr string) int {
-	return commandCalls(t, addr, "evalsha", "eval")
+	return commandCalls(t, addr, "fcall")
 }
 
 // group returns the ops of a group deciding verb of cost at now on each

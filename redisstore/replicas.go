@@ -39,9 +39,9 @@ type acks struct {
 // over admits those requests again. With this option, a decision returned
 // without an error is on n replicas, and survives the failover of its
 // master to any of them. The store sends Redis's WAIT in the same round
-// trip as the script call, on the same connection (on a Cluster client, the
-// connection to the master that serves the key), so a decision costs one
-// round trip plus the replicas' acknowledgement.
+// trip as the function call, on the same connection (on a Cluster client,
+// the connection to the master that serves the key), so a decision costs
+// one round trip plus the replicas' acknowledgement.
 //
 // A decision that fewer replicas acknowledge in time is returned with an
 // error wrapping [ErrNotReplicated]: it was recorded on the master all the
@@ -119,7 +119,7 @@ func (a acks) verdict(what string, wait *redis.IntCmd) error {
 
 // applyAcked is Apply for a decision that waits for acknowledgements.
 func (s *Store) applyAcked(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
-	reply, wait, err := s.runAcked(ctx, []string{s.Key(key)}, scriptOf(p), s.args(p, op))
+	reply, wait, err := s.runAcked(ctx, []string{s.Key(key)}, lib.apply, s.args(p, op))
 	d, err := outcome(key, p, op.Verb, reply, err)
 	if err == nil && p.Records(op.Verb, &d) {
 		err = s.acks.verdict(keyName(key), wait)
@@ -127,24 +127,24 @@ func (s *Store) applyAcked(ctx context.Context, key string, p *engine.Params, op
 	return d, err
 }
 
-// runAcked runs script on the Redis keys names, which share a slot, and
-// WAIT after it, in one pipeline on one connection to the master that
-// serves them. It returns the script's reply or error, and the WAIT.
-func (s *Store) runAcked(ctx context.Context, names []string, script *redis.Script, args string) (reply any, wait *redis.IntCmd, err error) {
-	// A script call refused without running (NOSCRIPT after a restart or
-	// SCRIPT FLUSH, MOVED after the slot moved) is sent again, at most
-	// twice.
+// runAcked runs fn of the library on the Redis keys names, which share a
+// slot, and WAIT after it, in one pipeline on one connection to the master
+// that serves them. It returns the function's reply or error, and the
+// WAIT.
+func (s *Store) runAcked(ctx context.Context, names []string, fn string, args string) (reply any, wait *redis.IntCmd, err error) {
+	// A call refused without running (the library missing on the master,
+	// MOVED after the slot moved) is sent again, at most twice.
 	for attempt := 0; attempt < 3; attempt++ {
 		var node redis.UniversalClient
 		if node, err = s.master(ctx, names[0]); err != nil {
 			break
 		}
 		pipe := node.Pipeline()
-		run := script.EvalSha(ctx, pipe, names, args)
+		run := pipe.FCall(ctx, fn, names, args)
 		wait = s.acks.wait(ctx, pipe)
 		_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command
 		reply, err = run.Result()
-		if err != nil && attempt < 2 && s.refused(ctx, node, script, names[0], err) {
+		if err != nil && attempt < 2 && s.refused(ctx, node, names[0], err) {
 			continue
 		}
 		break
@@ -155,20 +155,23 @@ func (s *Store) runAcked(ctx context.Context, names []string, script *redis.Scri
 
 // master returns the client whose pipelines run on one connection to the
 // master that serves the Redis key name: on a Cluster client, that node's
-// client; otherwise the store's client itself.
+// client; on a Ring, the shard's; otherwise the store's client itself.
 func (s *Store) master(ctx context.Context, name string) (redis.UniversalClient, error) {
-	if c, ok := s.client.(*redis.ClusterClient); ok {
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
 		return c.MasterForKey(ctx, name)
+	case *redis.Ring:
+		return c.GetShardClientForKey(name)
 	}
 	return s.client, nil
 }
 
-// refused reports whether a script call on node failed without running in
-// a way that sending it again may cure, having done what it takes: loaded
-// the script after NOSCRIPT, or waited for the new layout after MOVED.
-func (s *Store) refused(ctx context.Context, node redis.UniversalClient, script *redis.Script, name string, err error) bool {
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return script.Load(ctx, node).Err() == nil
+// refused reports whether a call on node failed without running in a way
+// that sending it again may cure, having done what it takes: loaded the
+// library where it was missing, or waited for the new layout after MOVED.
+func (s *Store) refused(ctx context.Context, node redis.UniversalClient, name string, err error) bool {
+	if missing(err) {
+		return lib.load(ctx, node) == nil
 	}
 	return s.moved(ctx, name, err)
 }
@@ -200,11 +203,10 @@ func (s *Store) moved(ctx context.Context, name string, err error) bool {
 	return false
 }
 
-// pipelineAcked sends calls' scripts by their SHA, as pipeline does, each
-// master's followed by one WAIT on the same connection: on a Cluster
-// client, one pipeline for each master that serves the calls' keys, all at
-// once. Each call's reply or error is in its command, and its master's
-// WAIT in its wait.
+// pipelineAcked sends calls, as pipeline does, each master's followed by
+// one WAIT on the same connection: on a Cluster client, one pipeline for
+// each master that serves the calls' keys, all at once. Each call's reply
+// or error is in its command, and its master's WAIT in its wait.
 func (s *Store) pipelineAcked(ctx context.Context, reqs []Request, calls []call) {
 	groups := make(map[redis.UniversalClient][]int, 1) // a master's calls, by index
 	for i := range calls {
@@ -221,7 +223,7 @@ func (s *Store) pipelineAcked(ctx context.Context, reqs []Request, calls []call)
 		pipe := node.Pipeline()
 		for _, i := range idx {
 			r := reqs[calls[i].req]
-			calls[i].cmd = calls[i].script.EvalSha(ctx, pipe, []string{s.Key(r.Key)}, s.args(r.Params, r.Op))
+			calls[i].cmd = pipe.FCall(ctx, lib.apply, []string{s.Key(r.Key)}, s.args(r.Params, r.Op))
 		}
 		wait := s.acks.wait(ctx, pipe)
 		_, _ = pipe.Exec(ctx) // the first command's error: each is read from its command

@@ -6,14 +6,11 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 )
 
@@ -26,25 +23,21 @@ import (
 func TestScriptTimeArithmeticIsExact(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
 	t.Cleanup(func() { c.Close() })
-	parts := strings.Split(applySource, "\n-- @section ")
-	sections := map[string]string{}
-	for _, part := range parts[1:] {
-		name, body, _ := strings.Cut(part, "\n")
-		sections[name] = body
-	}
-	// The prelude, the helpers, and a main that evaluates them on each
-	// case packed in ARGV[2], ARGV[3], ...
-	script := redis.NewScript(parts[0] + sections["refills"] + sections["idiv"] + sections["mod"] + sections["intervalRefill"] + `
-local out = {}
-for i = 2, #ARGV do
-  local s, n, k, d = struct.unpack('<dddd', ARGV[i])
-  local rs, rn = taddTimes(s, n, k, d)
-  out[#out + 1] = struct.pack('<ddd', rs, rn, tmod(s, n, d))
-end
-return table.concat(out)
-`)
-	st := &Store{callerClock: true}
-	p := &engine.Params{Kind: engine.KindTokenBucket, Limit: 1, Interval: int64(time.Second), Amount: 1, IntervalRefill: true}
+	// The library's files up to the interval refill's, and a function
+	// that evaluates the helpers on each case packed in its arguments.
+	arith := newLibrary("sluice_arith", "prelude.lua", "time.lua", "arith.lua", "intervalrefill.lua")
+	arith.source += `
+redis.register_function(LIBRARY .. '_eval', function(_, args)
+  local out = {}
+  for i = 1, #args do
+    local s, n, k, d = struct.unpack('<dddd', args[i])
+    local rs, rn = taddTimes(s, n, k, d)
+    out[#out + 1] = struct.pack('<ddd', rs, rn, tmod(s, n, d))
+  end
+  return table.concat(out)
+end)
+`
+	require.NoError(t, arith.load(t.Context(), c))
 	rng := rand.New(rand.NewPCG(1, 2))
 	const maxTime = 1 << 62
 	intervals := []int64{1, 7, 999999999, 1e9, 1e9 + 1, 1<<51 + 7, 1<<53 - 1}
@@ -77,8 +70,7 @@ return table.concat(out)
 			want = append(want, result{sec.Int64(), nsec.Int64(), at % d})
 		}
 	}
-	argv := append([]any{st.args(p, engine.Op{Verb: engine.VerbAllow, Now: 1})}, args...)
-	reply, err := script.Run(t.Context(), c, []string{"arith"}, argv...).Text()
+	reply, err := c.FCall(t.Context(), arith.name+"_eval", nil, args...).Text()
 	require.NoError(t, err)
 	require.Len(t, reply, 24*len(want))
 	for i := range want {
@@ -91,19 +83,23 @@ return table.concat(out)
 	}
 }
 
-// TestEveryScriptCompiles loads every script the store can build into a
-// real Redis, which compiles it: the single decision of each algorithm,
-// and the group decision of every set of algorithms, the largest of which
-// defines every function of apply.lua in one chunk (Lua bounds a chunk's
-// locals at 200).
-func TestEveryScriptCompiles(t *testing.T) {
+// TestLibraryLoads loads the library into a real Redis, which compiles it
+// (Lua bounds a chunk's locals at 200 and a function's upvalues at 60),
+// twice, as stores that find it missing at once do (the second finds it
+// there), and finds its two functions under its versioned name.
+func TestLibraryLoads(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
 	t.Cleanup(func() { c.Close() })
-	for i, sc := range scripts {
-		require.NoError(t, sc.Load(t.Context(), c).Err(), "the single decision of algorithm %d", i)
+	for range 2 {
+		require.NoError(t, lib.load(t.Context(), c))
 	}
-	var groups groupScripts
-	for mask := 1; mask < 1<<numScripts; mask++ {
-		require.NoError(t, groups.of(mask).Load(t.Context(), c).Err(), "the group decision of algorithms %06b", mask)
+	libs, err := c.FunctionList(t.Context(), redis.FunctionListQuery{LibraryNamePattern: "sluice_*"}).Result()
+	require.NoError(t, err)
+	require.Len(t, libs, 1)
+	require.Equal(t, lib.name, libs[0].Name)
+	var names []string
+	for _, f := range libs[0].Functions {
+		names = append(names, f.Name)
 	}
+	require.ElementsMatch(t, []string{lib.apply, lib.group}, names)
 }

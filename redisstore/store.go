@@ -13,13 +13,15 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-// maxSpan bounds the spans an algorithm computes with: the script's
+// maxSpan bounds the spans an algorithm computes with: the Lua library's
 // integers are exact below 2^53.
 const maxSpan = 1 << 53
 
 // Store is a [sluice.Store] that keeps each key's state in one Redis string
-// and runs every decision as one Lua script call. It is safe for concurrent
-// use, and recovers by itself when Redis comes back after a failure.
+// and runs every decision as one call (FCALL) of a function of its Lua
+// library, which it loads wherever a server lacks it. It needs Redis 7.0
+// or Valkey 7.2 or later. It is safe for concurrent use, and recovers by
+// itself when Redis comes back after a failure.
 type Store struct {
 	client      redis.UniversalClient
 	reload      *reloader // for a Cluster client, else nil
@@ -27,7 +29,6 @@ type Store struct {
 	prefix      string
 	callerClock bool
 	skewMillis  int64 // added to TTLs in caller-clock mode
-	groups      groupScripts
 }
 
 var _ sluice.GroupStore = (*Store)(nil)
@@ -107,10 +108,10 @@ func (s *Store) Key(key string) string {
 	return s.prefix + "{" + key + "}"
 }
 
-// Apply runs op against key's state under p in one script call, atomically,
-// and returns the decision. It implements [sluice.Store].
+// Apply runs op against key's state under p in one function call,
+// atomically, and returns the decision. It implements [sluice.Store].
 //
-// Every verb is one script call: a reservation (VerbReserve), the cancel
+// Every verb is one call: a reservation (VerbReserve), the cancel
 // that gives it back and a partial grant (VerbAtMost) as much as an
 // allow. In server-clock mode a reservation's Decision.At is an instant on
 // the Redis server's clock, and a cancel's op.At is compared on that
@@ -132,8 +133,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engi
 		d, err = s.applyAcked(ctx, key, p, op)
 	} else {
 		var reply any
-		reply, err = scriptOf(p).Run(ctx, s.client, []string{s.Key(key)}, s.args(p, op)).Result()
-		s.reload.failed(err)
+		reply, err = s.call(ctx, lib.apply, []string{s.Key(key)}, s.args(p, op))
 		d, err = outcome(key, p, op.Verb, reply, err)
 	}
 	if err == nil {

@@ -307,14 +307,16 @@ func TestKeysArePrefixedAndHashTagged(t *testing.T) {
 	require.Equal(t, []string{prefix + "{user:42}"}, keys)
 }
 
-func TestApplySurvivesScriptFlush(t *testing.T) {
+// TestApplySurvivesFunctionFlush empties the server's functions between
+// decisions: each decision loads the library again.
+func TestApplySurvivesFunctionFlush(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c)
 	p := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Minute)}
 	for range 2 {
 		_, err := st.Apply(t.Context(), "k", &p, allow(1, 0))
 		require.NoError(t, err)
-		require.NoError(t, c.ScriptFlush(t.Context()).Err())
+		require.NoError(t, c.FunctionFlush(t.Context()).Err())
 	}
 }
 

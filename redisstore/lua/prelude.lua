@@ -1,0 +1,92 @@
+-- prelude: the constants, each call's inputs, and the limit and the key's
+-- state being decided, which the files after it read and set.
+--
+-- Depends on: nothing; the Go side puts the library's shebang and
+-- LIBRARY, its versioned name, before it.
+-- Translates: engine.Kind and engine.Verb (engine/params.go,
+-- engine/decision.go), and arith.Tolerance and arith.MaxSpan
+-- (internal/arith/arith.go).
+--
+-- A call's input, its one argument: the op's fields (struct format
+-- '<BBddddd'): verb, clock (1 for the caller's), now in seconds and
+-- nanoseconds, the TTL margin in milliseconds (the callers' clock skew),
+-- and a reservation's MaxDelay in seconds and nanoseconds; then, for each
+-- key, its limit's ('<BBBddddddddd'): kind, variant, counted denials (1 for
+-- Params.CountDenied), limit, interval, amount, max entries, cost, the op's
+-- instant (Op.At: a cancel's reservation, or the instant before which a
+-- reservation is not booked) in seconds and nanoseconds, and the penalty in
+-- seconds and nanoseconds. Packed doubles read back exactly and without
+-- parsing text.
+--
+-- Kinds and verbs are engine.Kind and engine.Verb as numbers. The variant
+-- is 1 for the token bucket's interval refill and anchored fixed windows.
+-- In server-clock mode the now fields are ignored: begin reads TIME once,
+-- for every limit the call decides, and a cancel's instant is on the
+-- server's clock, as the reservation's reply gave it. The Go side has
+-- validated all; the library still refuses a verb or kind it does not
+-- know, with an error reply starting "UNSUPPORTED".
+--
+-- Lua numbers are doubles, like Go's float64: amounts go through the same
+-- operations in the same order as in Go, so they come out bit-identical.
+-- Times are kept as (seconds, nanoseconds) pairs, because nanoseconds since
+-- the epoch exceed 2^53, and so are the durations of a decision. Spans
+-- (intervals, drain times) and differences of times are single numbers,
+-- exact below 2^53 ns, which is all the algorithms need: the Go side
+-- refuses Params with longer spans. Where a difference can be longer (a
+-- state booked far ahead, a clock that stepped far back), the functions
+-- say how they stay exact.
+--
+-- The library's top level runs once, when it is loaded; a library cannot
+-- set globals, so what a call reads and decides lives in the locals below,
+-- which every registered function sets on entry (Redis runs one call at a
+-- time).
+
+local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER = 1, 2, 3, 4, 5, 6 -- engine.Kind
+local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST = 1, 2, 3, 4, 5, 6 -- engine.Verb
+local TOLERANCE = 2^-48
+local MAX_SPAN = 2^60
+local EXACT = 2^53 -- doubles hold every integer up to here
+local CONFLICT = 128 -- a conflict reply's first byte
+local BLOCKED = 128 -- added to a stored kind: the block's end follows
+
+local OP, OP_SIZE = '<BBddddd', 42
+local LIMIT, LIMIT_SIZE = '<BBBddddddddd', 75
+
+-- The call: its keys and input, and the op's fields.
+local keys, input
+local verb, nowS, nowN, marginMs, delayS, delayN
+
+-- The limit being decided: its Params, set by use, its algorithm's step
+-- function and fill-up, and its key's state (Time as stS, stN; A; B; the
+-- sliding log's entries; Until as stUS, stUN, zero for none).
+--
+-- A step is a function of the verb, the cost, the op's instant (Op.At)
+-- and a reservation's maximum delay (pairs), since a decision may run
+-- several of them (a partial grant, a penalty, a group); each updates the
+-- state as the Go step does (clearing Until where Go writes a whole new
+-- State), and returns: allowed, used (before clamping), the instants retry
+-- and reset as pairs (nil for zero), for a booked reservation that waits
+-- the instant it may act and the instant a cancel gives it back by
+-- (Decision.At, nil for none) as pairs, and GCRA's remaining. A fill-up,
+-- for counted denials, fills the key up to its limit at now (the fixed
+-- window and the sliding log have none: an Allow of what is left fills
+-- them).
+local kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN
+local step, fillUp
+local stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
+
+-- begin starts a call on the keys ks with the input args[1]: it reads the
+-- op, and the server's clock unless the caller's is used. It returns an
+-- error reply for an input whose length does not fit the keys.
+local function begin(ks, args)
+  keys, input = ks, args[1]
+  if #input ~= OP_SIZE + #keys * LIMIT_SIZE then
+    return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
+  end
+  local callerClock
+  verb, callerClock, nowS, nowN, marginMs, delayS, delayN = struct.unpack(OP, input)
+  if callerClock == 0 then
+    local t = redis.call('TIME')
+    nowS, nowN = tonumber(t[1]), tonumber(t[2]) * 1000
+  end
+end

@@ -1,0 +1,62 @@
+-- single: one decision on one key, the library's function apply.
+--
+-- Depends on: prelude (begin), arith (fmin), decide, io.
+-- Translates: Params.Decide (engine/params.go), and Params.stepAtMost,
+-- fits and grant (engine/atmost.go).
+
+-- fits reports whether cost c would be admitted now.
+local function fits(c)
+  return decide(CHECK, c, 0, 0, 0, 0).allowed
+end
+
+-- grant admits cost c, which fits, as a partial grant.
+local function grant(c)
+  local d = decide(ALLOW, c, 0, 0, 0, 0)
+  d.granted = c
+  return d
+end
+
+-- atMost is Go's stepAtMost: the whole cost if it fits; else the whole
+-- units the allowance left now holds, one less, or one unit, the first
+-- that fits, admitted as an allow; else the decision on the least cost
+-- worth granting. Checks record nothing, so only the grant changes the
+-- state.
+local function atMost(cost)
+  if cost == 0 then -- nothing to grant: a check, not admitted
+    local d = decide(CHECK, 0, 0, 0, 0, 0)
+    d.allowed = false
+    return d
+  end
+  local whole = math.ceil(cost) - 1
+  if cost <= limit and fits(cost) then return grant(cost) end
+  local left = decide(CHECK, 0, 0, 0, 0, 0)
+  local g = fmin(fmin(math.floor(left.remaining + slack), whole), math.floor(limit))
+  for _, c in ipairs({g, g - 1, 1}) do
+    if c >= 1 and c <= whole and fits(c) then return grant(c) end
+  end
+  return decide(CHECK, fmin(cost, 1), 0, 0, 0, 0)
+end
+
+-- apply decides the op of args on the key ks[1], and replies with the
+-- decision's record.
+local function apply(ks, args)
+  local failed = begin(ks, args)
+  if failed then return failed end
+  if verb < ALLOW or verb > ATMOST then
+    return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
+  end
+  local cost, atS, atN = use(1)
+  if not step then
+    return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
+  end
+  local present, conflict = load(1)
+  if conflict then return struct.pack('<BBB', CONFLICT, conflict, 1) end
+  local d
+  if verb == ATMOST then
+    d = atMost(cost)
+  else
+    d = decide(verb, cost, atS, atN, delayS, delayN)
+  end
+  if records(verb, d) then write(1, present, d) end
+  return reply(d, verb == ATMOST)
+end

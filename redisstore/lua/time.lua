@@ -1,0 +1,63 @@
+-- time: instants and durations as pairs of s seconds and n nanoseconds,
+-- 0 <= n < 1e9, since nanoseconds since the epoch exceed 2^53. Seconds
+-- may be negative: an instant computed before the epoch compares and
+-- subtracts as any other. Durations are pairs too, never negative.
+--
+-- Depends on: prelude (now).
+-- Translates: Go's int64 comparisons and sums of times, and after
+-- (engine/params.go).
+
+local function tless(as, an, bs, bn)
+  return as < bs or (as == bs and an < bn)
+end
+
+local function tmax(as, an, bs, bn)
+  if tless(as, an, bs, bn) then return bs, bn end
+  return as, an
+end
+
+-- tdiff returns a - b in nanoseconds as Go's float64(a - b): exact below
+-- 2^53 ns, and otherwise rounded once, like Go's conversion, since
+-- (as - bs) * 1e9 = (as - bs) * 1953125 * 2^9 is exact for differences of
+-- less than 2^53 / 1953125 s (146 years).
+local function tdiff(as, an, bs, bn)
+  return (as - bs) * 1e9 + (an - bn)
+end
+
+-- tadd returns s, n plus d nanoseconds, d a whole number held exactly: any
+-- below 2^53, and larger ones a double holds (the quotient by 1e9 stays
+-- below 2^53 / 1953125, so q * 1e9 is exact, and d - q * 1e9 is the
+-- difference of two doubles within a factor of two of each other).
+local function tadd(s, n, d)
+  local q = math.floor(d / 1e9)
+  n = n + (d - q * 1e9)
+  s = s + q
+  -- The division may have rounded up to a whole quotient, and n may carry.
+  if n < 0 then
+    n, s = n + 1e9, s - 1
+  elseif n >= 1e9 then
+    n, s = n - 1e9, s + 1
+  end
+  return s, n
+end
+
+-- tsub returns the pair a - b, exactly.
+local function tsub(as, an, bs, bn)
+  local s, n = as - bs, an - bn
+  if n < 0 then n, s = n + 1e9, s - 1 end
+  return s, n
+end
+
+-- tplus returns the pair a + b, exactly.
+local function tplus(as, an, bs, bn)
+  local s, n = as + bs, an + bn
+  if n >= 1e9 then n, s = n - 1e9, s + 1 end
+  return s, n
+end
+
+-- after returns Go's after(t, now), the time from now until t and never
+-- negative, as a pair. A nil ts is no instant, a zero duration.
+local function after(ts, tn)
+  if ts == nil or not tless(nowS, nowN, ts, tn) then return 0, 0 end
+  return tsub(ts, tn, nowS, nowN)
+end
