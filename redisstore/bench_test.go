@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -260,20 +259,12 @@ func scriptMicros(b *testing.B, c *redis.Client) int64 {
 	return usec
 }
 
-// scriptStats returns the microseconds the server at addr has spent
-// running decisions (FCALL, or EVALSHA and EVAL before the function
-// library), and how many it has run, by INFO commandstats.
+// scriptStats is testserver.ScriptStats, failing b on an error.
 func scriptStats(b *testing.B, addr string) (usec, calls int64) {
 	b.Helper()
-	reply, err := testserver.Do(addr, "INFO", "commandstats")
+	usec, calls, err := testserver.ScriptStats(addr)
 	if err != nil {
 		b.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile(`cmdstat_(?:fcall|evalsha|eval):calls=(\d+),usec=(\d+)`).FindAllStringSubmatch(fmt.Sprint(reply), -1) {
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		u, _ := strconv.ParseInt(m[2], 10, 64)
-		calls += n
-		usec += u
 	}
 	return usec, calls
 }

@@ -22,7 +22,7 @@ func sections() []section {
 		{bench: "Allow", title: "In memory: one decision on an existing key", units: []string{"sec/op", "B/op", "allocs/op", "errors/op"}},
 		{bench: "Memory", title: "In memory: heap retained per tracked key, 1,000,000 keys", units: []string{"bytes/key", "allocs/new-key", "ns/new-key"}},
 		{bench: "Reserve", title: "In memory: a turn booked ahead on an existing key, and given back", units: []string{"sec/op", "B/op", "allocs/op", "errors/op"}, per: "turn"},
-		{bench: "Redis", title: "Redis: one decision on one of 10,000 existing keys", units: []string{"sec/op", "B/op", "allocs/op", "errors/op"}},
+		{bench: "Redis", title: "Redis: one decision on one of 10,000 existing keys", units: []string{"sec/op", "server-µs/op", "B/op", "allocs/op", "errors/op"}},
 	}
 }
 
@@ -161,6 +161,8 @@ func unitTitle(unit, per string) string {
 		return "Allocations per " + per
 	case "errors/op":
 		return "Failed " + per + "s per " + per
+	case "server-µs/op":
+		return "The server's time per " + per + " (µs running Lua, by INFO commandstats)"
 	case "bytes/key":
 		return "Live heap per key"
 	case "allocs/new-key":
