@@ -58,6 +58,17 @@ func decideEveryWay(t *testing.T, st *redisstore.Store, tag string) {
 	}
 }
 
+// loadModes are the ways a store sends its calls that load the library
+// apart: through the client, and to the master itself for replica
+// acknowledgements.
+var loadModes = []struct {
+	name string
+	opts []redisstore.Option
+}{
+	{"Plain", nil},
+	{"ReplicaAcks", []redisstore.Option{redisstore.WithReplicaAcks(1, ackTimeout)}},
+}
+
 // TestEveryWayLoadsTheLibraryWhereMissing decides, each way a decision
 // reaches Redis (with and without replica acknowledgements, which send
 // their calls to the master themselves), on a server that holds no
@@ -66,13 +77,7 @@ func decideEveryWay(t *testing.T, st *redisstore.Store, tag string) {
 func TestEveryWayLoadsTheLibraryWhereMissing(t *testing.T) {
 	nodes := testserver.StartRedisWithReplicas(t, 1)
 	c := newClient(t, nodes[0].Addr)
-	for _, mode := range []struct {
-		name string
-		opts []redisstore.Option
-	}{
-		{"Plain", nil},
-		{"ReplicaAcks", []redisstore.Option{redisstore.WithReplicaAcks(1, ackTimeout)}},
-	} {
+	for _, mode := range loadModes {
 		t.Run(mode.name, func(t *testing.T) {
 			st := newStore(t, c, mode.opts...)
 			for round := range 3 {
@@ -154,13 +159,7 @@ func TestClusterNodeWithoutTheLibrary(t *testing.T) {
 	cluster := testserver.StartRedisClusterWithReplicas(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	for _, mode := range []struct {
-		name string
-		opts []redisstore.Option
-	}{
-		{"Plain", nil},
-		{"ReplicaAcks", []redisstore.Option{redisstore.WithReplicaAcks(1, ackTimeout)}},
-	} {
+	for _, mode := range loadModes {
 		t.Run(mode.name, func(t *testing.T) {
 			st := newStore(t, c, mode.opts...)
 			// A tag on each master.
