@@ -17,12 +17,12 @@ import (
 )
 
 // BenchmarkApply measures decisions against a server the benchmark starts:
-// one at a time (the round trip), and 16 at a time on keys of their own
-// and on one hot key, whose row lock serializes them. The store uses the
-// database's clock; the GCRA admits nearly every request, so each decision
-// writes its row.
+// one at a time (the round trip), and 16 and 32 at a time, on as many
+// connections, on keys of their own and on one hot key, whose row lock
+// serializes them. The store uses the database's clock; the GCRA admits
+// nearly every request, so each decision writes its row.
 func BenchmarkApply(b *testing.B) {
-	pool := newPool(b, testserver.StartPostgres(b).URL, 16)
+	pool := newPool(b, testserver.StartPostgres(b).URL, 32)
 	st, _ := newStore(b, pool)
 	p := engine.Params{Kind: engine.KindGCRA, Limit: 1e6, Interval: int64(time.Nanosecond)}
 	ctx := context.Background()
@@ -32,22 +32,22 @@ func BenchmarkApply(b *testing.B) {
 			b.Error(err)
 		}
 	}
-	// concurrently runs b.N decisions on 16 goroutines, goroutine g using
+	// concurrently runs b.N decisions on n goroutines, goroutine g using
 	// key(g), after warming up each connection's prepared statements.
-	concurrently := func(b *testing.B, key func(g int) string) {
-		run := func(n int64) {
+	concurrently := func(b *testing.B, n int, key func(g int) string) {
+		run := func(ops int64) {
 			var next atomic.Int64
 			var wg sync.WaitGroup
-			for g := range 16 {
+			for g := range n {
 				wg.Go(func() {
-					for next.Add(1) <= n {
+					for next.Add(1) <= ops {
 						apply(b, key(g))
 					}
 				})
 			}
 			wg.Wait()
 		}
-		run(16 * 10)
+		run(int64(n) * 10)
 		b.ReportAllocs()
 		b.ResetTimer()
 		run(int64(b.N))
@@ -62,12 +62,14 @@ func BenchmarkApply(b *testing.B) {
 			apply(b, "seq")
 		}
 	})
-	b.Run("Parallel16", func(b *testing.B) {
-		concurrently(b, func(g int) string { return fmt.Sprintf("par%d", g) })
-	})
-	b.Run("Parallel16HotKey", func(b *testing.B) {
-		concurrently(b, func(int) string { return "hot" })
-	})
+	for _, n := range []int{16, 32} {
+		b.Run(fmt.Sprintf("Parallel%d", n), func(b *testing.B) {
+			concurrently(b, n, func(g int) string { return fmt.Sprintf("par%d", g) })
+		})
+		b.Run(fmt.Sprintf("Parallel%dHotKey", n), func(b *testing.B) {
+			concurrently(b, n, func(int) string { return "hot" })
+		})
+	}
 	// sequential runs decisions of op under q on one key, after warming
 	// up the connection's prepared statement.
 	sequential := func(b *testing.B, key string, q engine.Params, op engine.Op) {
@@ -208,8 +210,8 @@ func BenchmarkApplyGroup(b *testing.B) {
 	}
 }
 
-// BenchmarkNew measures creating a store, which builds no statement until
-// a decision needs one (each algorithm's are built on its first decision).
+// BenchmarkNew measures creating a store, which reads only the statements
+// that decide nothing (each algorithm's are read on its first decision).
 // It needs no server: the pool dials on first use.
 func BenchmarkNew(b *testing.B) {
 	pool, err := pgxpool.New(b.Context(), "postgres://sluice@127.0.0.1:1/sluice")

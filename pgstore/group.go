@@ -295,25 +295,3 @@ func (g *group) rollback(ctx context.Context) {
 		_, _ = g.conn.Exec(ctx, "ROLLBACK")
 	}
 }
-
-// lockStatement inserts a row for each of the keys $1, sorted, that has
-// none, and locks the others, in the order of the keys, and then returns
-// the database's time and how many rows it inserted (RETURNING lists the
-// inserted rows only: the update's WHERE false leaves the others out).
-// ON CONFLICT DO UPDATE locks a row even when its WHERE leaves it
-// unchanged. A row inserted here is of no algorithm (kind 0) and expired,
-// as good as absent: the statements decide from a fresh state on it.
-func lockStatement(table string) string {
-	return fmt.Sprintf(`WITH locked AS (
-	INSERT INTO %[1]s AS s (key, kind, time_ns, a, b, until_ns, expires_at, %[2]s)
-	SELECT k, 0, 0, 0, 0, 0, %[3]s, false, 0, 0, 0, 0, 0, 0, 0, false FROM unnest($1::text[]) AS k ORDER BY k COLLATE "C"
-	ON CONFLICT (key) DO UPDATE SET kind = s.kind WHERE false
-	RETURNING 1)
-SELECT %[4]s, n FROM (SELECT count(*) AS n FROM locked) AS l`, table, decisionColumns, minTime, serverNow)
-}
-
-// unlockStatement deletes the rows of the keys $1 that lockStatement
-// inserted and no decision wrote.
-func unlockStatement(table string) string {
-	return "DELETE FROM " + table + " WHERE key = ANY($1) AND kind = 0"
-}

@@ -1,28 +1,143 @@
 package pgstore
 
 import (
+	"io/fs"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/pgstore/internal/sqlfile"
+	"github.com/sluice-go/sluice/pgstore/internal/sqlgen"
 )
+
+const regenerate = "regenerate them with `go generate ./pgstore`"
+
+// committed holds the committed copy of the statements, under sql.
+var committed = os.DirFS(".")
+
+// readCommitted returns the committed file at path, under sql.
+func readCommitted(path string) ([]byte, error) { return fs.ReadFile(committed, "sql/"+path) }
+
+// statementOf returns the statement of a committed file: its text past
+// the header of comments it opens with.
+func statementOf(file []byte) string {
+	text := string(file)
+	for strings.HasPrefix(text, "--") {
+		_, text, _ = strings.Cut(text, "\n")
+	}
+	return strings.TrimSuffix(text, "\n")
+}
+
+// TestStatementFilesAreUpToDate writes every statement again from the
+// generator and requires the committed files under sql to be the same,
+// byte for byte, and no others, so that they never go stale when the
+// generator changes.
+func TestStatementFilesAreUpToDate(t *testing.T) {
+	generated := make(map[string]bool)
+	for _, f := range sqlgen.Files() {
+		generated["sql/"+f.Path] = true
+		got, err := readCommitted(f.Path)
+		require.NoError(t, err, "sql/%s is missing: %s", f.Path, regenerate)
+		if string(got) == f.Text {
+			continue
+		}
+		wantLines, gotLines := strings.Split(f.Text, "\n"), strings.Split(string(got), "\n")
+		for i := range max(len(wantLines), len(gotLines)) {
+			if w, g := line(wantLines, i), line(gotLines, i); w != g {
+				t.Fatalf("sql/%s is stale at line %d: %s\nwant %s\ngot  %s", f.Path, i+1, regenerate, w, g)
+			}
+		}
+	}
+	err := fs.WalkDir(committed, "sql", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".sql") && !generated[path] {
+			t.Errorf("%s is no statement's: %s", path, regenerate)
+		}
+		return err
+	})
+	require.NoError(t, err)
+}
+
+func line(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "(end of file)"
+}
+
+// TestEveryVariantHasItsStatements requires every combination of the
+// options that select a statement, valid, to have its variant's three
+// statements on either clock, and the statements that decide nothing to
+// be there too.
+func TestEveryVariantHasItsStatements(t *testing.T) {
+	seen := make(map[sqlfile.Variant]bool)
+	for kind := engine.KindLeakyBucket; kind <= engine.KindSlidingCounter; kind++ {
+		for _, intervalRefill := range []bool{false, true} {
+			for _, anchored := range []bool{false, true} {
+				for _, penalty := range []int64{0, 1} {
+					for _, countDenied := range []bool{false, true} {
+						p := engine.Params{Kind: kind, Limit: 10, Interval: 1e9,
+							IntervalRefill: intervalRefill, Anchored: anchored, Penalty: penalty, CountDenied: countDenied}
+						switch kind {
+						case engine.KindLeakyBucket, engine.KindTokenBucket:
+							p.Amount = 1
+						case engine.KindSlidingLog:
+							p.MaxEntries = 10
+						}
+						if p.Validate() != nil {
+							continue
+						}
+						v := sqlfile.Of(&p)
+						_, ok := variantIndex[v]
+						require.True(t, ok, "%+v: no variant", p)
+						seen[v] = true
+					}
+				}
+			}
+		}
+	}
+	require.Len(t, seen, len(sqlfile.Variants), "a variant no valid Params has")
+	for _, callerClock := range []bool{false, true} {
+		for _, v := range sqlfile.Variants {
+			for _, s := range sqlfile.Statements {
+				_, err := readCommitted(sqlfile.Path(v, s, callerClock))
+				require.NoError(t, err)
+			}
+		}
+		_, err := readCommitted(sqlfile.Prune(callerClock))
+		require.NoError(t, err)
+	}
+	for _, path := range []string{sqlfile.Reset, sqlfile.Lock, sqlfile.Unlock} {
+		_, err := readCommitted(path)
+		require.NoError(t, err)
+	}
+}
 
 // TestStatementsAreBuiltOnceWhenFirstNeeded requires a store's statements
 // of each variant to be built on the first decision that needs them, once,
-// and to be the text the variant's builder writes.
+// and to be the statements of the variant's committed files with the
+// store's table in place.
 func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
+	const table = `"limits"."buckets"`
 	for _, callerClock := range []bool{false, true} {
-		set := newStatementSet(`"sluice_buckets"`, callerClock)
-		for i, v := range variants {
+		set := newStatementSet(table, callerClock)
+		for i, v := range sqlfile.Variants {
 			require.Nil(t, set.built[i].Load(), "%+v: built before it was needed", v)
 			first, err := set.of(v)
 			require.NoError(t, err)
 			again, err := set.of(v)
 			require.NoError(t, err)
 			require.Same(t, first, again, "%+v: built twice", v)
-			require.Equal(t, buildStatements(`"sluice_buckets"`, v, callerClock), *first)
+			for s, text := range map[sqlfile.Statement]string{sqlfile.Apply: first.Apply, sqlfile.AtMost: first.AtMost, sqlfile.Check: first.Check} {
+				file, err := readCommitted(sqlfile.Path(v, s, callerClock))
+				require.NoError(t, err)
+				require.Equal(t, strings.ReplaceAll(statementOf(file), sqlfile.Table, table), text)
+				require.Contains(t, text, table)
+				require.NotContains(t, text, sqlfile.Table)
+			}
 		}
 	}
 }
@@ -31,6 +146,6 @@ func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
 // Params has to give an error rather than an empty statement.
 func TestStatementsOfAnUnknownVariantAreAnError(t *testing.T) {
 	set := newStatementSet(`"sluice_buckets"`, true)
-	_, err := set.of(variant{kind: engine.KindGCRA, intervalRefill: true})
+	_, err := set.of(sqlfile.Variant{Kind: engine.KindGCRA, IntervalRefill: true})
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
+	"github.com/sluice-go/sluice/pgstore/internal/sqlfile"
+	"github.com/sluice-go/sluice/pgstore/internal/sqlgen"
 )
 
 // Store is a [sluice.Store] that keeps limiters' state in one PostgreSQL
@@ -52,42 +54,6 @@ type Store struct {
 	lock       string // ApplyGroup's
 	unlock     string
 }
-
-// variant is what selects an algorithm's SQL: the Kind, the options that
-// change its step, and the parts of a penalty's and counted denials'
-// step it runs.
-type variant struct {
-	kind           engine.Kind
-	intervalRefill bool
-	anchored       bool
-	strict         strictness
-}
-
-// variantOf returns the variant of p.
-func variantOf(p *engine.Params) variant {
-	return variant{kind: p.Kind, intervalRefill: p.IntervalRefill, anchored: p.Anchored, strict: strictnessOf(p)}
-}
-
-// variants are all the valid variants.
-var variants = func() []variant {
-	var vs []variant
-	for _, v := range []variant{
-		{kind: engine.KindLeakyBucket},
-		{kind: engine.KindGCRA},
-		{kind: engine.KindTokenBucket},
-		{kind: engine.KindTokenBucket, intervalRefill: true},
-		{kind: engine.KindFixedWindow},
-		{kind: engine.KindFixedWindow, anchored: true},
-		{kind: engine.KindSlidingLog},
-		{kind: engine.KindSlidingCounter},
-	} {
-		for _, s := range []strictness{lenient, blocking, counting} {
-			v.strict = s
-			vs = append(vs, v)
-		}
-	}
-	return vs
-}()
 
 // DefaultTable is the table a Store uses unless [WithTable] names another.
 const DefaultTable = "sluice_buckets"
@@ -167,6 +133,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	// Each part of the name is an identifier, which WithTable checked:
+	// quoted, it puts nothing but the name in a statement.
 	table := pgx.Identifier(c.table).Sanitize()
 	st := &Store{
 		pool:        pool,
@@ -174,10 +142,10 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		batch:       c.batch,
 		statements:  newStatementSet(table, c.callerClock),
 		schema:      newSchema(c.table),
-		reset:       "DELETE FROM " + table + " WHERE key = $1",
-		prune:       pruneStatement(table, c.callerClock),
-		lock:        lockStatement(table),
-		unlock:      unlockStatement(table),
+		reset:       sqlgen.Reset(table),
+		prune:       sqlgen.Prune(table, c.callerClock),
+		lock:        sqlgen.Lock(table),
+		unlock:      sqlgen.Unlock(table),
 	}
 	st.grouped = st.statements
 	if !c.callerClock {
@@ -214,16 +182,16 @@ func (st *Store) Apply(ctx context.Context, key string, p *engine.Params, op eng
 // statement returns the SQL of op under p among stmts, and its arguments
 // on key. It passes op.Now as the time with callerClock.
 func statement(stmts *statementSet, callerClock bool, key string, p *engine.Params, op engine.Op) (string, []any, error) {
-	v, err := stmts.of(variantOf(p))
+	v, err := stmts.of(sqlfile.Of(p))
 	if err != nil {
 		return "", nil, err
 	}
-	sql := v.apply
+	sql := v.Apply
 	switch op.Verb {
 	case engine.VerbCheck:
-		sql = v.check
+		sql = v.Check
 	case engine.VerbAtMost:
-		sql = v.atMost
+		sql = v.AtMost
 	}
 	return sql, args(key, p, op, callerClock), nil
 }
@@ -243,8 +211,8 @@ func scanDecision(row pgx.Row, key string, p *engine.Params) (engine.Decision, e
 	return d, nil
 }
 
-// args returns the parameters of the statements, in the order of the CTE
-// params.
+// args returns the parameters of the decisions' statements, in the order
+// of the CTE p they open with (sqlgen's params), which their headers list.
 func args(key string, p *engine.Params, op engine.Op, callerClock bool) []any {
 	var tau, costNanos int64
 	if p.Kind == engine.KindGCRA {
@@ -316,18 +284,4 @@ func (st *Store) Prune(ctx context.Context) (int64, error) {
 			return total, nil
 		}
 	}
-}
-
-// pruneStatement deletes one batch ($1 rows) of expired rows. The outer
-// condition on expires_at is checked again on the row as it is when
-// deleted, in case a decision renewed it meanwhile.
-func pruneStatement(table string, callerClock bool) string {
-	now := serverNow
-	if callerClock {
-		now = "$2::int8"
-	}
-	return fmt.Sprintf(`WITH n AS (SELECT %[2]s AS now)
-DELETE FROM %[1]s WHERE expires_at <= (SELECT now FROM n) AND key IN (
-	SELECT key FROM %[1]s WHERE expires_at <= (SELECT now FROM n)
-	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`, table, now)
 }

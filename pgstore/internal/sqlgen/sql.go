@@ -1,4 +1,4 @@
-package pgstore
+package sqlgen
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
+	"github.com/sluice-go/sluice/pgstore/internal/sqlfile"
 )
 
 // This file translates the algorithms of package engine (Params.Step, the
@@ -60,6 +61,9 @@ type algorithm struct {
 	remaining func(used string) string
 	// The state the step returns for a recorded request.
 	time, a, b, logTimes, logCosts string
+	// source names, for the files' headers, the function that writes
+	// the algorithm and the one of package engine it translates.
+	source string
 }
 
 // The verbs as the column verb carries them.
@@ -197,17 +201,17 @@ func retryAfter(noRetry ...string) string {
 }
 
 // algorithmFor returns the step of an algorithm variant.
-func algorithmFor(v variant) algorithm {
+func algorithmFor(v sqlfile.Variant) algorithm {
 	switch {
-	case v.kind == engine.KindLeakyBucket, v.kind == engine.KindTokenBucket && !v.intervalRefill:
+	case v.Kind == engine.KindLeakyBucket, v.Kind == engine.KindTokenBucket && !v.IntervalRefill:
 		return meter()
-	case v.kind == engine.KindGCRA:
+	case v.Kind == engine.KindGCRA:
 		return gcra()
-	case v.kind == engine.KindTokenBucket:
+	case v.Kind == engine.KindTokenBucket:
 		return intervalRefill()
-	case v.kind == engine.KindFixedWindow:
-		return fixedWindow(v.anchored)
-	case v.kind == engine.KindSlidingLog:
+	case v.Kind == engine.KindFixedWindow:
+		return fixedWindow(v.Anchored)
+	case v.Kind == engine.KindSlidingLog:
 		return slidingLog()
 	default:
 		return slidingCounter()
@@ -221,6 +225,7 @@ func algorithmFor(v variant) algorithm {
 // admission, it gets the same).
 func meter() algorithm {
 	return algorithm{
+		source: "meter (sql.go), from engine.Params.stepMeter (engine/bucket.go)",
 		steps: []string{
 			givesBack("booked_at") + " AS gives_back, a0 + cost - lim AS excess, " + drain("a0") + " AS drained",
 			"t0 + " + span("excess") + " AS fit_kind",
@@ -265,6 +270,7 @@ func meter() algorithm {
 // cost in nanoseconds, both rounded by Params.gcraNanos.
 func gcra() algorithm {
 	return algorithm{
+		source: "gcra (sql.go), from engine.Params.stepGCRA (engine/gcra.go)",
 		steps: []string{
 			`greatest(t0, now) AS tat0, ` + givesBack("booked_at + tau") + ` AS gives_back,
 			greatest(t0, now) + cn - tau AS fit_kind`,
@@ -304,6 +310,7 @@ func gcra() algorithm {
 // pt_last).
 func intervalRefill() algorithm {
 	return algorithm{
+		source: "intervalRefill (sql.go), from engine.Params.stepIntervalRefill (engine/tokenbucket.go)",
 		steps: slices.Concat(
 			[]string{
 				// Given back a nanosecond late, the point moves to a
@@ -374,6 +381,7 @@ func fixedWindow(anchored bool) algorithm {
 		}
 	}
 	return algorithm{
+		source: "fixedWindow (sql.go), from engine.Params.stepFixedWindow (engine/fixedwindow.go)",
 		steps: append(window,
 			"count0 + cost - lim <= slack AS ok",
 			"CASE WHEN ok THEN "+fill("count0")+" ELSE count0 END AS count1",
@@ -400,6 +408,7 @@ func fixedWindow(anchored bool) algorithm {
 // column admit_at.
 func slidingCounter() algorithm {
 	return algorithm{
+		source: "slidingCounter (sql.go), from engine.Params.stepSlidingCounter (engine/slidingwindow.go)",
 		steps: []string{
 			floorDiv("now", "iv") + " * iv AS ws",
 			"ws > t0 AS turns",
@@ -441,6 +450,7 @@ func slidingCounter() algorithm {
 // arrays, of times and of costs, oldest first.
 func slidingLog() algorithm {
 	return algorithm{
+		source: "slidingLog (sql.go), from engine.Params.stepSlidingLog (engine/slidingwindow.go)",
 		steps: []string{
 			// The live entries follow the leading ones that left the window.
 			`cardinality(lt) AS n0,

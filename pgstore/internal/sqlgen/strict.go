@@ -1,10 +1,6 @@
-package pgstore
+package sqlgen
 
-import (
-	"strings"
-
-	"github.com/sluice-go/sluice/engine"
-)
+import "strings"
 
 // This file translates Params.decideStrict, the algorithm under a penalty
 // or with denials counted, into steps around an algorithm's chain: the
@@ -17,30 +13,6 @@ import (
 // the apply and check statements decide it as a second row beside the
 // request's (prio 2), whose columns a window carries to the first; the
 // partial grant's statement has it already, as the allowance left.
-
-// strictness says which parts of decideStrict a statement runs.
-type strictness uint8
-
-const (
-	// lenient is the algorithm alone: no penalty, denials not counted.
-	lenient strictness = iota
-	// blocking is the algorithm behind a penalty's gate (Params.Penalty).
-	blocking
-	// counting also fills the key on a denial (Params.CountDenied), with
-	// or without a penalty.
-	counting
-)
-
-// strictnessOf returns the strictness of p's statements.
-func strictnessOf(p *engine.Params) strictness {
-	switch {
-	case p.CountDenied:
-		return counting
-	case p.Penalty > 0:
-		return blocking
-	}
-	return lenient
-}
 
 // gate is the step in front of the algorithm: the block in force, until0
 // (zero for none: a block that has ended is none), and the request the
