@@ -5,7 +5,11 @@
 // the store's tests read them by the same.
 package sqlfile
 
-import "github.com/sluice-go/sluice/engine"
+import (
+	"strings"
+
+	"github.com/sluice-go/sluice/engine"
+)
 
 // Table stands for the store's table in every statement: the store puts
 // its table's quoted name in its place. It is a quoted identifier, so
@@ -68,20 +72,10 @@ var Variants = func() []Variant {
 	return vs
 }()
 
-// kindNames are the algorithms' parts of their files' names.
-var kindNames = [...]string{
-	engine.KindLeakyBucket:    "leaky-bucket",
-	engine.KindGCRA:           "gcra",
-	engine.KindTokenBucket:    "token-bucket",
-	engine.KindFixedWindow:    "fixed-window",
-	engine.KindSlidingLog:     "sliding-log",
-	engine.KindSlidingCounter: "sliding-counter",
-}
-
 // name returns the variant's part of its files' names, such as
 // "token-bucket-interval-refill-penalty".
 func (v Variant) name() string {
-	name := kindNames[v.Kind]
+	name := strings.ReplaceAll(strings.ToLower(v.Kind.String()), " ", "-") // "leaky-bucket"
 	if v.IntervalRefill {
 		name += "-interval-refill"
 	}

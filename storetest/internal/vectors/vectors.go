@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
@@ -77,13 +78,10 @@ func sentinelName(err error) string {
 	return ""
 }
 
-var kindNames = [...]string{
-	engine.KindLeakyBucket:    "leaky-bucket",
-	engine.KindGCRA:           "gcra",
-	engine.KindTokenBucket:    "token-bucket",
-	engine.KindFixedWindow:    "fixed-window",
-	engine.KindSlidingLog:     "sliding-log",
-	engine.KindSlidingCounter: "sliding-counter",
+// kindName returns k's name in the file: its String in lower case, words
+// joined by hyphens, as "leaky-bucket".
+func kindName(k engine.Kind) string {
+	return strings.ReplaceAll(strings.ToLower(k.String()), " ", "-")
 }
 
 var verbNames = [...]string{
@@ -118,9 +116,9 @@ func parseVerb(s string) (engine.Verb, error) {
 }
 
 func parseKind(s string) (engine.Kind, error) {
-	for k, name := range kindNames {
-		if name != "" && name == s {
-			return engine.Kind(k), nil
+	for k := engine.KindLeakyBucket; k <= engine.KindSlidingCounter; k++ {
+		if kindName(k) == s {
+			return k, nil
 		}
 	}
 	return 0, fmt.Errorf("unknown algorithm %q", s)
@@ -279,7 +277,7 @@ func Unmarshal(data []byte) ([]Case, error) {
 
 func encodeParams(p engine.Params) paramsJSON {
 	return paramsJSON{
-		Kind: kindNames[p.Kind], Limit: number(p.Limit), Interval: p.Interval, Amount: number(p.Amount),
+		Kind: kindName(p.Kind), Limit: number(p.Limit), Interval: p.Interval, Amount: number(p.Amount),
 		IntervalRefill: p.IntervalRefill, Anchored: p.Anchored, MaxEntries: p.MaxEntries,
 		Penalty: p.Penalty, CountDenied: p.CountDenied,
 	}
