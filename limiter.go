@@ -19,7 +19,6 @@ type Limiter struct {
 	store    Store
 	clock    nanoClock
 	mem      *MemStore // store, when it is a MemStore: called directly
-	quiet    *MemStore // mem, when the limiter has no observer
 	owned    bool      // store was made by the limiter, and Close closes it
 	name     string
 	observer Observer      // or nil
@@ -46,9 +45,6 @@ func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
 	l.mem, _ = l.store.(*MemStore)
-	if l.observer == nil {
-		l.quiet = l.mem
-	}
 	return l, nil
 }
 
@@ -99,8 +95,8 @@ func (l *Limiter) Close() error {
 // inlined, so that *d is their caller's variable.
 func (l *Limiter) now(ctx context.Context, key string, verb engine.Verb, cost float64, d *engine.Decision) error {
 	op := engine.Op{Verb: verb, Cost: cost, Now: l.clock.now()}
-	if l.quiet != nil && l.params.Usual(verb, cost, op.Now) {
-		return l.quiet.apply(key, &l.params, op, d) // the usual request, in memory, unobserved
+	if l.mem != nil && l.observer == nil && l.params.Usual(verb, cost, op.Now) {
+		return l.mem.apply(key, &l.params, op, d) // the usual request, in memory, unobserved: do adds nothing
 	}
 	return l.do(ctx, key, op, d)
 }

@@ -50,23 +50,7 @@ const (
 
 // Algorithms returns one Params of each algorithm and variant, as the suite
 // runs them.
-func Algorithms() []engine.Params {
-	const s = int64(time.Second)
-	return []engine.Params{
-		{Kind: engine.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5},
-		{Kind: engine.KindLeakyBucket, Limit: 30.5, Interval: 7 * s, Amount: 3.25},
-		{Kind: engine.KindGCRA, Limit: 5, Interval: s / 10},
-		{Kind: engine.KindGCRA, Limit: 2.5, Interval: 333333333},
-		{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4},
-		{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4, IntervalRefill: true},
-		{Kind: engine.KindFixedWindow, Limit: 5, Interval: s},
-		{Kind: engine.KindFixedWindow, Limit: 5, Interval: s, Anchored: true},
-		{Kind: engine.KindSlidingLog, Limit: 5, Interval: s, MaxEntries: 5},
-		{Kind: engine.KindSlidingLog, Limit: 7.5, Interval: 3 * s, MaxEntries: 4},
-		{Kind: engine.KindSlidingCounter, Limit: 5, Interval: s},
-		{Kind: engine.KindSlidingCounter, Limit: 12.25, Interval: 2 * s},
-	}
-}
+func Algorithms() []engine.Params { return vectors.Params() }
 
 // Traces is how many random traces Run replays per algorithm: 50, or the
 // value of the environment variable SLUICE_TRACES.

@@ -37,8 +37,9 @@ type algorithm struct {
 // second is a second in nanoseconds.
 const second = int64(time.Second)
 
-// algorithms are storetest.Algorithms, every one of which storetest
-// requires a vector of with every verb.
+// algorithms are every algorithm and variant the vectors and storetest's
+// random traces run (storetest.Algorithms is their Params), each of which
+// storetest requires a vector of with every verb.
 var algorithms = []algorithm{
 	{"leaky-bucket", engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: second, Amount: 1.5}, true},
 	{"leaky-bucket-fractional", engine.Params{Kind: engine.KindLeakyBucket, Limit: 30.5, Interval: 7 * second, Amount: 3.25}, false},
@@ -52,6 +53,15 @@ var algorithms = []algorithm{
 	{"sliding-log-fractional", engine.Params{Kind: engine.KindSlidingLog, Limit: 7.5, Interval: 3 * second, MaxEntries: 4}, false},
 	{"sliding-counter", engine.Params{Kind: engine.KindSlidingCounter, Limit: 5, Interval: second}, true},
 	{"sliding-counter-fractional", engine.Params{Kind: engine.KindSlidingCounter, Limit: 12.25, Interval: 2 * second}, false},
+}
+
+// Params returns the Params of every algorithm, in order.
+func Params() []engine.Params {
+	ps := make([]engine.Params, len(algorithms))
+	for i, a := range algorithms {
+		ps[i] = a.p
+	}
+	return ps
 }
 
 // Generate builds every case: each rule of the recipes on each algorithm
