@@ -18,7 +18,7 @@ import (
 // decision made before that point (or by a clock that stepped back) reads
 // the level there, so nothing admitted now can overtake what was booked
 // for later.
-func (p *Params) stepMeter(s *State, op Op, d *Decision) {
+func (p *Params) stepMeter(s *State, op *Op, d *Decision) {
 	if op.Verb == VerbCancel {
 		// The reservation is the key's last booking iff the point is still
 		// at its instant. Its cost is given back a nanosecond late: the

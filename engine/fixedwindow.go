@@ -4,7 +4,7 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-func (p *Params) stepFixedWindow(s *State, op Op, d *Decision) {
+func (p *Params) stepFixedWindow(s *State, op *Op, d *Decision) {
 	start, count := s.Time, s.A
 	switch {
 	case p.Anchored:

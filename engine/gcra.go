@@ -6,7 +6,7 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-func (p *Params) stepGCRA(s *State, op Op, d *Decision) {
+func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 	t := p.Interval
 	tau := p.gcraNanos(p.Limit)
 	tat := max(s.Time, op.Now)

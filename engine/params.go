@@ -295,26 +295,23 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 // and forgetting the key are the same, even for a clock that later steps
 // back.
 func (p *Params) Decide(s *State, op Op, d *Decision) {
-	if op.Verb == VerbAtMost || p.Penalty > 0 || p.CountDenied {
-		p.stepSpecial(s, op, d)
-		return
+	switch {
+	case op.Verb == VerbAtMost:
+		p.stepAtMost(s, &op, d)
+	case p.Penalty > 0 || p.CountDenied:
+		p.decideStrict(s, &op, d)
+	case p.Kind == KindGCRA:
+		// decideKind for the usual limiter, called without its frame.
+		p.stepGCRA(s, &op, d)
+		p.settle(s, op.Verb, d)
+	default:
+		p.decideKind(s, &op, d)
 	}
-	p.decideKind(s, op, d)
-}
-
-// stepSpecial is step for a partial grant, or under a penalty or with
-// denials counted.
-func (p *Params) stepSpecial(s *State, op Op, d *Decision) {
-	if op.Verb == VerbAtMost {
-		p.stepAtMost(s, op, d)
-		return
-	}
-	p.decideStrict(s, op, d)
 }
 
 // decide runs the algorithm for every verb but VerbAtMost, which is made
 // of decisions of the others.
-func (p *Params) decide(s *State, op Op, d *Decision) {
+func (p *Params) decide(s *State, op *Op, d *Decision) {
 	if p.Penalty > 0 || p.CountDenied {
 		p.decideStrict(s, op, d)
 		return
@@ -323,7 +320,7 @@ func (p *Params) decide(s *State, op Op, d *Decision) {
 }
 
 // decideKind runs the algorithm itself.
-func (p *Params) decideKind(s *State, op Op, d *Decision) {
+func (p *Params) decideKind(s *State, op *Op, d *Decision) {
 	switch p.Kind {
 	case KindLeakyBucket:
 		p.stepMeter(s, op, d)
@@ -342,7 +339,13 @@ func (p *Params) decideKind(s *State, op Op, d *Decision) {
 	default:
 		p.stepSlidingCounter(s, op, d)
 	}
-	if d.ResetAfter == 0 && p.Records(op.Verb, d) {
+	p.settle(s, op.Verb, d)
+}
+
+// settle makes a state that a decision *d on verb left fresh again the
+// zero State.
+func (p *Params) settle(s *State, verb Verb, d *Decision) {
+	if d.ResetAfter == 0 && p.Records(verb, d) {
 		*s = State{}
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-func (p *Params) stepSlidingLog(s *State, op Op, d *Decision) {
+func (p *Params) stepSlidingLog(s *State, op *Op, d *Decision) {
 	live := s.Log
 	for len(live) > 0 && live[0].Time+p.Interval <= op.Now {
 		live = live[1:]
@@ -46,7 +46,7 @@ func (p *Params) stepSlidingLog(s *State, op Op, d *Decision) {
 
 // record appends op to the log, dropping the entries that left the window
 // and reusing the log's storage.
-func (p *Params) record(log, live []Entry, op Op) []Entry {
+func (p *Params) record(log, live []Entry, op *Op) []Entry {
 	log = log[:copy(log, live)]
 	t := op.Now
 	if n := len(log); n > 0 {
@@ -60,7 +60,7 @@ func (p *Params) record(log, live []Entry, op Op) []Entry {
 	return append(log, Entry{Time: t, Cost: op.Cost})
 }
 
-func (p *Params) stepSlidingCounter(s *State, op Op, d *Decision) {
+func (p *Params) stepSlidingCounter(s *State, op *Op, d *Decision) {
 	w := p.Interval
 	start, cur, prev := s.Time, s.A, s.B
 	if ws := arith.FloorDiv(op.Now, w) * w; ws > start {

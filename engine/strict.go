@@ -19,36 +19,36 @@ import (
 // An Allow or a reservation whose cost exceeds the limit (which only a
 // penalty lets through, see Overflows) is an overflow that never fits: it
 // is denied, describing the key as it stands, and starts the block.
-func (p *Params) decideStrict(s *State, op Op, d *Decision) {
+func (p *Params) decideStrict(s *State, op *Op, d *Decision) {
 	until := s.Until
 	if until <= op.Now {
 		until = 0 // ended: the key is not blocked
 	}
 	kept := *s
-	kop := op // the op the algorithm decides
+	kop := *op // the op the algorithm decides
 	never := op.Cost > p.Limit && (op.Verb == VerbAllow || op.Verb == VerbReserve)
 	switch {
 	case never:
-		p.decideKind(s, Op{Verb: VerbCheck, Now: op.Now}, d)
+		p.decideKind(s, &Op{Verb: VerbCheck, Now: op.Now}, d)
 		d.Allowed = false
 		if until != 0 {
 			d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
 		}
 	case until != 0 && (op.Verb == VerbAllow || op.Verb == VerbCheck):
-		p.decideKind(s, Op{Verb: VerbCheck, Cost: op.Cost, Now: op.Now}, d)
+		p.decideKind(s, &Op{Verb: VerbCheck, Cost: op.Cost, Now: op.Now}, d)
 		if d.Allowed {
 			// The cost would fit but for the block: describe the key as it
 			// stands, not as the request would leave it.
 			retry := d.RetryAfter
 			*d = Decision{}
-			p.decideKind(s, Op{Verb: VerbCheck, Now: op.Now}, d)
+			p.decideKind(s, &Op{Verb: VerbCheck, Now: op.Now}, d)
 			d.RetryAfter = retry
 		}
 		d.Allowed = false
 		d.RetryAfter = max(d.RetryAfter, time.Duration(until-op.Now))
 	case until != 0 && op.Verb == VerbReserve:
 		kop.At = max(op.At, until) // no earlier than the block's end
-		p.decideKind(s, kop, d)
+		p.decideKind(s, &kop, d)
 	default:
 		p.decideKind(s, op, d)
 		if until != 0 && op.Verb == VerbFill {
@@ -59,7 +59,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 	d.Blocked = until != 0
 	overflow := !d.Allowed && (op.Verb == VerbAllow || op.Verb == VerbReserve || op.Verb == VerbFill)
 	if overflow && p.CountDenied && op.Verb != VerbFill && !never {
-		p.fillUp(s, kop, d)
+		p.fillUp(s, &kop, d)
 		if until != 0 {
 			wait := time.Duration(until - op.Now)
 			if op.Verb == VerbReserve {
@@ -91,7 +91,7 @@ func (p *Params) decideStrict(s *State, op Op, d *Decision) {
 // fillUp records a denied request as far as the limit allows: the key is
 // full at op.Now. The decision then says when the request would be
 // admitted from the full key.
-func (p *Params) fillUp(s *State, op Op, d *Decision) {
+func (p *Params) fillUp(s *State, op *Op, d *Decision) {
 	now := op.Now
 	switch p.Kind {
 	case KindGCRA:
@@ -133,16 +133,16 @@ func (p *Params) fillUp(s *State, op Op, d *Decision) {
 	default: // the fixed window and the sliding log count amounts: the room fits
 		if d.Remaining > 0 {
 			var filled Decision
-			p.decideKind(s, Op{Verb: VerbAllow, Cost: d.Remaining, Now: now}, &filled)
+			p.decideKind(s, &Op{Verb: VerbAllow, Cost: d.Remaining, Now: now}, &filled)
 		}
 	}
 	// Decided again on the full key: the same request, recording nothing.
-	again := op
+	again := *op
 	if again.Verb == VerbAllow {
 		again.Verb = VerbCheck
 	}
 	t := *s
 	var e Decision
-	p.decideKind(&t, again, &e)
+	p.decideKind(&t, &again, &e)
 	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = e.Used, e.Remaining, e.RetryAfter, e.ResetAfter
 }

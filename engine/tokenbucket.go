@@ -12,7 +12,7 @@ import (
 // refill instant. After it, tokens arrive every Interval; before it, the
 // refills between a time and the point had not come yet. A reservation
 // books a point at a future refill instant.
-func (p *Params) stepIntervalRefill(s *State, op Op, d *Decision) {
+func (p *Params) stepIntervalRefill(s *State, op *Op, d *Decision) {
 	if op.Verb == VerbCancel {
 		// Given back a nanosecond late: the point moves to a nanosecond
 		// after the refill before it (with the tokens its instant's refill
