@@ -28,6 +28,7 @@ func TestScriptTimeArithmeticIsExact(t *testing.T) {
 	arith := newLibrary("sluice_arith", "prelude.lua", "time.lua", "arith.lua", "intervalrefill.lua")
 	arith.source += `
 redis.register_function(LIBRARY .. '_eval', function(_, args)
+  bind()
   local out = {}
   for i = 1, #args do
     local s, n, k, d = struct.unpack('<dddd', args[i])

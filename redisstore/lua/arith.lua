@@ -28,19 +28,19 @@ local function ceilNanos(ns)
   if not (ns > 0) then return 0 end
   ns = ns - ns * TOLERANCE
   if not (ns < MAX_SPAN) then return MAX_SPAN end
-  return math.ceil(ns)
+  return ceil(ns)
 end
 
 local function floorNanos(ns)
   if not (ns > 0) then return 0 end
   ns = ns + ns * TOLERANCE
   if not (ns < MAX_SPAN) then return MAX_SPAN end
-  return math.floor(ns)
+  return floor(ns)
 end
 
 -- idiv returns floor(a / b) for a >= 0, b > 0, correcting the same rounding.
 local function idiv(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   if a - q * b < 0 then q = q - 1 end
   return q
 end
@@ -58,10 +58,10 @@ end
 -- half of s, split at 2^23, times 1e9 stays below 2^53, and the high
 -- half's product is then scaled by a power of two, which is exact.
 local function tmod(s, n, m)
-  local hi = math.floor(s / 2^23)
+  local hi = floor(s / 2^23)
   local lo = s - hi * 2^23
-  local r = addmod(math.fmod(hi * 1e9 * 2^23, m), math.fmod(lo * 1e9, m), m)
-  return addmod(r, math.fmod(n, m), m)
+  local r = addmod(fmod(hi * 1e9 * 2^23, m), fmod(lo * 1e9, m), m)
+  return addmod(r, fmod(n, m), m)
 end
 
 -- windowStart returns floorDiv(now, interval) * interval.

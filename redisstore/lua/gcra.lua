@@ -2,14 +2,14 @@
 -- that runs at most the tolerance, burst times the emission interval,
 -- ahead of now.
 --
--- Depends on: prelude, time, arith (fmin).
+-- Depends on: prelude, time.
 -- Translates: Params.stepGCRA and gcraNanos (engine/gcra.go), arith.Nanos
 -- (internal/arith/arith.go), and the GCRA's part of Params.fillUp
 -- (engine/strict.go).
 
 -- round is Go's math.Round (half away from zero) for x >= 0.
 local function round(x)
-  local f = math.floor(x)
+  local f = floor(x)
   if x - f >= 0.5 then return f + 1 end
   return f
 end
@@ -43,7 +43,7 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
         nextS, nextN = tadd(fs, fn, c)
       end
     end
-    if not tless(nowS, nowN, allowS, allowN) then
+    if allowS < nowS or (allowS == nowS and allowN <= nowN) then -- now >= allowAt
       allowed = true
       tatS, tatN = nextS, nextN
       if verb ~= CHECK then stS, stN = tatS, tatN end
@@ -63,9 +63,10 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
       end
     end
   end
-  local backlog = tdiff(tatS, tatN, nowS, nowN)
-  return allowed, backlog / interval, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN,
-    fmin((tau - backlog) / interval, limit)
+  local backlog = (tatS - nowS) * 1e9 + (tatN - nowN) -- tdiff, inlined
+  local remaining = (tau - backlog) / interval
+  if remaining > limit then remaining = limit end
+  return allowed, backlog / interval, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN, remaining
 end
 
 -- gcraFillUp: full at now.

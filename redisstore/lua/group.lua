@@ -10,20 +10,46 @@
 -- exists, and each limit's cost and instant (a pair in a table).
 local states, present, costs, ats
 
+-- snapshot returns the decision made as a table, as the group keeps one
+-- for each limit; resume makes such a table the decision made again.
+local function snapshot()
+  return {allowed = dAllowed, blocked = dBlocked, used = dUsed, remaining = dRemaining,
+    granted = dGranted, limit = limit, rS = dRS, rN = dRN, eS = dES, eN = dEN,
+    wS = dWS, wN = dWN, aS = dAS, aN = dAN}
+end
+
+local function resume(d)
+  dAllowed, dBlocked, dUsed, dRemaining, dGranted = d.allowed, d.blocked, d.used, d.remaining, d.granted
+  dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = d.rS, d.rN, d.eS, d.eN, d.wS, d.wN, d.aS, d.aN
+end
+
+-- state returns the key's state in st* as a table; restore makes such a
+-- table the state in st* again.
+local function state()
+  return {stS, stN, stA, stB, stLog, stUS, stUN}
+end
+
+local function restore(t)
+  stS, stN, stA, stB, stLog, stUS, stUN = t[1], t[2], t[3], t[4], t[5], t[6], t[7]
+end
+
 -- decideOn decides limit i on its key's state as the previous decision
--- on it left it, and leaves the state it makes in st*.
+-- on it left it, leaves the state it makes in st*, and returns the
+-- decision.
 local function decideOn(i, verb, cost, atS, atN, mdS, mdN)
   use(i)
-  stS, stN, stA, stB, stLog, stUS, stUN = unpack(states[i])
-  return decide(verb, cost, atS, atN, mdS, mdN)
+  restore(states[i])
+  decide(verb, cost, atS, atN, mdS, mdN)
+  return snapshot()
 end
 
 -- keep writes the state that decision d on verb left in st* back to key
 -- i (the limit in use), if d records.
 local function keep(i, verb, d)
-  if records(verb, d) then
-    present[i] = write(i, present[i], d)
-    states[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
+  resume(d)
+  if records(verb) then
+    present[i] = write(i, present[i])
+    states[i] = state()
   end
 end
 
@@ -77,13 +103,13 @@ local function allowAll(n, each)
   local all, made = true, {}
   for i = 1, n do
     each[i] = decideOn(i, ALLOW, costs[i], ats[i][1], ats[i][2], delayS, delayN)
-    made[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
+    made[i] = state()
     all = all and each[i].allowed
   end
   for i = 1, n do
     if all or not each[i].allowed then
       use(i)
-      stS, stN, stA, stB, stLog, stUS, stUN = unpack(made[i])
+      restore(made[i])
       keep(i, ALLOW, each[i])
     else
       -- Admitted by this limit, not by the group: its decision
@@ -162,13 +188,17 @@ local function group(ks, args)
       return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
     end
     local p, conflict = load(i)
-    if conflict then return struct.pack('<BBB', CONFLICT, conflict, i) end
-    states[i] = {stS, stN, stA, stB, stLog, stUS, stUN}
+    if conflict then return pack('<BBB', CONFLICT, conflict, i) end
+    states[i] = state()
     present[i], costs[i], ats[i] = p, cost, {atS, atN}
   end
   local each = {}
   local g, best = decideAll(n, each)
-  local out = {struct.pack('<B', best), reply(g, false)}
-  for i = 1, n do out[i + 2] = reply(each[i], false) end
+  resume(g)
+  local out = {pack('<B', best), reply(false)}
+  for i = 1, n do
+    resume(each[i])
+    out[i + 2] = reply(false)
+  end
   return table.concat(out)
 end

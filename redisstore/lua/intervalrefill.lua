@@ -8,7 +8,7 @@
 
 local function refills(x)
   if x <= slack then return 0 end
-  return math.ceil((x - slack) / amount)
+  return ceil((x - slack) / amount)
 end
 
 -- tmul returns k * d nanoseconds as a pair, for whole numbers k >= 0 and
@@ -60,7 +60,7 @@ local function refillPoint(used, ls, ln, ts, tn)
       -- beyond 2^51, where this stops counting.)
       local es, en = tsub(ts, tn, ls, ln)
       local rs, rn = tadd(ts, tn, -tmod(es, en, interval))
-      k = math.floor(elapsed / interval * (1 - 2^-50))
+      k = floor(elapsed / interval * (1 - 2^-50))
       if used > k * amount and k < 2^51 then
         local cs, cn = taddTimes(ls, ln, k, interval)
         while tless(cs, cn, rs, rn) do
@@ -106,7 +106,7 @@ local function intervalRefill(verb, cost, atS, atN, mdS, mdN)
   end
   local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
   -- Go's refillsTo: refills after the point until the cost fits.
-  local fitS, fitN = taddTimes(ls, ln, math.ceil((used + cost - limit - slack) / amount), interval)
+  local fitS, fitN = taddTimes(ls, ln, ceil((used + cost - limit - slack) / amount), interval)
   local later = false
   if verb == RESERVE then
     local ms, mn = tmax(fitS, fitN, nowS, nowN)

@@ -30,55 +30,59 @@
 local HEADER, HEADER_SIZE, UNTIL_SIZE = '<Bdddddd', 49, 16
 local function load(i)
   stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
-  local v = redis.call('GET', keys[i])
+  local v = call('GET', keys[i])
   if not v then return false end
-  local stored, expS, expN, ts, tn, a, b = struct.unpack(HEADER, v)
+  local stored, expS, expN, ts, tn, a, b = unpack(HEADER, v)
   local blocked = stored >= BLOCKED
   if blocked then stored = stored - BLOCKED end
   if stored == kind then
     stS, stN, stA, stB = ts, tn, a, b
     local body = HEADER_SIZE + 1
     if blocked then
-      stUS, stUN = struct.unpack('<dd', v, body)
+      stUS, stUN = unpack('<dd', v, body)
       body = body + UNTIL_SIZE
     end
-    if kind == LOG then stLog = string.sub(v, body) end
+    if kind == LOG then stLog = sub(v, body) end
   elseif tless(nowS, nowN, expS, expN) then
     return true, stored
   end
   return true
 end
 
--- write stores the state of key i, which exists if present, as decision
--- d left it, until it is fresh again (Decision.ResetAfter, rounded up to
--- milliseconds, plus the skew margin), or deletes the key once fresh: a
--- fresh state is no key. It returns whether the key exists after.
-local function write(i, present, d)
-  if d.eS == 0 and d.eN == 0 then
-    if present then redis.call('DEL', keys[i]) end
+-- write stores the state of key i, which exists if present, as the
+-- decision made left it, until it is fresh again (Decision.ResetAfter,
+-- rounded up to milliseconds, plus the skew margin), or deletes the key
+-- once fresh: a fresh state is no key. It returns whether the key exists
+-- after.
+local function write(i, present)
+  if dES == 0 and dEN == 0 then
+    if present then call('DEL', keys[i]) end
     return false
   end
-  local expS, expN = tplus(nowS, nowN, d.eS, d.eN)
+  local expS, expN = tplus(nowS, nowN, dES, dEN)
   local head, body = kind, stLog
   if stUS ~= 0 or stUN ~= 0 then
-    head, body = kind + BLOCKED, struct.pack('<dd', stUS, stUN) .. stLog
+    head, body = kind + BLOCKED, pack('<dd', stUS, stUN) .. stLog
   end
-  local ttl = d.eS * 1000 + math.ceil(d.eN / 1e6) + marginMs
-  redis.call('SET', keys[i], struct.pack(HEADER, head, expS, expN, stS, stN, stA, stB) .. body,
-    'PX', string.format('%.0f', ttl))
+  local value = pack(HEADER, head, expS, expN, stS, stN, stA, stB)
+  if body ~= '' then value = value .. body end -- a copy even when empty
+  -- A whole number of milliseconds below 2^41 (2^60 ns), which Redis
+  -- writes out in full digits, as a number argument.
+  local ttl = dES * 1000 + ceil(dEN / 1e6) + marginMs
+  call('SET', keys[i], value, 'PX', ttl)
   return true
 end
 
--- reply packs decision d as its reply record, with the cost granted for a
--- partial grant.
-local function reply(d, grant)
+-- reply packs the decision made as its reply record, with the cost
+-- granted for a partial grant.
+local function reply(grant)
   local status = 0
-  if d.allowed then status = 1 end
-  if d.blocked then status = status + 2 end
-  local waits = d.wS > 0 or d.wN > 0
+  if dAllowed then status = 1 end
+  if dBlocked then status = status + 2 end
+  local waits = dWS > 0 or dWN > 0
   if waits then status = status + 4 end
-  local r = struct.pack('<Bdddddd', status, d.used, d.remaining, d.rS, d.rN, d.eS, d.eN)
-  if waits then r = r .. struct.pack('<dddd', d.wS, d.wN, d.aS, d.aN) end
-  if grant then r = r .. struct.pack('<d', d.granted) end
+  local r = pack('<Bdddddd', status, dUsed, dRemaining, dRS, dRN, dES, dEN)
+  if waits then r = r .. pack('<dddd', dWS, dWN, dAS, dAN) end
+  if grant then r = r .. pack('<d', dGranted) end
   return r
 end

@@ -6,14 +6,14 @@
 
 -- fits reports whether cost c would be admitted now.
 local function fits(c)
-  return decide(CHECK, c, 0, 0, 0, 0).allowed
+  decide(CHECK, c, 0, 0, 0, 0)
+  return dAllowed
 end
 
 -- grant admits cost c, which fits, as a partial grant.
 local function grant(c)
-  local d = decide(ALLOW, c, 0, 0, 0, 0)
-  d.granted = c
-  return d
+  decide(ALLOW, c, 0, 0, 0, 0)
+  dGranted = c
 end
 
 -- atMost is Go's stepAtMost: the whole cost if it fits; else the whole
@@ -23,18 +23,18 @@ end
 -- state.
 local function atMost(cost)
   if cost == 0 then -- nothing to grant: a check, not admitted
-    local d = decide(CHECK, 0, 0, 0, 0, 0)
-    d.allowed = false
-    return d
+    decide(CHECK, 0, 0, 0, 0, 0)
+    dAllowed = false
+    return
   end
-  local whole = math.ceil(cost) - 1
+  local whole = ceil(cost) - 1
   if cost <= limit and fits(cost) then return grant(cost) end
-  local left = decide(CHECK, 0, 0, 0, 0, 0)
-  local g = fmin(fmin(math.floor(left.remaining + slack), whole), math.floor(limit))
+  decide(CHECK, 0, 0, 0, 0, 0) -- what is left
+  local g = fmin(fmin(floor(dRemaining + slack), whole), floor(limit))
   for _, c in ipairs({g, g - 1, 1}) do
     if c >= 1 and c <= whole and fits(c) then return grant(c) end
   end
-  return decide(CHECK, fmin(cost, 1), 0, 0, 0, 0)
+  decide(CHECK, fmin(cost, 1), 0, 0, 0, 0)
 end
 
 -- apply decides the op of args on the key ks[1], and replies with the
@@ -50,13 +50,12 @@ local function apply(ks, args)
     return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
   end
   local present, conflict = load(1)
-  if conflict then return struct.pack('<BBB', CONFLICT, conflict, 1) end
-  local d
+  if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
   if verb == ATMOST then
-    d = atMost(cost)
+    atMost(cost)
   else
-    d = decide(verb, cost, atS, atN, delayS, delayN)
+    decide(verb, cost, atS, atN, delayS, delayN)
   end
-  if records(verb, d) then write(1, present, d) end
-  return reply(d, verb == ATMOST)
+  if records(verb) then write(1, present) end
+  return reply(verb == ATMOST)
 end

@@ -62,9 +62,9 @@ local function slidingCounter(verb, cost)
 end
 
 -- counterFillUp: the room left, added to the current window.
-local function counterFillUp(d)
-  if d.remaining > 0 then
+local function counterFillUp()
+  if dRemaining > 0 then
     local startS, startN, cur, prev = counterWindow()
-    stS, stN, stA, stB, stUS, stUN = startS, startN, cur + d.remaining, prev, 0, 0
+    stS, stN, stA, stB, stUS, stUN = startS, startN, cur + dRemaining, prev, 0, 0
   end
 end

@@ -10,11 +10,11 @@
 local ENTRY = 24
 
 local function entryAt(log, i)
-  return struct.unpack('<ddd', log, (i - 1) * ENTRY + 1)
+  return unpack('<ddd', log, (i - 1) * ENTRY + 1)
 end
 
 local function costAt(log, i)
-  return (struct.unpack('<d', log, (i - 1) * ENTRY + 17))
+  return (unpack('<d', log, (i - 1) * ENTRY + 17))
 end
 
 -- slidingLog is stepSlidingLog, with Go's record inline.
@@ -47,15 +47,15 @@ local function slidingLog(verb, cost)
         -- it into the newest entry when the log is full. As in Go, only
         -- the log changes.
         local live = n - first + 1
-        local keep = string.sub(log, (first - 1) * ENTRY + 1)
+        local keep = sub(log, (first - 1) * ENTRY + 1)
         if live == 0 then
-          stLog = struct.pack('<ddd', nowS, nowN, cost)
+          stLog = pack('<ddd', nowS, nowN, cost)
         else
           local ts, tn = tmax(nowS, nowN, lastS, lastN)
           if live >= maxEntries then
-            stLog = string.sub(keep, 1, -ENTRY - 1) .. struct.pack('<ddd', ts, tn, newC + cost)
+            stLog = sub(keep, 1, -ENTRY - 1) .. pack('<ddd', ts, tn, newC + cost)
           else
-            stLog = keep .. struct.pack('<ddd', ts, tn, cost)
+            stLog = keep .. pack('<ddd', ts, tn, cost)
           end
         end
       end

@@ -12,7 +12,7 @@ local function tless(as, an, bs, bn)
 end
 
 local function tmax(as, an, bs, bn)
-  if tless(as, an, bs, bn) then return bs, bn end
+  if as < bs or (as == bs and an < bn) then return bs, bn end -- tless, inlined
   return as, an
 end
 
@@ -29,7 +29,7 @@ end
 -- below 2^53 / 1953125, so q * 1e9 is exact, and d - q * 1e9 is the
 -- difference of two doubles within a factor of two of each other).
 local function tadd(s, n, d)
-  local q = math.floor(d / 1e9)
+  local q = floor(d / 1e9)
   n = n + (d - q * 1e9)
   s = s + q
   -- The division may have rounded up to a whole quotient, and n may carry.
@@ -58,6 +58,8 @@ end
 -- after returns Go's after(t, now), the time from now until t and never
 -- negative, as a pair. A nil ts is no instant, a zero duration.
 local function after(ts, tn)
-  if ts == nil or not tless(nowS, nowN, ts, tn) then return 0, 0 end
-  return tsub(ts, tn, nowS, nowN)
+  if ts == nil or ts < nowS or (ts == nowS and tn <= nowN) then return 0, 0 end
+  local s, n = ts - nowS, tn - nowN -- tsub, inlined
+  if n < 0 then n, s = n + 1e9, s - 1 end
+  return s, n
 end
