@@ -5,17 +5,56 @@
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
 -- in one pass for an Allow as MemStore's group does (memgroup.go).
 
--- The call's limits, in the group's order: each key's state as the
--- decisions so far left it (st* packed in a table), whether the key
--- exists, and each limit's cost and instant (a pair in a table).
-local states, present, costs, ats
+-- The call's limits, in the group's order, kept in tables that outlive
+-- the call (a group has at most engine.MaxGroup limits, and Redis runs one
+-- call at a time), whose entries from 1 to the call's count each call
+-- overwrites: tables made per limit and per decision cost the server more
+-- than the decisions. For each limit: its Params as use left them, its
+-- key's state as the decisions so far left it, the state its Allow made,
+-- its decision, whether its key exists, and its cost and instant.
+local params, states, made, each = {}, {}, {}, {}
+local present, costs, atSs, atNs = {}, {}, {}, {}
+local G = {} -- the group's decision
 
--- snapshot returns the decision made as a table, as the group keeps one
--- for each limit; resume makes such a table the decision made again.
-local function snapshot()
-  return {allowed = dAllowed, blocked = dBlocked, used = dUsed, remaining = dRemaining,
-    granted = dGranted, limit = limit, rS = dRS, rN = dRN, eS = dES, eN = dEN,
-    wS = dWS, wN = dWN, aS = dAS, aN = dAN}
+-- slot returns t[i], a table made on first use.
+local function slot(t, i)
+  local s = t[i]
+  if not s then
+    s = {}
+    t[i] = s
+  end
+  return s
+end
+
+-- remember keeps the Params use(i) set in params[i]; recall makes them
+-- the limit in use again, without reading the input a second time.
+local function remember(i)
+  local t = slot(params, i)
+  t[1], t[2], t[3], t[4], t[5], t[6] = kind, variant, countDenied, limit, interval, amount
+  t[7], t[8], t[9], t[10], t[11], t[12] = maxEntries, slack, penS, penN, step, fillUp
+end
+
+local function recall(i)
+  local t = params[i]
+  kind, variant, countDenied, limit, interval, amount = t[1], t[2], t[3], t[4], t[5], t[6]
+  maxEntries, slack, penS, penN, step, fillUp = t[7], t[8], t[9], t[10], t[11], t[12]
+end
+
+-- save keeps the key's state in st* in table t; restore makes it the
+-- state in st* again.
+local function save(t)
+  t[1], t[2], t[3], t[4], t[5], t[6], t[7] = stS, stN, stA, stB, stLog, stUS, stUN
+end
+
+local function restore(t)
+  stS, stN, stA, stB, stLog, stUS, stUN = t[1], t[2], t[3], t[4], t[5], t[6], t[7]
+end
+
+-- snapshot keeps the decision made in table d, with the limit it was made
+-- under; resume makes it the decision made again.
+local function snapshot(d)
+  d.allowed, d.blocked, d.used, d.remaining, d.granted = dAllowed, dBlocked, dUsed, dRemaining, dGranted
+  d.limit, d.rS, d.rN, d.eS, d.eN, d.wS, d.wN, d.aS, d.aN = limit, dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN
 end
 
 local function resume(d)
@@ -23,50 +62,40 @@ local function resume(d)
   dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = d.rS, d.rN, d.eS, d.eN, d.wS, d.wN, d.aS, d.aN
 end
 
--- state returns the key's state in st* as a table; restore makes such a
--- table the state in st* again.
-local function state()
-  return {stS, stN, stA, stB, stLog, stUS, stUN}
-end
-
-local function restore(t)
-  stS, stN, stA, stB, stLog, stUS, stUN = t[1], t[2], t[3], t[4], t[5], t[6], t[7]
-end
-
 -- decideOn decides limit i on its key's state as the previous decision
--- on it left it, leaves the state it makes in st*, and returns the
--- decision.
+-- on it left it, leaves the state it makes in st*, and keeps the decision
+-- in each[i].
 local function decideOn(i, verb, cost, atS, atN, mdS, mdN)
-  use(i)
+  recall(i)
   restore(states[i])
   decide(verb, cost, atS, atN, mdS, mdN)
-  return snapshot()
+  snapshot(slot(each, i))
 end
 
--- keep writes the state that decision d on verb left in st* back to key
--- i (the limit in use), if d records.
-local function keep(i, verb, d)
-  resume(d)
+-- keep writes the state that limit i's decision on verb left in st* back
+-- to its key (the limit in use), if the decision records.
+local function keep(i, verb)
+  resume(each[i])
   if records(verb) then
     present[i] = write(i, present[i])
-    states[i] = state()
+    save(states[i])
   end
 end
 
 -- run decides limit i and keeps what it records.
 local function run(i, verb, cost, atS, atN, mdS, mdN)
-  local d = decideOn(i, verb, cost, atS, atN, mdS, mdN)
-  keep(i, verb, d)
-  return d
+  decideOn(i, verb, cost, atS, atN, mdS, mdN)
+  keep(i, verb)
 end
 
--- combine is Go's Combine: the group's decision from each limit's, and
--- the index of the limit it was made from.
-local function combine(each)
+-- combine is Go's Combine: the group's decision, in G, from the n limits'
+-- in each, and the index of the limit it was made from.
+local function combine(n)
   local best = 0
   local allowed, blocked = true, false
   local rS, rN, wS, wN = 0, 0, 0, 0
-  for i, d in ipairs(each) do
+  for i = 1, n do
+    local d = each[i]
     allowed = allowed and d.allowed
     blocked = blocked or d.blocked
     rS, rN = tmax(rS, rN, d.rS, d.rN)
@@ -76,21 +105,20 @@ local function combine(each)
   end
   local d = each[best]
   if not allowed then
-    for i, e in ipairs(each) do -- the longest denial
+    for i = 1, n do -- the longest denial
+      local e = each[i]
       if not e.allowed and (d.allowed or tless(d.rS, d.rN, e.rS, e.rN)) then d, best = e, i end
     end
   end
-  -- A copy, made by one constructor: the table is sized once.
-  local g = {allowed = d.allowed, limit = d.limit, used = d.used, remaining = d.remaining,
-    blocked = blocked, granted = d.granted, rS = rS, rN = rN, eS = d.eS, eN = d.eN,
-    wS = d.wS, wN = d.wN, aS = d.aS, aN = d.aN}
+  G.allowed, G.limit, G.used, G.remaining, G.blocked, G.granted = d.allowed, d.limit, d.used, d.remaining, blocked, d.granted
+  G.rS, G.rN, G.eS, G.eN, G.wS, G.wN, G.aS, G.aN = rS, rN, d.eS, d.eN, d.wS, d.wN, d.aS, d.aN
   if not allowed then
-    g.allowed, g.wS, g.wN, g.aS, g.aN = false, 0, 0, 0, 0
+    G.allowed, G.wS, G.wN, G.aS, G.aN = false, 0, 0, 0, 0
   elseif verb == RESERVE and (wS > 0 or wN > 0) then
-    g.wS, g.wN = wS, wN
-    g.aS, g.aN = tplus(nowS, nowN, wS, wN)
+    G.wS, G.wN = wS, wN
+    G.aS, G.aN = tplus(nowS, nowN, wS, wN)
   end
-  return g, best
+  return best
 end
 
 -- allowAll decides an Allow in one pass, as the memory store does: an
@@ -99,76 +127,76 @@ end
 -- DecideGroup's second pass would run that same Allow: everywhere if all
 -- admit, else on the limits that deny. The others check a zero cost on
 -- their key as it was.
-local function allowAll(n, each)
-  local all, made = true, {}
+local function allowAll(n)
+  local all = true
   for i = 1, n do
-    each[i] = decideOn(i, ALLOW, costs[i], ats[i][1], ats[i][2], delayS, delayN)
-    made[i] = state()
+    decideOn(i, ALLOW, costs[i], atSs[i], atNs[i], delayS, delayN)
+    save(slot(made, i))
     all = all and each[i].allowed
   end
   for i = 1, n do
     if all or not each[i].allowed then
-      use(i)
+      recall(i)
       restore(made[i])
-      keep(i, ALLOW, each[i])
+      keep(i, ALLOW)
     else
       -- Admitted by this limit, not by the group: its decision
       -- describes the key as the request leaves it, untouched.
-      each[i] = run(i, CHECK, 0, 0, 0, 0, 0)
+      run(i, CHECK, 0, 0, 0, 0, 0)
     end
   end
-  return combine(each)
+  return combine(n)
 end
 
 -- reserveAll books every limit at the instant the last of them would
 -- book, if that lies within the maximum delay; lS, lN is until every
 -- limit would admit, as each one's check said.
-local function reserveAll(n, each, lS, lN)
+local function reserveAll(n, lS, lN)
   local fits = not tless(delayS, delayN, lS, lN)
   local retryS, retryN = 0, 0 -- until the group would book: latest - MaxDelay
   if not fits then retryS, retryN = tsub(lS, lN, delayS, delayN) end
   local bookS, bookN = tplus(nowS, nowN, lS, lN) -- the instant every limit books
   for i = 1, n do
-    local atS, atN, mdS, mdN = ats[i][1], ats[i][2], delayS, delayN
+    local atS, atN, mdS, mdN = atSs[i], atNs[i], delayS, delayN
     if fits then
       atS, atN, mdS, mdN = bookS, bookN, lS, lN
     end
     -- Unless it fits, a limit that would have booked on its own records
     -- nothing.
     if fits or tless(delayS, delayN, each[i].rS, each[i].rN) then
-      each[i] = run(i, RESERVE, costs[i], atS, atN, mdS, mdN)
+      run(i, RESERVE, costs[i], atS, atN, mdS, mdN)
       retryS, retryN = tmax(retryS, retryN, each[i].rS, each[i].rN)
     end
   end
-  local g, best = combine(each)
-  if not fits then g.rS, g.rN = retryS, retryN end
-  return g, best
+  local best = combine(n)
+  if not fits then G.rS, G.rN = retryS, retryN end
+  return best
 end
 
 -- decideAll is Go's DecideGroup on the n limits of the call: it leaves
--- each limit's decision in each, and returns the group's and the index of
--- the limit it was made from.
-local function decideAll(n, each)
+-- each limit's decision in each and the group's in G, and returns the
+-- index of the limit the group's is made from.
+local function decideAll(n)
   if verb == CANCEL then
-    for i = 1, n do each[i] = run(i, CANCEL, costs[i], ats[i][1], ats[i][2], 0, 0) end
-    return combine(each)
+    for i = 1, n do run(i, CANCEL, costs[i], atSs[i], atNs[i], 0, 0) end
+    return combine(n)
   elseif verb == ALLOW then
-    return allowAll(n, each)
+    return allowAll(n)
   end
   -- Check every limit; latest is until every one would admit.
   local all = true
   local lS, lN = 0, 0
   for i = 1, n do
-    each[i] = run(i, CHECK, costs[i], 0, 0, 0, 0)
+    run(i, CHECK, costs[i], 0, 0, 0, 0)
     all = all and each[i].allowed
     lS, lN = tmax(lS, lN, each[i].rS, each[i].rN)
   end
-  if verb == RESERVE then return reserveAll(n, each, lS, lN) end
+  if verb == RESERVE then return reserveAll(n, lS, lN) end
   -- A check decides as Allow would, recording nothing.
   for i = 1, n do
-    if not all and each[i].allowed then each[i] = run(i, CHECK, 0, 0, 0, 0, 0) end
+    if not all and each[i].allowed then run(i, CHECK, 0, 0, 0, 0, 0) end
   end
-  return combine(each)
+  return combine(n)
 end
 
 -- group decides the op of args on every key of ks, each limit's key in
@@ -181,7 +209,6 @@ local function group(ks, args)
     return redis.error_reply('UNSUPPORTED sluice: a group does not decide verb ' .. verb)
   end
   local n = #keys
-  states, present, costs, ats = {}, {}, {}, {}
   for i = 1, n do
     local cost, atS, atN = use(i)
     if not step then
@@ -189,12 +216,12 @@ local function group(ks, args)
     end
     local p, conflict = load(i)
     if conflict then return pack('<BBB', CONFLICT, conflict, i) end
-    states[i] = state()
-    present[i], costs[i], ats[i] = p, cost, {atS, atN}
+    remember(i)
+    save(slot(states, i))
+    present[i], costs[i], atSs[i], atNs[i] = p, cost, atS, atN
   end
-  local each = {}
-  local g, best = decideAll(n, each)
-  resume(g)
+  local best = decideAll(n)
+  resume(G)
   local out = {pack('<B', best), reply(false)}
   for i = 1, n do
     resume(each[i])
