@@ -8,10 +8,11 @@
 -- The call's limits, in the group's order, kept in tables that outlive
 -- the call (a group has at most engine.MaxGroup limits, and Redis runs one
 -- call at a time), whose entries from 1 to the call's count each call
--- overwrites: tables made per limit and per decision cost the server more
--- than the decisions. For each limit: its Params as use left them, its
--- key's state as the decisions so far left it, the state its Allow made,
--- its decision, whether its key exists, and its cost and instant.
+-- overwrites: tables made per limit and per decision were most of what a
+-- group cost the server beyond its decisions. For each limit: its Params
+-- as use left them, its key's state as the decisions so far left it, the
+-- state its Allow made, its decision, whether its key exists, and its cost
+-- and instant.
 local params, states, made, each = {}, {}, {}, {}
 local present, costs, atSs, atNs = {}, {}, {}, {}
 local G = {} -- the group's decision

@@ -90,10 +90,10 @@ local stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
 -- remaining; retry after, reset after and a booked reservation's delay
 -- as pairs (dR*, dE*, dW*); its instant At as a pair (dA*, zero for
 -- none); a partial grant's cost. Locals, not a table: a decision is made
--- on every call, and a table per decision costs the server more than the
--- rest of a GCRA step. decideKind makes each decision afresh, as Go's
--- callers pass a zero Decision; a caller that needs an earlier one copies
--- what it needs first.
+-- on every call, and a table per decision, with its garbage, costs the
+-- server about what a GCRA step does. decideKind makes each decision
+-- afresh, as Go's callers pass a zero Decision; a caller that needs an
+-- earlier one copies what it needs first.
 local dAllowed, dBlocked, dUsed, dRemaining, dGranted = false, false, 0, 0, 0
 local dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = 0, 0, 0, 0, 0, 0, 0, 0
 
