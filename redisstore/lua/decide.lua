@@ -48,6 +48,7 @@ local function decideKind(verb, cost, atS, atN, mdS, mdN)
   end
   dAllowed, dBlocked, dUsed, dRemaining, dGranted = allowed, false, used, limit - used, 0
   if gcraRemaining and dRemaining > 0 then dRemaining = gcraRemaining end
+  -- A nil instant is none: a zero duration.
   dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = 0, 0, 0, 0, 0, 0, 0, 0
   if retryS then dRS, dRN = after(retryS, retryN) end
   if resetS then dES, dEN = after(resetS, resetN) end

@@ -73,10 +73,10 @@ local function decideOn(i, verb, cost, atS, atN, mdS, mdN)
   snapshot(slot(each, i))
 end
 
--- keep writes the state that limit i's decision on verb left in st* back
--- to its key (the limit in use), if the decision records.
+-- keep writes the state that limit i's decision on verb, the decision
+-- made, left in st* back to its key (the limit in use), if the decision
+-- records.
 local function keep(i, verb)
-  resume(each[i])
   if records(verb) then
     present[i] = write(i, present[i])
     save(states[i])
@@ -139,6 +139,7 @@ local function allowAll(n)
     if all or not each[i].allowed then
       recall(i)
       restore(made[i])
+      resume(each[i])
       keep(i, ALLOW)
     else
       -- Admitted by this limit, not by the group: its decision

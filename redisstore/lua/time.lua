@@ -56,9 +56,9 @@ local function tplus(as, an, bs, bn)
 end
 
 -- after returns Go's after(t, now), the time from now until t and never
--- negative, as a pair. A nil ts is no instant, a zero duration.
+-- negative, as a pair.
 local function after(ts, tn)
-  if ts == nil or ts < nowS or (ts == nowS and tn <= nowN) then return 0, 0 end
+  if ts < nowS or (ts == nowS and tn <= nowN) then return 0, 0 end
   local s, n = ts - nowS, tn - nowN -- tsub, inlined
   if n < 0 then n, s = n + 1e9, s - 1 end
   return s, n
