@@ -133,7 +133,7 @@ func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decisi
 	all := true
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
-		if o.Params.Kind == engine.KindSlidingLog {
+		if o.Params.Kind.Logs() {
 			// Allow may reuse the log's storage: keep the stored one.
 			k.state.Log = slices.Clone(k.state.Log)
 		}

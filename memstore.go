@@ -200,7 +200,7 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 		e := &sh.slots.slots[i]
 		e.used()
 		s.Time, s.A, s.B, at = e.time, e.a, e.b, i
-		if p.Kind == engine.KindSlidingLog {
+		if p.Kind.Logs() {
 			s.Log = sh.logs[id]
 		}
 	}
@@ -233,7 +233,7 @@ func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.S
 	} else {
 		e := &sh.slots.slots[at]
 		e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, expires
-		if p.Kind == engine.KindSlidingLog {
+		if p.Kind.Logs() {
 			if sh.logs == nil {
 				sh.logs = make(map[keyID][]engine.Entry)
 			}
@@ -347,7 +347,7 @@ func forget[S slotType](sh *shard, t *table[S], id keyID) bool {
 // dropIn forgets the key in slot i of t, and its sliding log entries.
 func dropIn[S slotType](sh *shard, t *table[S], i int) {
 	e := t.at(i)
-	if e.kind() == engine.KindSlidingLog {
+	if e.kind().Logs() {
 		delete(sh.logs, e.id())
 	}
 	if sh.blocks != nil {

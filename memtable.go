@@ -41,7 +41,7 @@ type slotHead struct {
 func (s *slotHead) kind() engine.Kind { return engine.Kind(s.hi >> kindLow & kindMask) }
 
 // Every Kind fits in a slot's kind bits: this fails to compile otherwise.
-var _ [kindMask - engine.KindSlidingCounter]struct{}
+var _ [kindMask - engine.KindConcurrency]struct{}
 
 // idle returns the slot's idle age.
 func (s *slotHead) idle() uint64 { return s.hi >> idleLow }

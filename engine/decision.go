@@ -23,12 +23,17 @@ const (
 	// the leaky bucket and the token bucket support it (see reserve.go).
 	VerbReserve
 	// VerbCancel gives back a reservation that has not reached its instant,
-	// Op.At, when nothing was booked after it on the key.
+	// Op.At, when nothing was booked after it on the key; on the
+	// concurrency limit, it releases the live lease that Op.At names.
 	VerbCancel
 	// VerbAtMost admits the whole cost if it fits, and otherwise the most
 	// whole units of it that fit (a partial grant); Decision.Granted says
 	// how much.
 	VerbAtMost
+	// VerbExtend gives the concurrency limit's live lease that Op.At
+	// names a new expiry, Params.Interval from now at the earliest, which
+	// Decision.At returns: the lease's identity from then on.
+	VerbExtend
 )
 
 // String returns the verb's name as used in error messages.
@@ -46,6 +51,8 @@ func (v Verb) String() string {
 		return "cancel"
 	case VerbAtMost:
 		return "at most"
+	case VerbExtend:
+		return "extend"
 	}
 	return "verb(" + strconv.Itoa(int(v)) + ")"
 }
@@ -65,7 +72,9 @@ type Op struct {
 	// At is, for VerbCancel, the instant the reservation was booked for, as
 	// its Decision.At gave it: on the clock of the store that booked it.
 	// For VerbReserve it is the earliest instant to book, zero for none:
-	// a group of limits books each of them at one common instant.
+	// a group of limits books each of them at one common instant. For a
+	// release (VerbCancel) or VerbExtend on the concurrency limit, it is
+	// the lease's identity, its Decision.At.
 	At int64
 }
 
@@ -73,8 +82,9 @@ type Op struct {
 // algorithm (see [Kind]); the zero State is a fresh key.
 type State struct {
 	// Time is the leaky bucket's last update, GCRA's theoretical arrival
-	// time, the token bucket's last refill, or a window's start, in
-	// nanoseconds since the Unix epoch.
+	// time, the token bucket's last refill, a window's start, or the
+	// latest expiry a concurrency limit handed out, in nanoseconds since
+	// the Unix epoch.
 	Time int64
 	// A is the leaky bucket's level, the token bucket's tokens in use (so
 	// that zero is a full bucket), or the current window's count.
@@ -84,17 +94,19 @@ type State struct {
 	// Until is when a penalty's block ends (see Params.Penalty), in
 	// nanoseconds since the Unix epoch; zero when the key is not blocked.
 	Until int64
-	// Log holds the sliding log's admitted requests, oldest first. Step may
+	// Log holds the sliding log's admitted requests, oldest first, or the
+	// concurrency limit's live leases, earliest expiry first. Step may
 	// reuse its storage.
 	Log []Entry
 }
 
-// Entry is one admitted request in a sliding log.
+// Entry is one admitted request in a sliding log, or one lease of a
+// concurrency limit.
 type Entry struct {
-	// Time is when the request was admitted, in nanoseconds since the Unix
-	// epoch.
+	// Time is when the request was admitted, or when the lease expires, in
+	// nanoseconds since the Unix epoch.
 	Time int64
-	// Cost is what it consumed.
+	// Cost is what it consumed, or holds.
 	Cost float64
 }
 
@@ -126,7 +138,10 @@ type Decision struct {
 	// clock the store decided by, which a VerbCancel hands back. It is zero
 	// for a reservation that Op.At booked later than the GCRA or the
 	// interval-refill bucket needed (in a group): their state cannot tell
-	// it from a later booking, so it cannot be given back.
+	// it from a later booking, so it cannot be given back. For VerbAllow
+	// and VerbExtend on the concurrency limit, it is the lease's expiry,
+	// its identity, which a release or an extension hands back; zero when
+	// no lease was taken.
 	At int64
 	// Granted is, for VerbAtMost, the cost admitted and recorded.
 	Granted float64

@@ -22,14 +22,14 @@ const MaxGroup = 8
 // [DecideGroup] requires: between 1 and [MaxGroup] ops, each valid under
 // its Params (as Step checks it; op.Now only if callerClock), on distinct
 // keys, sharing their verb, time and maximum delay, with a verb a group
-// runs (VerbAllow, VerbCheck, VerbReserve, VerbCancel).
+// runs (VerbAllow, VerbCheck, VerbReserve, VerbCancel, VerbExtend).
 func CheckGroup(ops []GroupOp, callerClock bool) error {
 	if len(ops) == 0 || len(ops) > MaxGroup {
 		return fmt.Errorf("%w: a group has %d limits, not 1 to %d", ErrInvalidConfig, len(ops), MaxGroup)
 	}
 	first := ops[0].Op
 	switch first.Verb {
-	case VerbAllow, VerbCheck, VerbReserve, VerbCancel:
+	case VerbAllow, VerbCheck, VerbReserve, VerbCancel, VerbExtend:
 	default:
 		return fmt.Errorf("%w: a group does not %v", ErrUnsupported, first.Verb)
 	}
@@ -79,8 +79,8 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 //     otherwise it books nothing, and the limits that could not book
 //     within the delay on their own decide it as a reservation that did
 //     not fit.
-//   - VerbCancel gives each limit's reservation back, each by its own
-//     rule.
+//   - VerbCancel gives each limit's reservation back (releases each
+//     lease), and VerbExtend extends each lease, each by its own rule.
 //
 // The group's decision is the most restrictive limit's: when every limit
 // admits, the one with the least of its limit left; otherwise the denial
@@ -94,7 +94,7 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 		each[i] = d
 		return err
 	}
-	if first.Verb == VerbCancel {
+	if first.Verb == VerbCancel || first.Verb == VerbExtend {
 		for i, g := range ops {
 			if err := run(i, g.Op); err != nil {
 				return Decision{}, err

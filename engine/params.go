@@ -20,6 +20,7 @@ const (
 	KindFixedWindow                    // fixed window: count and window start
 	KindSlidingLog                     // sliding log: admitted requests of the last window
 	KindSlidingCounter                 // sliding counter: two window counts and window start
+	KindConcurrency                    // concurrency limit: the leases held
 )
 
 var kindNames = [...]string{
@@ -29,6 +30,7 @@ var kindNames = [...]string{
 	KindFixedWindow:    "fixed window",
 	KindSlidingLog:     "sliding log",
 	KindSlidingCounter: "sliding counter",
+	KindConcurrency:    "concurrency",
 }
 
 // String returns the algorithm's name.
@@ -39,6 +41,10 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
+// Logs reports whether k keeps a list of entries in its State (see
+// State.Log): the sliding log's requests, the concurrency limit's leases.
+func (k Kind) Logs() bool { return k == KindSlidingLog || k == KindConcurrency }
+
 // Params describes one configured algorithm completely: it is what a
 // [Store] receives with every decision, and [Params.Step] is the algorithm
 // itself. Build Params with a limiter constructor (and read them with its
@@ -47,11 +53,12 @@ type Params struct {
 	// Kind is the algorithm.
 	Kind Kind
 	// Limit is the most cost a key can hold: the leaky bucket's capacity,
-	// the GCRA and token bucket burst, the limit per window.
+	// the GCRA and token bucket burst, the limit per window, the most cost
+	// in flight at once.
 	Limit float64
 	// Interval is a time in nanoseconds: GCRA's emission interval (the time
-	// one unit of cost takes), the leaky and token buckets' rate period, or
-	// the window length.
+	// one unit of cost takes), the leaky and token buckets' rate period,
+	// the window length, or a lease's time to live.
 	Interval int64
 	// Amount is how much the leaky bucket leaks, or the token bucket
 	// refills, per Interval. It is zero for the other algorithms.
@@ -62,7 +69,8 @@ type Params struct {
 	// Anchored makes fixed windows start at a key's first request instead
 	// of at multiples of Interval since the Unix epoch.
 	Anchored bool
-	// MaxEntries bounds the sliding log's entries per key.
+	// MaxEntries bounds the sliding log's entries per key, or the live
+	// leases of a concurrency limit's key.
 	MaxEntries int
 	// Penalty, when positive, blocks a key for that many nanoseconds once
 	// a request overflows it (an Allow denied, a reservation beyond its
@@ -129,12 +137,16 @@ func (p *Params) Validate() error {
 		return p.invalid("interval refill applies only to the token bucket")
 	case p.Anchored && p.Kind != KindFixedWindow:
 		return p.invalid("anchored windows apply only to the fixed window")
-	case p.Kind == KindSlidingLog && (p.MaxEntries < 1 || p.MaxEntries > maxLogEntries):
+	case p.Kind.Logs() && (p.MaxEntries < 1 || p.MaxEntries > maxLogEntries):
 		return p.invalid(fmt.Sprintf("max entries must be between 1 and %d", maxLogEntries))
-	case p.Kind != KindSlidingLog && p.MaxEntries != 0:
-		return p.invalid("max entries apply only to the sliding log")
+	case !p.Kind.Logs() && p.MaxEntries != 0:
+		return p.invalid("max entries apply only to the sliding log and the concurrency limit")
 	case p.Penalty < 0 || p.Penalty > maxSpan:
 		return p.invalid("penalty must be between 0 and " + time.Duration(maxSpan).String())
+	case p.Kind == KindConcurrency && (p.Penalty > 0 || p.CountDenied):
+		// A lease is held until released, not spent: there is no
+		// overflow to punish, nor a denial to count.
+		return p.invalid("penalties and counted denials apply only to rate limits")
 	}
 	// The longest span an algorithm computes must fit: the GCRA burst, and
 	// the time a full bucket takes to drain or refill.
@@ -182,9 +194,11 @@ func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
 // CheckCost reports whether verb and cost can run under p: an error
 // wrapping [ErrInvalidCost] for a negative, NaN or infinite cost,
 // [ErrCostExceedsLimit] for a cost above the limit (except for VerbFill and
-// VerbAtMost, which take any cost, unless the limit is below one unit), and [ErrUnsupported] for an unknown
-// verb or one the algorithm does not run: a fill-up of another algorithm
-// than the leaky bucket, a reservation or cancel of a window algorithm.
+// VerbAtMost, which take any cost, unless the limit is below one unit),
+// and [ErrUnsupported] for an unknown verb or one the algorithm does not
+// run: a fill-up of another algorithm than the leaky bucket, a reservation
+// or cancel of a window algorithm, a reservation, fill-up or partial grant
+// of the concurrency limit, an extension of any other.
 func (p *Params) CheckCost(verb Verb, cost float64) error {
 	if !(cost >= 0) || math.IsInf(cost, 0) {
 		return fmt.Errorf("%w: %v", ErrInvalidCost, cost)
@@ -196,11 +210,22 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 			return fmt.Errorf("%w: %v does not support fill-ups", ErrUnsupported, p.Kind)
 		}
 		return nil
-	case VerbReserve, VerbCancel:
+	case VerbCancel:
+		if !p.Reservable() && p.Kind != KindConcurrency {
+			return fmt.Errorf("%w: %v does not support reservations", ErrUnsupported, p.Kind)
+		}
+	case VerbReserve:
 		if !p.Reservable() {
 			return fmt.Errorf("%w: %v does not support reservations", ErrUnsupported, p.Kind)
 		}
+	case VerbExtend:
+		if p.Kind != KindConcurrency {
+			return fmt.Errorf("%w: %v holds no leases to extend", ErrUnsupported, p.Kind)
+		}
 	case VerbAtMost:
+		if p.Kind == KindConcurrency {
+			return fmt.Errorf("%w: %v does not grant part of a cost", ErrUnsupported, p.Kind)
+		}
 		if cost > p.Limit && p.Limit < 1 {
 			// Neither the whole cost nor a whole unit of it ever fits.
 			return fmt.Errorf("%w: cost %v > limit %v, which holds no whole unit", ErrCostExceedsLimit, cost, p.Limit)
@@ -218,8 +243,9 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 // CheckOp reports whether op can run under p, as Step checks it, except
 // for op.Now, which only a store deciding by the caller's clock checks
 // (with [CheckTime]): the verb and cost as [Params.CheckCost] does, a
-// reservation's MaxDelay (0 to 2^60 ns) and a cancel's At (0 to 2^62 +
-// 2^60 ns), with errors wrapping [ErrInvalidDelay] and [ErrTimeOutOfRange].
+// reservation's MaxDelay (0 to 2^60 ns) and the At of a reservation, a
+// cancel or an extension (0 to 2^62 + 2^60 ns), with errors wrapping
+// [ErrInvalidDelay] and [ErrTimeOutOfRange].
 //
 // A cost above the limit is reported last, after every other error, so
 // that [Params.Overflows] can tell an op that is otherwise valid.
@@ -231,8 +257,8 @@ func (p *Params) CheckOp(op Op) error {
 	switch {
 	case op.Verb == VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
 		return fmt.Errorf("%w: %v is not between 0 and %v", ErrInvalidDelay, time.Duration(op.MaxDelay), time.Duration(maxSpan))
-	case (op.Verb == VerbCancel || op.Verb == VerbReserve) && (op.At < 0 || op.At > maxTime+maxSpan):
-		return fmt.Errorf("%w: reservation instant %d ns", ErrTimeOutOfRange, op.At)
+	case (op.Verb == VerbCancel || op.Verb == VerbReserve || op.Verb == VerbExtend) && (op.At < 0 || op.At > maxTime+maxSpan):
+		return fmt.Errorf("%w: reservation or lease instant %d ns", ErrTimeOutOfRange, op.At)
 	}
 	return err
 }
@@ -336,6 +362,8 @@ func (p *Params) decideKind(s *State, op *Op, d *Decision) {
 		p.stepFixedWindow(s, op, d)
 	case KindSlidingLog:
 		p.stepSlidingLog(s, op, d)
+	case KindConcurrency:
+		p.stepLeases(s, op, d)
 	default:
 		p.stepSlidingCounter(s, op, d)
 	}
@@ -352,16 +380,17 @@ func (p *Params) settle(s *State, verb Verb, d *Decision) {
 
 // Records reports whether a decision *d on an op of verb changed the key's
 // state, so that a store writes the state back: a fill-up always does; an
-// admission, a booked reservation, a cancel that gave its cost back and a
-// partial grant of something do; so does a denied Allow or reservation
-// under a penalty or with denials counted; a check never does.
+// admission, a booked reservation, a cancel that gave its cost back (or
+// released a lease), an extended lease and a partial grant of something
+// do; so does a denied Allow or reservation under a penalty or with
+// denials counted; a check never does.
 func (p *Params) Records(verb Verb, d *Decision) bool {
 	switch verb {
 	case VerbFill:
 		return true
 	case VerbAllow, VerbReserve:
 		return d.Allowed || d.Blocked || p.CountDenied
-	case VerbCancel:
+	case VerbCancel, VerbExtend:
 		return d.Allowed
 	case VerbAtMost:
 		return d.Granted > 0

@@ -44,6 +44,11 @@ func RunOverflows(t *testing.T, st sluice.Store) {
 				strict := p
 				strict.Penalty = int64(penalty)
 				key = fmt.Sprintf("%so%d.%v.strict", prefix, ai, verb)
+				if p.Kind == engine.KindConcurrency {
+					_, err = st.Apply(ctx, key, &strict, never)
+					require.ErrorIs(t, err, sluice.ErrInvalidConfig, "a concurrency limit takes no penalty")
+					return
+				}
 				d, err = st.Apply(ctx, key, &strict, never)
 				require.ErrorIs(t, err, sluice.ErrCostExceedsLimit, "the cost still never fits")
 				require.False(t, d.Allowed)
@@ -72,6 +77,10 @@ func RunAtMostNothing(t *testing.T, st sluice.Store) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%sz%d", prefix, ai)
 			d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbAtMost, Cost: 0, Now: base})
+			if p.Kind == engine.KindConcurrency {
+				require.ErrorIs(t, err, sluice.ErrUnsupported, "a lease is taken whole or not at all")
+				return
+			}
 			require.NoError(t, err)
 			require.False(t, d.Allowed, "nothing granted is not admitted")
 			require.Zero(t, d.Granted)

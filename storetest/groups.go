@@ -145,8 +145,30 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 				}
 				booked = append(booked, cancels)
 			}
+			if held := groupLeases(ops, want, rng); held != nil {
+				booked = append(booked, held)
+			}
 		}
 	}
+}
+
+// groupLeases returns, for a group decision each[i] on ops that took
+// leases, a group op of those leases alone, as a group lease releases
+// them (VerbCancel) or, one time in three, extends them (VerbExtend); nil
+// if it took none.
+func groupLeases(ops []engine.GroupOp, each []engine.Decision, rng *rand.Rand) []engine.GroupOp {
+	verb := engine.VerbCancel
+	if rng.IntN(3) == 0 {
+		verb = engine.VerbExtend
+	}
+	var held []engine.GroupOp
+	for i, g := range ops {
+		if g.Params.Kind == engine.KindConcurrency && g.Op.Verb != engine.VerbCancel && each[i].At != 0 {
+			g.Op = engine.Op{Verb: verb, Cost: g.Op.Cost, At: each[i].At}
+			held = append(held, g)
+		}
+	}
+	return held
 }
 
 // GroupHashTags names the keys that RunGroups and RunGroupsConcurrent

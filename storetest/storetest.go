@@ -193,7 +193,9 @@ func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefi
 			op := randomOp(rng, p, now, booked[key])
 			got, err := st.Apply(ctx, key, &p, op)
 			where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
-			if want := spec.apply(t, p, key, op, got, err, where); op.Verb == engine.VerbReserve && want.At != 0 {
+			if want := spec.apply(t, p, key, op, got, err, where); want.At != 0 {
+				// A booking, or a lease taken or extended: what a cancel (a
+				// release) names.
 				booked[key] = append(booked[key], engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 			}
 		}
@@ -203,8 +205,10 @@ func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefi
 // randomOp draws a request: mostly admissions, with checks, fill-ups of
 // the leaky bucket, partial grants, and for the algorithms that book
 // ahead, reservations of any maximum delay and cancels of earlier ones,
-// in any order, again, or after their instant.
+// in any order, again, or after their instant; for the concurrency
+// limit, releases and extensions of its leases, live or not.
 func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) engine.Op {
+	leases := p.Kind == engine.KindConcurrency
 	op := engine.Op{Verb: engine.VerbAllow, Cost: randomCost(rng, p), Now: now}
 	switch r := rng.IntN(20); {
 	case r < 3:
@@ -219,7 +223,7 @@ func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) en
 	case r < 12 && p.Reservable(), r == 12:
 		// The window algorithms refuse reservations: an error to match.
 		op.Verb, op.MaxDelay = engine.VerbReserve, randomDelay(rng, p)
-	case r < 17 && p.Reservable() && len(booked) > 0:
+	case r < 17 && (p.Reservable() || leases) && len(booked) > 0:
 		// Mostly a booking whose instant is still to come, the latest
 		// above all, which a cancel gives back; sometimes any, which may
 		// be past or followed by others.
@@ -242,6 +246,9 @@ func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) en
 		op.Now = now
 		if rng.IntN(10) == 0 {
 			op.At++ // no booking ends there
+		}
+		if leases && rng.IntN(3) == 0 {
+			op.Verb = engine.VerbExtend
 		}
 	}
 	return op

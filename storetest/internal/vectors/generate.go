@@ -53,6 +53,8 @@ var algorithms = []algorithm{
 	{"sliding-log-fractional", engine.Params{Kind: engine.KindSlidingLog, Limit: 7.5, Interval: 3 * second, MaxEntries: 4}, false},
 	{"sliding-counter", engine.Params{Kind: engine.KindSlidingCounter, Limit: 5, Interval: second}, true},
 	{"sliding-counter-fractional", engine.Params{Kind: engine.KindSlidingCounter, Limit: 12.25, Interval: 2 * second}, false},
+	{"concurrency", engine.Params{Kind: engine.KindConcurrency, Limit: 3, Interval: 30 * second, MaxEntries: 3}, false},
+	{"concurrency-fractional", engine.Params{Kind: engine.KindConcurrency, Limit: 2.5, Interval: 7*second + 1, MaxEntries: 4}, false},
 }
 
 // Params returns the Params of every algorithm, in order.
@@ -249,6 +251,15 @@ func (b *builder) reserve(cost float64, maxDelay int64) engine.Op {
 
 func (b *builder) cancel(cost float64, at int64) engine.Op {
 	op := b.op(engine.VerbCancel, cost)
+	op.At = at
+	return op
+}
+
+// release is a cancel of the lease at: the concurrency limit's release.
+func (b *builder) release(at int64) engine.Op { return b.cancel(1, at) }
+
+func (b *builder) extend(at int64) engine.Op {
+	op := b.op(engine.VerbExtend, 1)
 	op.At = at
 	return op
 }

@@ -35,7 +35,10 @@ func withLongestPenalty(p *engine.Params) { p.Penalty = maxSpan }
 // The algorithms a rule applies to.
 
 func reservable(a algorithm) bool       { return a.p.Reservable() }
-func windowed(a algorithm) bool         { return !a.p.Reservable() }
+func unreservable(a algorithm) bool     { return !a.p.Reservable() }
+func windowed(a algorithm) bool         { return !a.p.Reservable() && !leases(a) }
+func leases(a algorithm) bool           { return a.p.Kind == engine.KindConcurrency }
+func notLeases(a algorithm) bool        { return !leases(a) }
 func leaky(a algorithm) bool            { return a.p.Kind == engine.KindLeakyBucket }
 func notLeaky(a algorithm) bool         { return !leaky(a) }
 func notGCRA(a algorithm) bool          { return a.p.Kind != engine.KindGCRA }
@@ -279,26 +282,26 @@ var recipes = []recipe{
 	invalidCosts(engine.VerbCheck, nil),
 
 	// Partial grants.
-	{verb: "at-most", rule: "whole-cost-fits", build: func(b *builder) {
+	{verb: "at-most", rule: "whole-cost-fits", applies: notLeases, build: func(b *builder) {
 		b.expect(b.admit(b.atMost(b.limit())).Granted == b.limit(), "granted whole")
 	}},
-	{verb: "at-most", rule: "grants-the-whole-units-left", everywhere: true, build: func(b *builder) {
+	{verb: "at-most", rule: "grants-the-whole-units-left", applies: notLeases, everywhere: true, build: func(b *builder) {
 		b.admit(b.allow(0.5))
 		b.expect(b.admit(b.atMost(b.limit())).Granted == math.Floor(b.limit()-0.5), "granted the whole units left")
 	}},
-	{verb: "at-most", rule: "nothing-is-not-allowed", build: func(b *builder) {
+	{verb: "at-most", rule: "nothing-is-not-allowed", applies: notLeases, build: func(b *builder) {
 		d := b.deny(b.atMost(0))
 		b.expect(d.Granted == 0 && d.Remaining == b.limit(), "nothing granted nor recorded")
 	}},
-	{verb: "at-most", rule: "above-the-limit-grants-what-fits", build: func(b *builder) {
+	{verb: "at-most", rule: "above-the-limit-grants-what-fits", applies: notLeases, build: func(b *builder) {
 		b.expect(b.admit(b.atMost(b.limit()+1)).Granted == math.Floor(b.limit()), "granted the whole units of the limit")
 	}},
-	{verb: "at-most", rule: "nothing-fits", build: func(b *builder) {
+	{verb: "at-most", rule: "nothing-fits", applies: notLeases, build: func(b *builder) {
 		b.admit(b.allow(b.limit()))
 		d := b.deny(b.atMost(2))
 		b.expect(d.Granted == 0 && d.RetryAfter == b.deny(b.allow(1)).RetryAfter, "decided as one unit")
 	}},
-	{verb: "at-most", rule: "one-ulp-over-the-room-is-granted-whole", build: func(b *builder) {
+	{verb: "at-most", rule: "one-ulp-over-the-room-is-granted-whole", applies: notLeases, build: func(b *builder) {
 		b.admit(b.allow(1))
 		cost := up(b.limit() - 1)
 		b.expect(b.admit(b.atMost(cost)).Granted == cost, "granted whole")
@@ -437,17 +440,130 @@ var recipes = []recipe{
 		b.decide(b.cancel(b.limit(), op.At))
 	}},
 	invalidCosts(engine.VerbReserve, reservable),
-	invalidCosts(engine.VerbCancel, reservable),
-	{verb: "reserve", rule: "is-unsupported", applies: windowed, build: func(b *builder) {
+	invalidCosts(engine.VerbCancel, func(a algorithm) bool { return reservable(a) || leases(a) }),
+	invalidCosts(engine.VerbExtend, leases),
+	{verb: "reserve", rule: "is-unsupported", applies: unreservable, build: func(b *builder) {
 		b.refuse(b.reserve(1, b.interval()), engine.ErrUnsupported)
 		b.admit(b.allow(b.limit()))
 	}},
 	{verb: "cancel", rule: "is-unsupported", applies: windowed, build: func(b *builder) {
 		b.refuse(b.cancel(1, b.now+b.interval()), engine.ErrUnsupported)
 	}},
+	{verb: "at-most", rule: "is-unsupported", applies: leases, build: func(b *builder) {
+		b.refuse(b.atMost(1), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "extend", rule: "is-unsupported", applies: notLeases, build: func(b *builder) {
+		b.refuse(b.extend(b.now+b.interval()), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+
+	// Leases: the concurrency limit.
+	{verb: "allow", rule: "leases-expire-by-themselves", applies: leases, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(1))
+		d := b.admit(b.allow(b.limit() - 1))
+		b.expect(d.At == b.now+b.interval()+1, "the second lease of an instant expires a nanosecond after the first")
+		b.expect(int64(b.deny(b.allow(1)).RetryAfter) == b.interval(), "told to retry when the first expires")
+		b.now += b.interval() - 1
+		b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry a nanosecond later")
+		b.now++
+		b.admit(b.allow(1))
+	}},
+	{verb: "allow", rule: "max-entries-bound-the-leases", applies: leases, build: func(b *builder) {
+		small := b.limit() / 16
+		for range b.c.Params.MaxEntries {
+			b.admit(b.allow(small))
+			b.now += 1000
+		}
+		d := b.deny(b.allow(small))
+		b.expect(int64(d.RetryAfter) == b.interval()-1000*int64(b.c.Params.MaxEntries), "told to retry when the first lease expires")
+		b.admit(b.allow(0))
+	}},
+	{verb: "check", rule: "takes-no-lease", applies: leases, build: func(b *builder) {
+		b.expect(b.admit(b.check(b.limit())).At == 0, "no lease taken")
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "cancel", rule: "releases-the-lease", applies: leases, everywhere: true, build: func(b *builder) {
+		first := b.admit(b.allow(1)).At
+		b.admit(b.allow(b.limit() - 1))
+		b.deny(b.allow(1))
+		b.now += 5
+		b.expect(b.admit(b.release(first)).Used == b.limit()-1, "its cost released")
+		b.admit(b.allow(1))
+	}},
+	{verb: "cancel", rule: "releasing-twice-is-harmless", applies: leases, build: func(b *builder) {
+		at := b.admit(b.allow(b.limit())).At
+		b.admit(b.release(at))
+		b.expect(b.deny(b.release(at)).Used == 0, "nothing more released")
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "cancel", rule: "after-expiry-is-harmless", applies: leases, everywhere: true, build: func(b *builder) {
+		at := b.admit(b.allow(b.limit())).At
+		b.now = at - 1
+		b.deny(b.check(b.limit() / 2))
+		b.now = at
+		b.deny(b.release(at))
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "cancel", rule: "a-released-identity-is-never-handed-out-again", applies: leases, build: func(b *builder) {
+		old := b.admit(b.allow(1)).At
+		b.admit(b.release(old))
+		b.expect(b.admit(b.allow(1)).At == old+1, "the next identity")
+		b.deny(b.release(old))
+	}},
+	{verb: "cancel", rule: "of-an-unknown-identity-releases-nothing", applies: leases, build: func(b *builder) {
+		at := b.admit(b.allow(b.limit())).At
+		b.deny(b.release(at - 1))
+		b.deny(b.release(at + 1))
+		b.deny(b.release(0))
+		b.deny(b.allow(1))
+	}},
+	{verb: "cancel", rule: "lease-instant-beyond-2-to-the-62-plus-2-to-the-60-ns-is-refused", applies: leases, build: func(b *builder) {
+		b.deny(b.release(maxTime + maxSpan))
+		b.refuse(b.release(maxTime+maxSpan+1), engine.ErrTimeOutOfRange)
+		b.refuse(b.release(-1), engine.ErrTimeOutOfRange)
+	}},
+	{verb: "extend", rule: "moves-the-expiry", applies: leases, everywhere: true, build: func(b *builder) {
+		at := b.admit(b.allow(b.limit())).At
+		b.now += b.interval() / 2
+		d := b.admit(b.extend(at))
+		b.expect(d.At == b.now+b.interval() && d.Used == b.limit(), "held a time to live from now")
+		b.now = at
+		b.deny(b.allow(1))
+		b.deny(b.extend(at))
+		b.now = d.At
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "extend", rule: "after-expiry-is-harmless", applies: leases, build: func(b *builder) {
+		at := b.admit(b.allow(b.limit())).At
+		b.now = at
+		b.deny(b.extend(at))
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "extend", rule: "keeps-the-leases-in-order-of-expiry", applies: leases, build: func(b *builder) {
+		first := b.admit(b.allow(1)).At
+		b.now += 10
+		b.admit(b.allow(1))
+		b.now += 10
+		moved := b.admit(b.extend(first)).At
+		b.now = first + 10
+		b.expect(b.admit(b.check(0)).Used == 1, "the second lease expired, the first extended")
+		b.now = moved
+		b.expect(b.admit(b.check(0)).Used == 0, "every lease expired")
+	}},
+	{verb: "extend", rule: "instant-beyond-2-to-the-62-plus-2-to-the-60-ns-is-refused", applies: leases, build: func(b *builder) {
+		b.deny(b.extend(maxTime + maxSpan))
+		b.refuse(b.extend(maxTime+maxSpan+1), engine.ErrTimeOutOfRange)
+	}},
+	{verb: "allow", rule: "penalty-is-invalid", applies: leases, with: withPenalty, build: func(b *builder) {
+		b.refuse(b.allow(1), engine.ErrInvalidConfig)
+	}},
+	{verb: "allow", rule: "count-denied-is-invalid", applies: leases, with: withCountDenied, build: func(b *builder) {
+		b.refuse(b.allow(1), engine.ErrInvalidConfig)
+	}},
 	{verb: "unknown-verb", rule: "is-unsupported", build: func(b *builder) {
 		b.refuse(b.op(0, 1), engine.ErrUnsupported)
-		b.refuse(b.op(engine.VerbAtMost+1, 1), engine.ErrUnsupported)
+		b.refuse(b.op(engine.VerbExtend+1, 1), engine.ErrUnsupported)
 		b.admit(b.allow(b.limit()))
 	}},
 

@@ -91,6 +91,7 @@ var verbNames = [...]string{
 	engine.VerbReserve: "reserve",
 	engine.VerbCancel:  "cancel",
 	engine.VerbAtMost:  "at-most",
+	engine.VerbExtend:  "extend",
 }
 
 // verbName returns the name of v in the file and in the cases' names, as
@@ -116,7 +117,7 @@ func parseVerb(s string) (engine.Verb, error) {
 }
 
 func parseKind(s string) (engine.Kind, error) {
-	for k := engine.KindLeakyBucket; k <= engine.KindSlidingCounter; k++ {
+	for k := engine.KindLeakyBucket; k <= engine.KindConcurrency; k++ {
 		if kindName(k) == s {
 			return k, nil
 		}
