@@ -13,7 +13,8 @@ import (
 // limit, keeping each key's state in a [Store] (by default its own
 // [MemStore]). Build one with an algorithm's constructor: [NewGCRA],
 // [NewTokenBucket], [NewLeakyBucket], [NewFixedWindow], [NewSlidingLog]
-// or [NewSlidingCounter]. A Limiter is safe for concurrent use.
+// or [NewSlidingCounter], or, for how many at once rather than how often,
+// [NewConcurrencyLimit]. A Limiter is safe for concurrent use.
 type Limiter struct {
 	params   engine.Params
 	store    Store
@@ -24,10 +25,13 @@ type Limiter struct {
 	observer Observer      // or nil
 	timeout  time.Duration // bounds each remote store call; 0 is none
 	lateness time.Duration // how late a reserved turn may be acted on
+
+	queue     waitQueue     // Acquire's waiters, per key
+	leasePoll time.Duration // how long Acquire waits at most before asking again
 }
 
 func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
-	s := settings{params: p, lateness: DefaultMaxLateness}
+	s := settings{params: p, lateness: DefaultMaxLateness, leasePoll: DefaultLeasePoll}
 	for _, o := range opts {
 		if err := o.apply(&s); err != nil {
 			return nil, err
@@ -40,7 +44,7 @@ func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
 		s.clock = SystemClock()
 	}
 	l := &Limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
-		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness}
+		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness, leasePoll: s.leasePoll}
 	if l.store == nil {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
@@ -101,16 +105,22 @@ func (l *Limiter) now(ctx context.Context, key string, verb engine.Verb, cost fl
 	return l.do(ctx, key, op, d)
 }
 
-// do decides op on key into *d, which is zero. The clock is read again
-// only for an observer.
-func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
+// do decides op on key into *d, which is zero, and hands the decision to
+// the observer. The clock is read again only for an observer.
+func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.Decision) error {
+	err := l.decide(ctx, key, op, d)
+	if l.observer != nil {
+		l.observe(ctx, key, op, d, err, note{})
+	}
+	return err
+}
+
+// decide decides op on key into *d, which is zero.
+func (l *Limiter) decide(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
 	if !l.params.Usual(op.Verb, op.Cost, op.Now) {
 		if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
 			d.Limit = l.params.Limit
-			if l.observer != nil {
-				l.observe(ctx, key, op, d, refused)
-			}
 			return refused
 		}
 	}
@@ -121,9 +131,6 @@ func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.De
 	}
 	if err == nil {
 		err = refused // decided, and still refused: whatever the store says
-	}
-	if l.observer != nil {
-		l.observe(ctx, key, op, d, err)
 	}
 	return err
 }

@@ -101,25 +101,26 @@ func (d *GroupDecision) size(n int) {
 func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
 	// Small enough to be inlined: d is then the caller's variable, which
 	// the decision is written into, rather than a result copied out.
-	err = g.now(ctx, &d, keys, engine.VerbAllow, cost)
+	err = g.now(ctx, &d, keys, engine.VerbAllow, cost, false)
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 func (g *Group) CanAccept(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
-	err = g.now(ctx, &d, keys, engine.VerbCheck, cost)
+	err = g.now(ctx, &d, keys, engine.VerbCheck, cost, false)
 	return d, err
 }
 
-// now decides verb for cost now, into gd.
-func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64) error {
-	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil)
+// now decides verb for cost now, into gd; leases says that it takes a
+// group lease.
+func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64, leases bool) error {
+	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil, leases)
 }
 
 // decide runs op, whose Now is set, on every limit as one decision, into
 // gd, which is zero. A cancel names each limit's booking in booked, the
-// decision that booked it.
-func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, booked *GroupDecision) error {
+// decision that booked it. leases says that it takes a group lease.
+func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, booked *GroupDecision, leases bool) error {
 	n := len(g.limits)
 	if len(keys) != n {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), n)
@@ -137,13 +138,16 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 			o.Op.At = booked.Limits()[i].At
 		}
 	}
-	return g.apply(ctx, gd, ops)
+	return g.apply(ctx, gd, ops, g.limits, leases)
 }
 
-// apply sends ops to the store, within the first limiter's timeout, and
-// decides into gd, which is zero, reporting each limit's decision to its
-// limiter's observer.
-func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.GroupOp) error {
+// apply sends ops, those of limits, to the store, within the first
+// limiter's timeout, and decides into gd, which is zero, reporting each
+// limit's decision to its limiter's observer.
+//
+// leases says that the decision is a group lease's: its acquisition,
+// release or extension.
+func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.GroupOp, limits []*Limiter, leases bool) error {
 	if g.first.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.first.timeout)
@@ -168,9 +172,9 @@ func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.Group
 		copy(each, given)
 		err = timedOut(ctx, err)
 	}
-	for i, l := range g.limits {
+	for i, l := range limits {
 		if l.observer != nil {
-			l.observe(ctx, ops[i].Key, ops[i].Op, &each[i], err)
+			l.observe(ctx, ops[i].Key, ops[i].Op, &each[i], err, note{lease: l.params.Kind == engine.KindConcurrency && ops[i].Op.Verb != engine.VerbCheck && leases})
 		}
 	}
 	return err
@@ -196,7 +200,7 @@ type GroupReservation struct {
 func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration) (*GroupReservation, error) {
 	r := &GroupReservation{g: g, keys: keys, cost: cost}
 	now := g.first.clock.now()
-	err := g.decide(ctx, &r.GroupDecision, keys, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil)
+	err := g.decide(ctx, &r.GroupDecision, keys, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil, false)
 	r.act = now + int64(r.Delay)
 	if g.mem == nil {
 		r.ready = g.first.clock.now()
@@ -238,7 +242,7 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 	}
 	var d GroupDecision
 	// At most once, as Reservation.Cancel.
-	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision)
+	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision, false)
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all

@@ -23,7 +23,20 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []engine.GroupOp, each []en
 	clear(each) // decided into in place
 	var d engine.Decision
 	err := m.applyGroup(ops, each, &d)
+	if err == nil {
+		m.releasedIn(ops, each)
+	}
 	return d, err
+}
+
+// releasedIn wakes the watchers of the leases that a group decision each
+// on ops released.
+func (m *MemStore) releasedIn(ops []engine.GroupOp, each []engine.Decision) {
+	for i := range ops {
+		if o := &ops[i]; o.Op.Verb == engine.VerbCancel && o.Params.Kind == engine.KindConcurrency && each[i].Allowed {
+			m.released(o.Key)
+		}
+	}
 }
 
 // applyGroup is ApplyGroup for ops that passed CheckGroup, or that a Group

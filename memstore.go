@@ -57,6 +57,7 @@ type MemStore struct {
 	closed   atomic.Bool
 	stop     chan struct{}
 	done     chan struct{}
+	watch    releaseWatch
 }
 
 // MemStoreConfig configures a [MemStore]. The zero value is a good default.
@@ -141,6 +142,9 @@ func (m *MemStore) Apply(_ context.Context, key string, p *engine.Params, op eng
 	}
 	if err = m.apply(key, p, op, &d); err != nil {
 		return d, err
+	}
+	if op.Verb == engine.VerbCancel && p.Kind == engine.KindConcurrency && d.Allowed {
+		m.released(key)
 	}
 	return d, refused
 }
@@ -473,6 +477,7 @@ func (m *MemStore) Reset(_ context.Context, key string) error {
 	sh.mu.Lock()
 	_ = forget(sh, &sh.tats, id) || forget(sh, &sh.slots, id) // in one at most
 	sh.mu.Unlock()
+	m.released(key) // whatever leases it held are free
 	return nil
 }
 

@@ -42,7 +42,8 @@ type Event struct {
 	// Verb is what the decision did: VerbAllow for Allow (and Wait on the
 	// window algorithms), VerbCheck for CanAccept, VerbFill for Fillup,
 	// VerbReserve for Reserve (and Wait on the others), VerbCancel for a
-	// reservation given back, VerbAtMost for AllowAtMost.
+	// reservation given back, VerbAtMost for AllowAtMost; for a lease
+	// (see Lease), VerbAllow, VerbCancel and VerbExtend.
 	Verb engine.Verb
 	// Key is the key decided on. Its values are unbounded: never use it as
 	// a metric label.
@@ -59,6 +60,20 @@ type Event struct {
 	Err error
 	// Outcome classifies the decision, or its error.
 	Outcome Outcome
+	// Lease reports a decision on a lease of a concurrency limit
+	// ([NewConcurrencyLimit]): taken by [Limiter.TryAcquire] or
+	// [Limiter.Acquire] (VerbAllow), given back by [Lease.Release]
+	// (VerbCancel: denied when the lease had expired) or extended by
+	// [Lease.Extend] (VerbExtend: denied when it had expired). An
+	// adapter counts the leases its process holds from these: each
+	// granted lease until its release is attempted, or until an
+	// extension finds it expired. Allow on a concurrency limit takes a
+	// lease that nobody releases, and is not a lease's decision.
+	Lease bool
+	// Waited is, for a decision of [Limiter.Acquire], how long its caller
+	// had waited when it was made, on the limiter's clock: for the one
+	// that granted the lease, how long the lease took. Zero otherwise.
+	Waited time.Duration
 }
 
 // Outcome classifies a decision for metrics: its values are few and fixed,
@@ -137,10 +152,17 @@ func classify(ctx context.Context, d *engine.Decision, err error) Outcome {
 	return OutcomeStoreError
 }
 
+// note is what an Event says beyond the decision: whether it is a lease's,
+// and how long Acquire waited for it.
+type note struct {
+	lease  bool
+	waited time.Duration
+}
+
 // observe hands the decision just made to the limiter's observer. op.Now
 // is the limiter's time when the decision began: the latency costs one
 // more reading of the clock, and only here.
-func (l *Limiter) observe(ctx context.Context, key string, op engine.Op, d *engine.Decision, err error) {
+func (l *Limiter) observe(ctx context.Context, key string, op engine.Op, d *engine.Decision, err error, n note) {
 	l.observer.Observe(ctx, Event{
 		Limiter:  l.name,
 		Kind:     l.params.Kind,
@@ -151,6 +173,8 @@ func (l *Limiter) observe(ctx context.Context, key string, op engine.Op, d *engi
 		Latency:  time.Duration(max(l.clock.now()-op.Now, 0)),
 		Err:      err,
 		Outcome:  classify(ctx, d, err),
+		Lease:    n.lease,
+		Waited:   n.waited,
 	})
 }
 

@@ -20,6 +20,8 @@ type settings struct {
 	observer Observer
 	timeout  time.Duration
 	lateness time.Duration
+
+	leasePoll time.Duration
 }
 
 // DefaultMaxLateness is how late after its instant a reserved turn may
@@ -77,12 +79,13 @@ func WithAnchoredWindows() Option {
 	})
 }
 
-// WithMaxEntries bounds a sliding log's entries per key (1 to 2^20). It
-// applies only to [NewSlidingLog].
+// WithMaxEntries bounds a sliding log's entries per key, or a concurrency
+// limit's leases per key (1 to 2^20). It applies only to [NewSlidingLog]
+// and [NewConcurrencyLimit].
 func WithMaxEntries(n int) Option {
 	return optionFunc(func(s *settings) error {
-		if s.params.Kind != engine.KindSlidingLog {
-			return fmt.Errorf("%w: %v: max entries option applies only to the sliding log", ErrInvalidConfig, s.params.Kind)
+		if !s.params.Kind.Logs() {
+			return fmt.Errorf("%w: %v: max entries option applies only to the sliding log and the concurrency limit", ErrInvalidConfig, s.params.Kind)
 		}
 		s.params.MaxEntries = n
 		return nil
@@ -185,6 +188,23 @@ func withDuration(what string, d time.Duration, set func(*settings)) Option {
 func WithCountDenied() Option {
 	return optionFunc(func(s *settings) error {
 		s.params.CountDenied = true
+		return nil
+	})
+}
+
+// WithLeasePoll bounds how long [Limiter.Acquire] waits for a release
+// before asking the store again (DefaultLeasePoll unless set): what a
+// wake-up that is lost costs a waiter at most. It applies only to
+// [NewConcurrencyLimit].
+func WithLeasePoll(d time.Duration) Option {
+	return optionFunc(func(s *settings) error {
+		if s.params.Kind != engine.KindConcurrency {
+			return fmt.Errorf("%w: %v: lease poll applies only to the concurrency limit", ErrInvalidConfig, s.params.Kind)
+		}
+		if d <= 0 {
+			return fmt.Errorf("%w: lease poll %v is not positive", ErrInvalidConfig, d)
+		}
+		s.leasePoll = d
 		return nil
 	})
 }

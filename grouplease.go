@@ -1,0 +1,153 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-go/sluice/engine"
+)
+
+// A GroupLease is a group decision that holds leases: a [Group] with a
+// concurrency limit ([NewConcurrencyLimit]) among its limits, as "10 per
+// second and at most 2 at once per API key". Granted, it spent the cost
+// on every rate limit and took a lease on every concurrency limit, all
+// or nothing; Release gives the leases back (what the rate limits
+// admitted stays spent), and Extend extends them.
+type GroupLease struct {
+	GroupDecision
+
+	g     *Group
+	keys  []string
+	cost  float64
+	given bool
+}
+
+// TryAcquire admits cost now if every limit admits it, each on its key
+// (keys[i] for the group's limiter i), as [Group.Allow] does, and returns
+// the leases it took. At least one of the group's limiters must be a
+// concurrency limit.
+func (g *Group) TryAcquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
+	gl := GroupLease{g: g, keys: keys, cost: cost}
+	if g.firstLeases() < 0 {
+		return gl, fmt.Errorf("%w: a group without a concurrency limit takes no leases", ErrUnsupported)
+	}
+	err := g.now(ctx, &gl.GroupDecision, keys, engine.VerbAllow, cost, true)
+	return gl, err
+}
+
+// Acquire waits until every limit admits cost, and returns the leases it
+// took, as [Limiter.Acquire] does for one: woken by a release on the
+// first concurrency limit's key, or when the group's denial said it could
+// be admitted, or after the first concurrency limit's lease poll at the
+// latest. It returns ctx's error if ctx ends first.
+func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
+	gl := GroupLease{g: g, keys: keys, cost: cost}
+	i := g.firstLeases()
+	if i < 0 || len(keys) != len(g.limits) {
+		return g.TryAcquire(ctx, keys, cost) // the same error
+	}
+	l, key := g.limits[i], keys[i]
+	turn := l.queue.join(key)
+	defer l.queue.leave(key, turn)
+	select {
+	case <-turn.head:
+	case <-ctx.Done():
+		return gl, ctx.Err()
+	}
+	released := make(chan struct{}, 1)
+	if w, ok := l.store.(ReleaseWatcher); ok {
+		stop, err := w.WatchReleases(ctx, key, released)
+		if err != nil {
+			return gl, err
+		}
+		defer stop()
+	}
+	for {
+		var err error
+		gl, err = g.TryAcquire(ctx, keys, cost)
+		if err != nil || gl.Allowed {
+			return gl, err
+		}
+		select {
+		case <-released:
+		case <-l.clock.clock.After(min(gl.RetryAfter, l.leasePoll)):
+		case <-ctx.Done():
+			return gl, ctx.Err()
+		}
+	}
+}
+
+// Release gives back every lease the group took, in one store call, as
+// [Lease.Release] does for one: even after ctx ended, and within the
+// first limiter's timeout. It returns an error wrapping [ErrNotHeld] if
+// any of them was not held any more.
+func (gl *GroupLease) Release(ctx context.Context) error {
+	return gl.end(ctx, engine.VerbCancel)
+}
+
+// Extend makes every lease the group took last its limiter's time to live
+// from now, as [Lease.Extend] does for one. It returns an error wrapping
+// [ErrNotHeld] if any of them was not held any more.
+func (gl *GroupLease) Extend(ctx context.Context) error {
+	return gl.end(ctx, engine.VerbExtend)
+}
+
+// end releases or extends the group's leases, as verb says, in one group
+// decision over the concurrency limits alone.
+func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
+	g := gl.g
+	if g == nil || !gl.Allowed || gl.given {
+		return fmt.Errorf("%w: %q", ErrNotHeld, gl.keys)
+	}
+	if g.mem == nil { // memory never waits on ctx
+		ctx = context.WithoutCancel(ctx)
+		if g.first.timeout <= 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
+			defer cancel()
+		}
+	}
+	held := gl.Limits()
+	var opsIn [inlineGroup]engine.GroupOp
+	var limitsIn [inlineGroup]*Limiter
+	var which [engine.MaxGroup]int // the group's index of each lease
+	ops, limits := opsIn[:0], limitsIn[:0]
+	now := g.first.clock.now()
+	for i, l := range g.limits {
+		if l.params.Kind == engine.KindConcurrency {
+			which[len(ops)] = i
+			ops = append(ops, engine.GroupOp{Key: gl.keys[i], Params: &l.params,
+				Op: engine.Op{Verb: verb, Cost: gl.cost, Now: now, At: held[i].At}})
+			limits = append(limits, l)
+		}
+	}
+	var d GroupDecision
+	if err := g.apply(ctx, &d, ops, limits, true); err != nil {
+		return err
+	}
+	if verb == engine.VerbCancel {
+		gl.given = true
+		if g.mem != nil {
+			g.mem.releasedIn(ops, decisions(d.Limits()))
+		}
+	}
+	for j, e := range d.Limits() {
+		if verb == engine.VerbExtend && e.Allowed {
+			held[which[j]] = e
+		}
+	}
+	if !d.Allowed {
+		return fmt.Errorf("%w: %q", ErrNotHeld, gl.keys)
+	}
+	return nil
+}
+
+// firstLeases returns the index of g's first concurrency limit, or -1.
+func (g *Group) firstLeases() int {
+	for i, l := range g.limits {
+		if l.params.Kind == engine.KindConcurrency {
+			return i
+		}
+	}
+	return -1
+}
