@@ -123,3 +123,32 @@ func TestLeasesRefuseWhatTheyDoNotRun(t *testing.T) {
 	_, _, err = p.Step(State{}, Op{Verb: VerbExtend, Cost: 1, Now: 5, At: -1})
 	require.ErrorIs(t, err, ErrTimeOutOfRange)
 }
+
+// TestOnlyTheSlidingLogAndLeasesKeepEntries pins Kind.Logs over every
+// kind a State's kind byte can hold.
+func TestOnlyTheSlidingLogAndLeasesKeepEntries(t *testing.T) {
+	for k := range Kind(255) {
+		require.Equal(t, k == KindSlidingLog || k == KindConcurrency, k.Logs(), "%v", k)
+	}
+}
+
+// TestLeasesAtTheEndOfTimeCanBeReleased pins the bound of a lease's
+// identity: the longest time to live from the latest time a step takes,
+// and a nanosecond more per lease of that instant, is still released.
+func TestLeasesAtTheEndOfTimeCanBeReleased(t *testing.T) {
+	p := Params{Kind: KindConcurrency, Limit: 2, Interval: maxSpan, MaxEntries: 2}
+	var s State
+	var first, second Decision
+	s, first, _ = p.Step(s, Op{Verb: VerbAllow, Cost: 1, Now: maxTime})
+	s, second, _ = p.Step(s, Op{Verb: VerbAllow, Cost: 1, Now: maxTime})
+	require.Equal(t, int64(maxTime+maxSpan), first.At)
+	require.Equal(t, first.At+1, second.At, "past 2^62 + 2^60 ns")
+	s, ext, err := p.Step(s, Op{Verb: VerbExtend, Cost: 1, Now: maxTime, At: second.At})
+	require.NoError(t, err)
+	require.True(t, ext.Allowed)
+	_, rel, err := p.Step(s, Op{Verb: VerbCancel, Cost: 1, Now: maxTime, At: ext.At})
+	require.NoError(t, err)
+	require.True(t, rel.Allowed)
+	_, _, err = p.Step(s, Op{Verb: VerbCancel, Cost: 1, Now: maxTime, At: maxLeaseAt + 1})
+	require.ErrorIs(t, err, ErrTimeOutOfRange)
+}

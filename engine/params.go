@@ -43,7 +43,11 @@ func (k Kind) String() string {
 
 // Logs reports whether k keeps a list of entries in its State (see
 // State.Log): the sliding log's requests, the concurrency limit's leases.
-func (k Kind) Logs() bool { return k == KindSlidingLog || k == KindConcurrency }
+func (k Kind) Logs() bool {
+	// KindSlidingLog (5) and KindConcurrency (7) are the kinds that differ
+	// from 7 in bit 1 at most: one comparison, on the memory store's path.
+	return k|2 == KindConcurrency
+}
 
 // Params describes one configured algorithm completely: it is what a
 // [Store] receives with every decision, and [Params.Step] is the algorithm
@@ -98,6 +102,10 @@ const (
 	maxLogEntries = 1 << 20
 	// maxTime is the latest time the algorithms accept, 2^62 ns.
 	maxTime = arith.MaxTime
+	// maxLeaseAt bounds a lease's identity, its expiry: now + Interval,
+	// or a nanosecond after the key's latest, which only 2^60 leases
+	// taken faster than the clock moves could push past 2^62 + 2^61.
+	maxLeaseAt = maxTime + 2*maxSpan
 )
 
 // String formats p for logs.
@@ -243,9 +251,10 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 // CheckOp reports whether op can run under p, as Step checks it, except
 // for op.Now, which only a store deciding by the caller's clock checks
 // (with [CheckTime]): the verb and cost as [Params.CheckCost] does, a
-// reservation's MaxDelay (0 to 2^60 ns) and the At of a reservation, a
-// cancel or an extension (0 to 2^62 + 2^60 ns), with errors wrapping
-// [ErrInvalidDelay] and [ErrTimeOutOfRange].
+// reservation's MaxDelay (0 to 2^60 ns) and the At of a reservation or a
+// cancel (0 to 2^62 + 2^60 ns) or of a lease's release or extension (0 to
+// 2^62 + 2^61 ns), with errors wrapping [ErrInvalidDelay] and
+// [ErrTimeOutOfRange].
 //
 // A cost above the limit is reported last, after every other error, so
 // that [Params.Overflows] can tell an op that is otherwise valid.
@@ -257,8 +266,10 @@ func (p *Params) CheckOp(op Op) error {
 	switch {
 	case op.Verb == VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
 		return fmt.Errorf("%w: %v is not between 0 and %v", ErrInvalidDelay, time.Duration(op.MaxDelay), time.Duration(maxSpan))
-	case (op.Verb == VerbCancel || op.Verb == VerbReserve || op.Verb == VerbExtend) && (op.At < 0 || op.At > maxTime+maxSpan):
-		return fmt.Errorf("%w: reservation or lease instant %d ns", ErrTimeOutOfRange, op.At)
+	case p.Kind == KindConcurrency && (op.Verb == VerbCancel || op.Verb == VerbExtend) && (op.At < 0 || op.At > maxLeaseAt):
+		return fmt.Errorf("%w: lease instant %d ns", ErrTimeOutOfRange, op.At)
+	case p.Kind != KindConcurrency && (op.Verb == VerbCancel || op.Verb == VerbReserve) && (op.At < 0 || op.At > maxTime+maxSpan):
+		return fmt.Errorf("%w: reservation instant %d ns", ErrTimeOutOfRange, op.At)
 	}
 	return err
 }
@@ -386,16 +397,14 @@ func (p *Params) settle(s *State, verb Verb, d *Decision) {
 // denials counted; a check never does.
 func (p *Params) Records(verb Verb, d *Decision) bool {
 	switch verb {
-	case VerbFill:
-		return true
 	case VerbAllow, VerbReserve:
 		return d.Allowed || d.Blocked || p.CountDenied
-	case VerbCancel, VerbExtend:
-		return d.Allowed
+	case VerbFill:
+		return true
 	case VerbAtMost:
 		return d.Granted > 0
 	}
-	return false
+	return (verb == VerbCancel || verb == VerbExtend) && d.Allowed
 }
 
 // slack is the amount below which float differences are rounding noise.

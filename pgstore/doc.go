@@ -19,7 +19,8 @@
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
 //
 // Reservations, their cancels and partial grants are one statement each
-// too. The guide, docs/postgresql.md in the repository, describes the
-// schema, the clock, pruning, performance, and when to choose PostgreSQL
-// over Redis.
+// too, and so are the concurrency limit's acquisitions, releases and
+// extensions of leases. The guide, docs/postgresql.md in the repository,
+// describes the schema, the clock, pruning, performance, and when to
+// choose PostgreSQL over Redis.
 package pgstore

@@ -33,7 +33,8 @@ import (
 // database's clock, those checks; the decisions DecideGroup makes of their
 // results; the end of the transaction. So a group of checks or admissions
 // costs three round trips by the caller's clock and four by the
-// database's, and a group of cancels three.
+// database's, and a group of cancels, of lease releases or of lease
+// extensions three.
 func (st *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
 	if err := engine.CheckGroup(ops, st.callerClock); err != nil {
 		return engine.Decision{}, err
@@ -92,7 +93,7 @@ type group struct {
 	// decideGroup is engine.DecideGroup.
 	decideGroup decideGroup
 	// checks are the checks run with the locks, as DecideGroup makes
-	// them first (none for cancels), with their results.
+	// them first (none for cancels and extensions), with their results.
 	checks []call
 	// inserted is how many rows the locks inserted.
 	inserted int64
@@ -146,7 +147,9 @@ func (g *group) decide(ctx context.Context, speculate bool) (d engine.Decision, 
 // runs the checks.
 func (g *group) begin(ctx context.Context) error {
 	g.checks = g.checks[:0]
-	if first := g.ops[0].Op; first.Verb != engine.VerbCancel {
+	// DecideGroup decides cancels (releases) and extensions as they come,
+	// each limit by its own rule, and checks nothing first.
+	if first := g.ops[0].Op; first.Verb != engine.VerbCancel && first.Verb != engine.VerbExtend {
 		for i, o := range g.ops {
 			check := o.Op
 			check.Verb, check.MaxDelay, check.At = engine.VerbCheck, 0, 0

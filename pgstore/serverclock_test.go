@@ -82,9 +82,10 @@ func (c *dbClock) reads(t *testing.T) int64 {
 // test moves (forwards and back): each decision must be Step's at the
 // database's time bit for bit, a reservation's At is an instant on that
 // clock, and a cancel compares its At with it, and so does a
-// reservation's earliest instant. Penalties and counted denials are
-// replayed too. (The conformance suite drives stores by the caller's
-// clock.)
+// reservation's earliest instant; a lease's identity is its expiry on
+// that clock, which its release and extension name. Penalties and counted
+// denials are replayed too. (The conformance suite drives stores by the
+// caller's clock.)
 func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
 	st, _ := newStore(t, clock.pool)
@@ -95,7 +96,7 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 			for trace := range 4 {
 				key := fmt.Sprintf("trace%d.%d", ai, trace)
 				var s engine.State
-				var booked []engine.Op // cancels of the bookings, latest last
+				var booked []engine.Op // cancels of the bookings (releases of the leases), latest last
 				now := base / 1000 * 1000
 				for step := range 50 {
 					if n := len(booked); n > 0 && booked[n-1].At-now > 1000 && rng.IntN(2) == 0 {
@@ -123,13 +124,15 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 					if p.Records(op.Verb, &want) {
 						s = next
 					}
-					switch {
-					case op.Verb == engine.VerbReserve && want.At != 0:
-						booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
-					case op.Verb == engine.VerbCancel && want.Allowed && rng.IntN(2) == 0:
+					if (op.Verb == engine.VerbCancel || op.Verb == engine.VerbExtend) && want.Allowed && rng.IntN(2) == 0 {
 						// Then the booking before it, mostly: the key's
-						// latest again, for the GCRA.
+						// latest again, for the GCRA. An extended lease
+						// has a new identity.
 						booked = slices.DeleteFunc(booked, func(b engine.Op) bool { return b.At == op.At })
+					}
+					if want.At != 0 {
+						// A booking, or a lease taken or extended.
+						booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 					}
 				}
 			}
@@ -161,7 +164,8 @@ func microGap(rng *rand.Rand, p engine.Params) int64 {
 // up to three times the limit, reservations of any maximum delay (some
 // no earlier than an instant), and
 // cancels of the bookings, mostly the latest, sometimes of an instant
-// nothing was booked for.
+// nothing was booked for; for the concurrency limit, releases and
+// extensions of its leases, live or not.
 func serverClockOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) engine.Op {
 	cost := []float64{0, 1, 1, math.Ceil(p.Limit), math.Round(rng.Float64()*p.Limit*100) / 100}[rng.IntN(5)]
 	op := engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
@@ -184,6 +188,9 @@ func serverClockOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.O
 		op.Now = now
 		if rng.IntN(8) == 0 {
 			op.At++
+		}
+		if p.Kind == engine.KindConcurrency && rng.IntN(3) == 0 {
+			op.Verb = engine.VerbExtend
 		}
 	}
 	return op
@@ -213,6 +220,15 @@ func TestServerClockIsReadOnceForAllOfAtMostsCosts(t *testing.T) {
 			}
 			allowNew, allowExisting := reads(fmt.Sprintf("allow%d", ai), engine.Op{Verb: engine.VerbAllow, Cost: 1})
 			require.Equal(t, int64(1), allowNew)
+			if p.Kind == engine.KindConcurrency {
+				// A lease is taken whole: its partial grant is refused
+				// before any round trip.
+				before := clock.reads(t)
+				_, err := st.Apply(ctx, fmt.Sprintf("atmost%d", ai), &p, engine.Op{Verb: engine.VerbAtMost, Cost: 3 * p.Limit})
+				require.ErrorIs(t, err, sluice.ErrUnsupported)
+				require.Equal(t, before, clock.reads(t))
+				return
+			}
 			atMostNew, atMostExisting := reads(fmt.Sprintf("atmost%d", ai), engine.Op{Verb: engine.VerbAtMost, Cost: 3 * p.Limit})
 			require.Equal(t, allowNew, atMostNew)
 			require.Equal(t, allowExisting, atMostExisting)

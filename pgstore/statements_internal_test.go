@@ -3,6 +3,7 @@ package pgstore
 import (
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,12 +70,13 @@ func line(lines []string, i int) string {
 }
 
 // TestEveryVariantHasItsStatements requires every combination of the
-// options that select a statement, valid, to have its variant's three
-// statements on either clock, and the statements that decide nothing to
-// be there too.
+// options that select a statement, valid, to have its variant's
+// statements on either clock (all three, but the concurrency limit's
+// partial grant, which it refuses), and the statements that decide
+// nothing to be there too.
 func TestEveryVariantHasItsStatements(t *testing.T) {
 	seen := make(map[sqlfile.Variant]bool)
-	for kind := engine.KindLeakyBucket; kind <= engine.KindSlidingCounter; kind++ {
+	for kind := engine.KindLeakyBucket; kind <= engine.KindConcurrency; kind++ {
 		for _, intervalRefill := range []bool{false, true} {
 			for _, anchored := range []bool{false, true} {
 				for _, penalty := range []int64{0, 1} {
@@ -84,7 +86,7 @@ func TestEveryVariantHasItsStatements(t *testing.T) {
 						switch kind {
 						case engine.KindLeakyBucket, engine.KindTokenBucket:
 							p.Amount = 1
-						case engine.KindSlidingLog:
+						case engine.KindSlidingLog, engine.KindConcurrency:
 							p.MaxEntries = 10
 						}
 						if p.Validate() != nil {
@@ -100,11 +102,17 @@ func TestEveryVariantHasItsStatements(t *testing.T) {
 		}
 	}
 	require.Len(t, seen, len(sqlfile.Variants), "a variant no valid Params has")
+	require.True(t, seen[sqlfile.Variant{Kind: engine.KindConcurrency}], "the concurrency limit has its statements")
 	for _, callerClock := range []bool{false, true} {
 		for _, v := range sqlfile.Variants {
-			for _, s := range sqlfile.Statements {
+			for _, s := range v.Statements() {
 				_, err := readCommitted(sqlfile.Path(v, s, callerClock))
 				require.NoError(t, err)
+			}
+			if v.Kind == engine.KindConcurrency {
+				require.Equal(t, []sqlfile.Statement{sqlfile.Apply, sqlfile.Check}, v.Statements(), "a lease is taken whole: no partial grant")
+				_, err := readCommitted(sqlfile.Path(v, sqlfile.AtMost, callerClock))
+				require.ErrorIs(t, err, fs.ErrNotExist, "no partial grant's statement for the concurrency limit")
 			}
 		}
 		_, err := readCommitted(sqlfile.Prune(callerClock))
@@ -131,7 +139,12 @@ func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
 			again, err := set.of(v)
 			require.NoError(t, err)
 			require.Same(t, first, again, "%+v: built twice", v)
-			for s, text := range map[sqlfile.Statement]string{sqlfile.Apply: first.Apply, sqlfile.AtMost: first.AtMost, sqlfile.Check: first.Check} {
+			texts := map[sqlfile.Statement]string{sqlfile.Apply: first.Apply, sqlfile.AtMost: first.AtMost, sqlfile.Check: first.Check}
+			if !slices.Contains(v.Statements(), sqlfile.AtMost) {
+				require.Empty(t, first.AtMost, "%+v: a statement it does not have", v)
+				delete(texts, sqlfile.AtMost)
+			}
+			for s, text := range texts {
 				file, err := readCommitted(sqlfile.Path(v, s, callerClock))
 				require.NoError(t, err)
 				require.Equal(t, strings.ReplaceAll(statementOf(file), sqlfile.Table, table), text)

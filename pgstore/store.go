@@ -29,8 +29,12 @@ import (
 // to SQL from [engine.Params.Step]. Concurrent decisions on one key are
 // serialized by the row lock, never retried. A reservation (Reserve,
 // Wait), its cancel and a partial grant (AllowAtMost) are one such
-// statement each too. CanAccept (VerbCheck) is a plain SELECT and writes
-// nothing. Every algorithm and verb is supported.
+// statement each too, and so are the concurrency limit's acquisition,
+// release (VerbCancel) and extension (VerbExtend) of a lease, whose
+// identity (Decision.At) the statement returns. CanAccept (VerbCheck) is
+// a plain SELECT and writes nothing. Every algorithm and verb is
+// supported, as Step supports them: a verb an algorithm does not run
+// gives an error wrapping [sluice.ErrUnsupported] before any round trip.
 //
 // Statements run outside transactions, at the server's default isolation
 // level, which must be READ COMMITTED (PostgreSQL's default): under
@@ -192,6 +196,11 @@ func statement(stmts *statementSet, callerClock bool, key string, p *engine.Para
 		sql = v.Check
 	case engine.VerbAtMost:
 		sql = v.AtMost
+	}
+	if sql == "" {
+		// A variant without the statement (the concurrency limit's partial
+		// grant), which Params.CheckOp refuses first.
+		return "", nil, fmt.Errorf("%w: pgstore: %v does not %v", sluice.ErrUnsupported, p.Kind, op.Verb)
 	}
 	return sql, args(key, p, op, callerClock), nil
 }

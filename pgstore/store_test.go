@@ -87,12 +87,14 @@ func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
 // at the last, where PostgreSQL's bigint would overflow before Go's int64
 // wraps, which the conformance traces never reach: with every verb,
 // reservations booked up to 2^60 ns ahead, no earlier than the latest
-// instant accepted, and their cancels, and blocks of up to 2^60 ns.
+// instant accepted, and their cancels, leases extended and released, and
+// blocks of up to 2^60 ns.
 func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
 	ctx := context.Background()
 	const maxTime = 1 << 62
+	const latest = -1 // Op.At naming the latest lease when the op runs
 	strict := storetest.Strict()
 	strict[0].Penalty = 1 << 60
 	for ai, p := range append(storetest.Algorithms(), strict...) {
@@ -100,12 +102,23 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 			t.Run(fmt.Sprintf("%d_%v_from_%d", ai, p.Kind, start), func(t *testing.T) {
 				key := fmt.Sprintf("ends%d.%d", ai, start)
 				var s engine.State
-				var booked int64 // the latest booking's instant
+				var booked int64 // the latest booking's instant, or lease's
 				for now := start; now <= start+3*p.Interval; now += p.Interval / 3 {
 					ops := []engine.Op{
 						{Verb: engine.VerbCheck, Cost: 1, Now: now},
 						{Verb: engine.VerbAllow, Cost: 1, Now: now},
-						{Verb: engine.VerbAtMost, Cost: 2 * p.Limit, Now: now},
+					}
+					if p.Kind == engine.KindConcurrency {
+						// No partial grant: the lease just taken extended,
+						// the rest of the limit taken and released, and the
+						// latest lease instant accepted extended.
+						ops = append(ops,
+							engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: now, At: latest},
+							engine.Op{Verb: engine.VerbAllow, Cost: p.Limit - 1, Now: now},
+							engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: latest},
+							engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: now, At: maxTime + 1<<60})
+					} else {
+						ops = append(ops, engine.Op{Verb: engine.VerbAtMost, Cost: 2 * p.Limit, Now: now})
 					}
 					if p.Reservable() {
 						ops = append(ops,
@@ -115,6 +128,9 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 							engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: booked})
 					}
 					for _, op := range ops {
+						if op.At == latest {
+							op.At = booked
+						}
 						next, want, err := p.Step(s, op)
 						require.NoError(t, err)
 						got, err := st.Apply(ctx, key, &p, op)
@@ -472,6 +488,7 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 	require.NoError(t, err)
 	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	window := engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
+	leases := engine.Params{Kind: engine.KindConcurrency, Limit: 5, Interval: int64(time.Second), MaxEntries: 5}
 	for _, tc := range []struct {
 		name string
 		key  string
@@ -495,6 +512,16 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"partial grant of NaN", "k", gcra, engine.Op{Verb: engine.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
 		{"partial grant above a limit below one", "k", engine.Params{Kind: engine.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
 			engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrCostExceedsLimit},
+		{"partial grant of a lease", "k", leases, engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"reservation of a lease", "k", leases, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"fill-up of a concurrency limit", "k", leases, engine.Op{Verb: engine.VerbFill, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"extension of a GCRA", "k", gcra, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
+		{"concurrency limit under a penalty", "k", engine.Params{Kind: engine.KindConcurrency, Limit: 5, Interval: int64(time.Second), MaxEntries: 5, Penalty: 1},
+			allow(1, base), sluice.ErrInvalidConfig},
+		{"concurrency limit counting denials", "k", engine.Params{Kind: engine.KindConcurrency, Limit: 5, Interval: int64(time.Second), MaxEntries: 5, CountDenied: true},
+			allow(1, base), sluice.ErrInvalidConfig},
+		{"release before the epoch", "k", leases, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
+		{"extension after 2^62 + 2^60 ns", "k", leases, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
 		{"time before the epoch", "k", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"time after 2116", "k", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
 	} {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/metrics/metricstest"
 	"github.com/sluice-go/sluice/sluiceotel"
 )
@@ -22,6 +23,20 @@ func attrs(limiter, alg, verb string, more ...attribute.KeyValue) attribute.Set 
 		attribute.String("sluice.algorithm", alg),
 		attribute.String("sluice.verb", verb),
 	}, more...)...)
+}
+
+// collect reads the metrics of reader's only scope, by name.
+func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	require.Len(t, rm.ScopeMetrics, 1)
+	require.Equal(t, sluiceotel.ScopeName, rm.ScopeMetrics[0].Scope.Name)
+	got := map[string]metricdata.Metrics{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		got[m.Name] = m
+	}
+	return got
 }
 
 func outcome(o string) attribute.KeyValue { return attribute.String("sluice.outcome", o) }
@@ -93,6 +108,64 @@ func TestMetricsRecordAKnownSequenceOfDecisions(t *testing.T) {
 	}, got[2], metricdatatest.IgnoreTimestamp())
 }
 
+func TestMetricsRecordLeasesHeldExpiredAndWaitedFor(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	bounds := []float64{0.1, 1}
+	m, err := sluiceotel.New(provider, sluiceotel.WithWaitBuckets(bounds))
+	require.NoError(t, err)
+	metricstest.RunLeases(t, m)
+
+	got := collect(t, reader)
+	require.Len(t, got, 5, "no store errors")
+
+	decision := func(verb, o string, n int64) metricdata.DataPoint[int64] {
+		return metricdata.DataPoint[int64]{Attributes: attrs("jobs", "concurrency", verb, outcome(o)), Value: n}
+	}
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.decisions",
+		Description: "Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.",
+		Unit:        "{decision}",
+		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: []metricdata.DataPoint[int64]{
+			decision("acquire", "allowed", 6),
+			decision("acquire", "denied", 2),
+			decision("extend", "allowed", 1),
+			decision("extend", "denied", 1),
+			decision("release", "allowed", 2),
+			decision("release", "denied", 1),
+		}},
+	}, got["sluice.decisions"], metricdatatest.IgnoreTimestamp())
+
+	jobs := attribute.NewSet(attribute.String("sluice.limiter", "jobs"))
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.leases.held",
+		Description: "Leases of sluice concurrency limits held by this process's holders: granted, and neither released nor found expired.",
+		Unit:        "{lease}",
+		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: false,
+			DataPoints: []metricdata.DataPoint[int64]{{Attributes: jobs, Value: 1}}},
+	}, got["sluice.leases.held"], metricdatatest.IgnoreTimestamp())
+
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.lease.expiries",
+		Description: "Releases and extensions of sluice leases that found the lease expired: holders that outlived their lease's time to live.",
+		Unit:        "{lease}",
+		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true,
+			DataPoints: []metricdata.DataPoint[int64]{{Attributes: jobs, Value: 2}}},
+	}, got["sluice.lease.expiries"], metricdatatest.IgnoreTimestamp())
+
+	wait := metricstest.LeaseWait.Seconds()
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.lease.wait.duration",
+		Description: "Time Acquire waited for the sluice leases it was granted.",
+		Unit:        "s",
+		Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.HistogramDataPoint[float64]{{
+			Attributes: jobs, Count: 1, Bounds: bounds, BucketCounts: []uint64{0, 1, 0},
+			Min: metricdata.NewExtrema(wait), Max: metricdata.NewExtrema(wait), Sum: wait,
+		}}},
+	}, got["sluice.lease.wait.duration"], metricdatatest.IgnoreTimestamp())
+}
+
 func TestNewRefusesBadOptions(t *testing.T) {
 	provider := sdkmetric.NewMeterProvider()
 	for name, opt := range map[string]sluiceotel.Option{
@@ -100,6 +173,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"unordered buckets": sluiceotel.WithBuckets([]float64{1, 0.5}),
 		"NaN bucket":        sluiceotel.WithBuckets([]float64{math.NaN(), 1}),
 		"nil logger":        sluiceotel.WithLogger(nil),
+		"no wait buckets":   sluiceotel.WithWaitBuckets(nil),
+		"unordered waits":   sluiceotel.WithWaitBuckets([]float64{60, 1}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := sluiceotel.New(provider, opt)
@@ -108,6 +183,35 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	_, err := sluiceotel.New(nil)
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
+}
+
+func TestObservingAllocatesNothingOnceASeriesExists(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	m, err := sluiceotel.New(provider)
+	require.NoError(t, err)
+	ctx := context.Background()
+	events := append(metricstest.LeaseRound(),
+		sluice.Event{Limiter: "api", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed})
+	for _, e := range events {
+		m.Observe(ctx, e)
+	}
+	require.Zero(t, testing.AllocsPerRun(1000, func() {
+		for _, e := range events {
+			m.Observe(ctx, e)
+		}
+	}))
+	// Each round takes three leases and lets go of three.
+	held := collect(t, reader)["sluice.leases.held"]
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "sluice.leases.held",
+		Description: "Leases of sluice concurrency limits held by this process's holders: granted, and neither released nor found expired.",
+		Unit:        "{lease}",
+		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.DataPoint[int64]{
+			{Attributes: attribute.NewSet(attribute.String("sluice.limiter", "jobs")), Value: 0},
+		}},
+	}, held, metricdatatest.IgnoreTimestamp())
 }
 
 func BenchmarkObserve(b *testing.B) {

@@ -58,6 +58,54 @@ sluice_store_errors_total{algorithm="token_bucket",limiter="broken",reason="stor
 	require.Empty(t, problems, "names and help follow Prometheus conventions")
 }
 
+func TestMetricsCountLeasesHeldExpiredAndWaitedFor(t *testing.T) {
+	m, err := sluiceprom.New(sluiceprom.WithWaitBuckets([]float64{0.1, 1}))
+	require.NoError(t, err)
+	metricstest.RunLeases(t, m)
+
+	want := `
+# HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
+# TYPE sluice_decisions_total counter
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="allowed",verb="acquire"} 6
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="denied",verb="acquire"} 2
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="allowed",verb="extend"} 1
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="denied",verb="extend"} 1
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="allowed",verb="release"} 2
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="denied",verb="release"} 1
+# HELP sluice_leases_held Leases of sluice concurrency limits held by this process's holders: granted, and neither released nor found expired.
+# TYPE sluice_leases_held gauge
+sluice_leases_held{limiter="jobs"} 1
+# HELP sluice_lease_expiries_total Releases and extensions of sluice leases that found the lease expired: holders that outlived their lease's time to live.
+# TYPE sluice_lease_expiries_total counter
+sluice_lease_expiries_total{limiter="jobs"} 2
+# HELP sluice_lease_wait_seconds Time Acquire waited for the sluice leases it was granted.
+# TYPE sluice_lease_wait_seconds histogram
+sluice_lease_wait_seconds_bucket{limiter="jobs",le="0.1"} 0
+sluice_lease_wait_seconds_bucket{limiter="jobs",le="1"} 1
+sluice_lease_wait_seconds_bucket{limiter="jobs",le="+Inf"} 1
+sluice_lease_wait_seconds_sum{limiter="jobs"} 0.25
+sluice_lease_wait_seconds_count{limiter="jobs"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want),
+		"sluice_decisions_total", "sluice_leases_held", "sluice_lease_expiries_total", "sluice_lease_wait_seconds"))
+	problems, err := testutil.CollectAndLint(m)
+	require.NoError(t, err)
+	require.Empty(t, problems, "names and help follow Prometheus conventions")
+}
+
+func TestAllowOnAConcurrencyLimitIsNotCountedAsALease(t *testing.T) {
+	m, err := sluiceprom.New()
+	require.NoError(t, err)
+	lim, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithName("jobs"), sluice.WithObserver(m))
+	require.NoError(t, err)
+	defer lim.Close()
+	d, err := lim.Allow(context.Background(), "k", 1) // a lease nobody releases: not a lease's decision
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.Zero(t, testutil.CollectAndCount(m, "sluice_leases_held", "sluice_lease_expiries_total", "sluice_lease_wait_seconds"))
+	require.Equal(t, 1, testutil.CollectAndCount(m, "sluice_decisions_total"))
+}
+
 func TestStoreErrorsAreLoggedAtMostOncePerSecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
@@ -95,6 +143,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"repeated buckets":  sluiceprom.WithBuckets([]float64{1, 1}),
 		"NaN bucket":        sluiceprom.WithBuckets([]float64{math.NaN(), 1}),
 		"nil logger":        sluiceprom.WithLogger(nil),
+		"no wait buckets":   sluiceprom.WithWaitBuckets(nil),
+		"unordered waits":   sluiceprom.WithWaitBuckets([]float64{60, 1}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := sluiceprom.New(opt)
@@ -116,6 +166,26 @@ func TestObservingAllocatesNothingOnceASeriesExists(t *testing.T) {
 			t.Fatal(err)
 		}
 	}))
+}
+
+func TestObservingLeasesAllocatesNothingOnceASeriesExists(t *testing.T) {
+	m, err := sluiceprom.New()
+	require.NoError(t, err)
+	ctx := context.Background()
+	round := metricstest.LeaseRound()
+	for _, e := range round {
+		m.Observe(ctx, e)
+	}
+	require.Zero(t, testing.AllocsPerRun(1000, func() {
+		for _, e := range round {
+			m.Observe(ctx, e)
+		}
+	}))
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP sluice_leases_held Leases of sluice concurrency limits held by this process's holders: granted, and neither released nor found expired.
+# TYPE sluice_leases_held gauge
+sluice_leases_held{limiter="jobs"} 0
+`), "sluice_leases_held"), "each round takes three leases and lets go of three")
 }
 
 func BenchmarkObserve(b *testing.B) {

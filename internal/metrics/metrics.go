@@ -1,6 +1,7 @@
 // Package metrics is what sluice's metrics adapters (sluiceprom,
 // sluiceotel) share: label values, a lock-free table of the series already
-// resolved, and a rate-limited log of store errors.
+// resolved, what a lease's decision changes in the leases counted, and a
+// rate-limited log of store errors.
 package metrics
 
 import (
@@ -21,15 +22,36 @@ var algorithms = [...]string{
 	engine.KindFixedWindow:    "fixed_window",
 	engine.KindSlidingLog:     "sliding_log",
 	engine.KindSlidingCounter: "sliding_counter",
+	engine.KindConcurrency:    "concurrency",
 }
 
 // Algorithm returns k's name as a label value: lower case, words joined by
-// underscores ("gcra", "token_bucket"), or "unknown".
+// underscores ("gcra", "token_bucket", "concurrency"), or "unknown".
 func Algorithm(k engine.Kind) string {
 	if int(k) < len(algorithms) && algorithms[k] != "" {
 		return algorithms[k]
 	}
 	return "unknown"
+}
+
+// Verb returns a decision's verb as a label value: for a lease's decision
+// (lease, [sluice.Event].Lease), "acquire" for VerbAllow (TryAcquire and
+// Acquire), "release" for VerbCancel and "extend" for VerbExtend; for any
+// other, v's own name ("allow", "check", "fill", "reserve", "cancel",
+// "at most", "extend"). An Allow on a concurrency limit is not a lease's
+// decision: it stays "allow".
+func Verb(v engine.Verb, lease bool) string {
+	if lease {
+		switch v {
+		case engine.VerbAllow:
+			return "acquire"
+		case engine.VerbCancel:
+			return "release"
+		case engine.VerbExtend:
+			return "extend"
+		}
+	}
+	return v.String()
 }
 
 // Key is what selects a series: every label of a decision. Its values are
@@ -39,11 +61,72 @@ type Key struct {
 	Kind    engine.Kind
 	Verb    engine.Verb
 	Outcome sluice.Outcome
+	// Lease reports a lease's decision, whose verb is named apart
+	// ([Verb]) and which counts in the leases' series ([LeaseChangeOf]).
+	Lease bool
 }
 
 // KeyOf returns e's key.
 func KeyOf(e *sluice.Event) Key {
-	return Key{Limiter: e.Limiter, Kind: e.Kind, Verb: e.Verb, Outcome: e.Outcome}
+	return Key{Limiter: e.Limiter, Kind: e.Kind, Verb: e.Verb, Outcome: e.Outcome, Lease: e.Lease}
+}
+
+// LeaseChange is what one decision changes in the leases that the holders
+// of a process are counted to hold, as both adapters count them.
+type LeaseChange struct {
+	// Held is the change in leases held: +1, -1, or 0.
+	Held int64
+	// Expired reports a release or an extension that found its lease
+	// expired: a holder that outlived its time to live.
+	Expired bool
+	// Waited is how long an Acquire waited for the lease it was granted,
+	// on the limiter's clock: a few nanoseconds for one granted at once,
+	// zero if the clock did not move (a fake clock). Zero for any other
+	// decision, a TryAcquire's included: no wait to record.
+	Waited time.Duration
+}
+
+// LeaseChangeOf returns what e changes in the leases held, so that a
+// lease is counted held from its grant until its holder lets go of it:
+//
+//   - a granted acquisition (TryAcquire or Acquire: Lease, VerbAllow,
+//     allowed) that took a lease adds one, and an Acquire's (Waited > 0)
+//     is a wait of that length. One that took none, with no lease to
+//     release (Decision.At zero: a cost of zero, which holds nothing, or
+//     a group's acquisition that another of its limits denied), changes
+//     nothing;
+//   - a release (VerbCancel) that the store decided removes one: granted,
+//     or found expired (denied), which is an expiry. One that failed (a
+//     store error or timeout) changes nothing: the store may hold the
+//     lease until its expiry, and its holder may release it again;
+//   - an extension (VerbExtend) that found its lease expired (denied)
+//     removes one, and is an expiry: the [sluice.Lease] forgets it, and
+//     its later Release is not decided. An extension granted, or that
+//     failed, changes nothing: its holder still holds the lease, as far
+//     as it knows;
+//   - any other decision, a lease's denied or failed acquisition
+//     included, changes nothing.
+//
+// It allocates nothing.
+func LeaseChangeOf(e *sluice.Event) LeaseChange {
+	if !e.Lease {
+		return LeaseChange{}
+	}
+	switch e.Verb {
+	case engine.VerbAllow:
+		if e.Outcome == sluice.OutcomeAllowed && e.Decision.At != 0 {
+			return LeaseChange{Held: 1, Waited: max(e.Waited, 0)}
+		}
+	case engine.VerbCancel:
+		if e.Outcome == sluice.OutcomeAllowed || e.Outcome == sluice.OutcomeDenied {
+			return LeaseChange{Held: -1, Expired: e.Outcome == sluice.OutcomeDenied}
+		}
+	case engine.VerbExtend:
+		if e.Outcome == sluice.OutcomeDenied {
+			return LeaseChange{Held: -1, Expired: true}
+		}
+	}
+	return LeaseChange{}
 }
 
 // Table maps keys to the series an adapter resolved for them. Reads take
@@ -130,7 +213,7 @@ func (l *ErrorLog) Log(ctx context.Context, e *sluice.Event) {
 	l.logger.LogAttrs(ctx, slog.LevelError, "sluice: store error",
 		slog.String("limiter", e.Limiter),
 		slog.String("algorithm", Algorithm(e.Kind)),
-		slog.String("verb", e.Verb.String()),
+		slog.String("verb", Verb(e.Verb, e.Lease)),
 		slog.String("outcome", e.Outcome.String()),
 		slog.Duration("latency", e.Latency),
 		slog.Int("suppressed", skipped),

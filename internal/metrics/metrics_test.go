@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ func TestAlgorithmNamesAreLabelValues(t *testing.T) {
 		engine.KindFixedWindow:    "fixed_window",
 		engine.KindSlidingLog:     "sliding_log",
 		engine.KindSlidingCounter: "sliding_counter",
+		engine.KindConcurrency:    "concurrency",
 		engine.Kind(0):            "unknown",
 		engine.Kind(200):          "unknown",
 	} {
@@ -49,4 +51,111 @@ func TestTableResolvesEachKeyOnceUnderConcurrency(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int64(len(keys)), made.Load())
+}
+
+func TestALeasesVerbsAreNamedForWhatTheHolderDid(t *testing.T) {
+	for i, tc := range []struct {
+		verb  engine.Verb
+		lease bool
+		want  string
+	}{
+		0: {engine.VerbAllow, true, "acquire"},
+		1: {engine.VerbCancel, true, "release"},
+		2: {engine.VerbExtend, true, "extend"},
+		// Not a lease's decision: the verb's own name.
+		3: {engine.VerbAllow, false, "allow"}, // Allow on a concurrency limit
+		4: {engine.VerbCheck, false, "check"},
+		5: {engine.VerbCancel, false, "cancel"}, // a reservation given back
+		6: {engine.VerbFill, false, "fill"},
+		7: {engine.VerbReserve, false, "reserve"},
+	} {
+		require.Equal(t, tc.want, metrics.Verb(tc.verb, tc.lease), "row %d", i)
+	}
+}
+
+func TestALeaseIsHeldFromItsGrantUntilItsHolderLetsGoOfIt(t *testing.T) {
+	const at = 1_795_348_810_000_000_000 // a lease's identity: its expiry
+	lease := func(verb engine.Verb, o sluice.Outcome, at int64, waited time.Duration) sluice.Event {
+		return sluice.Event{Limiter: "jobs", Kind: engine.KindConcurrency, Verb: verb, Outcome: o,
+			Decision: sluice.Decision{Allowed: o == sluice.OutcomeAllowed, At: at}, Lease: true, Waited: waited}
+	}
+	for name, tc := range map[string]struct {
+		e    sluice.Event
+		want metrics.LeaseChange
+	}{
+		"granted at once": {
+			lease(engine.VerbAllow, sluice.OutcomeAllowed, at, 0),
+			metrics.LeaseChange{Held: 1},
+		},
+		"granted to an Acquire after a wait": {
+			lease(engine.VerbAllow, sluice.OutcomeAllowed, at, 250*time.Millisecond),
+			metrics.LeaseChange{Held: 1, Waited: 250 * time.Millisecond},
+		},
+		"denied to an Acquire still waiting": {
+			lease(engine.VerbAllow, sluice.OutcomeDenied, 0, 250*time.Millisecond),
+			metrics.LeaseChange{},
+		},
+		"granted at a cost of zero, which holds nothing": {
+			lease(engine.VerbAllow, sluice.OutcomeAllowed, 0, 0),
+			metrics.LeaseChange{},
+		},
+		"acquisition failed in the store": {
+			lease(engine.VerbAllow, sluice.OutcomeStoreError, 0, 0),
+			metrics.LeaseChange{},
+		},
+		"acquisition refused as invalid": {
+			lease(engine.VerbAllow, sluice.OutcomeInvalid, 0, 0),
+			metrics.LeaseChange{},
+		},
+		"released": {
+			lease(engine.VerbCancel, sluice.OutcomeAllowed, 0, 0),
+			metrics.LeaseChange{Held: -1},
+		},
+		"release found it expired": {
+			lease(engine.VerbCancel, sluice.OutcomeDenied, 0, 0),
+			metrics.LeaseChange{Held: -1, Expired: true},
+		},
+		"release failed in the store: still held, and may be released again": {
+			lease(engine.VerbCancel, sluice.OutcomeStoreError, 0, 0),
+			metrics.LeaseChange{},
+		},
+		"release timed out: still held, and may be released again": {
+			lease(engine.VerbCancel, sluice.OutcomeTimeout, 0, 0),
+			metrics.LeaseChange{},
+		},
+		"extended": {
+			lease(engine.VerbExtend, sluice.OutcomeAllowed, at+1, 0),
+			metrics.LeaseChange{},
+		},
+		"extension found it expired": {
+			lease(engine.VerbExtend, sluice.OutcomeDenied, 0, 0),
+			metrics.LeaseChange{Held: -1, Expired: true},
+		},
+		"extension failed in the store": {
+			lease(engine.VerbExtend, sluice.OutcomeStoreError, 0, 0),
+			metrics.LeaseChange{},
+		},
+		"Allow on a concurrency limit, not a lease's": {
+			sluice.Event{Kind: engine.KindConcurrency, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed,
+				Decision: sluice.Decision{Allowed: true, At: at}},
+			metrics.LeaseChange{},
+		},
+		"a reservation given back, not a lease's": {
+			sluice.Event{Kind: engine.KindGCRA, Verb: engine.VerbCancel, Outcome: sluice.OutcomeAllowed},
+			metrics.LeaseChange{},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, tc.want, metrics.LeaseChangeOf(&tc.e))
+		})
+	}
+}
+
+func TestLeaseChangeOfAllocatesNothing(t *testing.T) {
+	e := sluice.Event{Kind: engine.KindConcurrency, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed,
+		Decision: sluice.Decision{Allowed: true, At: 1}, Lease: true, Waited: time.Second}
+	var held int64
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		held += metrics.LeaseChangeOf(&e).Held
+	}))
 }

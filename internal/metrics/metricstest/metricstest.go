@@ -58,6 +58,122 @@ func Run(t testing.TB, o sluice.Observer) {
 	}
 }
 
+// LeaseTTL is the time to live of the leases of limiter "jobs", and
+// LeaseWait how long its Acquire waits, in RunLeases.
+const (
+	LeaseTTL  = 10 * time.Second
+	LeaseWait = 250 * time.Millisecond
+)
+
+// RunLeases reports to o the decisions of "jobs", a concurrency limit of
+// one lease per key with a time to live of LeaseTTL on a MemStore and a
+// fake clock, on which decisions take no time:
+//
+//   - on key job-1, a lease taken (TryAcquire), refused to another,
+//     extended, and released;
+//   - a TryAcquire of cost zero, granted, which holds nothing: its
+//     release is not decided (ErrNotHeld);
+//   - a lease taken, and released after it expired (ErrNotHeld);
+//   - a lease taken whose extension found it expired (ErrNotHeld), and
+//     released then (ErrNotHeld, not decided);
+//   - on key job-2, a lease taken, and an Acquire that waits LeaseWait
+//     behind it (one attempt denied), granted when it is released; that
+//     lease is held still at the end.
+//
+// That is 6 acquisitions granted (5 that took a lease) and 2 denied, 1
+// extension granted and 1 denied, 2 releases granted and 1 denied: 1
+// lease held, 2 expiries, and 1 wait of LeaseWait.
+func RunLeases(t testing.TB, o sluice.Observer) {
+	t.Helper()
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
+	defer mem.Close()
+	waiting := make(chan struct{}, 1) // the Acquire on job-2 was denied
+	tell := sluice.ObserverFunc(func(ctx context.Context, e sluice.Event) {
+		o.Observe(ctx, e)
+		if e.Key == "job-2" && e.Outcome == sluice.OutcomeDenied {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+	})
+	jobs, err := sluice.NewConcurrencyLimit(1, LeaseTTL, sluice.WithName("jobs"), sluice.WithObserver(tell),
+		sluice.WithClock(mock), sluice.WithStore(mem))
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	a, err := jobs.TryAcquire(ctx, "job-1", 1)
+	require.NoError(t, err)
+	require.True(t, a.Allowed)
+	refused, err := jobs.TryAcquire(ctx, "job-1", 1)
+	require.NoError(t, err)
+	require.False(t, refused.Allowed)
+	require.NoError(t, a.Extend(ctx))
+	require.NoError(t, a.Release(ctx))
+
+	none, err := jobs.TryAcquire(ctx, "job-1", 0)
+	require.NoError(t, err)
+	require.True(t, none.Allowed)
+	require.ErrorIs(t, none.Release(ctx), sluice.ErrNotHeld)
+
+	b, err := jobs.TryAcquire(ctx, "job-1", 1)
+	require.NoError(t, err)
+	require.True(t, b.Allowed)
+	mock.Add(LeaseTTL + time.Second)
+	require.ErrorIs(t, b.Release(ctx), sluice.ErrNotHeld)
+
+	c, err := jobs.TryAcquire(ctx, "job-1", 1)
+	require.NoError(t, err)
+	require.True(t, c.Allowed)
+	mock.Add(LeaseTTL + time.Second)
+	require.ErrorIs(t, c.Extend(ctx), sluice.ErrNotHeld)
+	require.ErrorIs(t, c.Release(ctx), sluice.ErrNotHeld)
+
+	d, err := jobs.TryAcquire(ctx, "job-2", 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	type acquired struct {
+		lease sluice.Lease
+		err   error
+	}
+	done := make(chan acquired, 1)
+	go func() {
+		ls, err := jobs.Acquire(ctx, "job-2", 1)
+		done <- acquired{ls, err}
+	}()
+	<-waiting
+	// Less than the lease poll and d's time to live: nothing but d's
+	// release wakes the waiter, which asks once more and is granted.
+	mock.Add(LeaseWait)
+	require.NoError(t, d.Release(ctx))
+	e := <-done
+	require.NoError(t, e.err)
+	require.True(t, e.lease.Allowed)
+}
+
+// LeaseRound is the events of a round of leases of limiter "jobs", each
+// as its holder's decision would report it: three leases taken (the first
+// after a wait of a second), one extended and released, one whose
+// extension found it expired, one whose release found it expired. It
+// leaves as many leases held as it found.
+func LeaseRound() []sluice.Event {
+	lease := func(verb engine.Verb, o sluice.Outcome, at int64, waited time.Duration) sluice.Event {
+		return sluice.Event{Limiter: "jobs", Kind: engine.KindConcurrency, Verb: verb, Key: "job-1", Cost: 1,
+			Decision: sluice.Decision{Allowed: o == sluice.OutcomeAllowed, At: at}, Outcome: o, Lease: true, Waited: waited}
+	}
+	return []sluice.Event{
+		lease(engine.VerbAllow, sluice.OutcomeAllowed, 1, time.Second),
+		lease(engine.VerbExtend, sluice.OutcomeAllowed, 2, 0),
+		lease(engine.VerbCancel, sluice.OutcomeAllowed, 0, 0),
+		lease(engine.VerbAllow, sluice.OutcomeAllowed, 3, 0),
+		lease(engine.VerbExtend, sluice.OutcomeDenied, 0, 0),
+		lease(engine.VerbAllow, sluice.OutcomeAllowed, 4, 0),
+		lease(engine.VerbCancel, sluice.OutcomeDenied, 0, 0),
+	}
+}
+
 // slowStore is a MemStore whose decisions take DecisionTime on a fake
 // clock.
 type slowStore struct {

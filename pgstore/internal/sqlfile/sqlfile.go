@@ -51,7 +51,9 @@ func Of(p *engine.Params) Variant {
 	return v
 }
 
-// Variants are all the valid variants.
+// Variants are all the valid variants: the rate limits' with and without
+// a penalty and counted denials, and the concurrency limit's, which takes
+// neither (Params.Validate).
 var Variants = func() []Variant {
 	var vs []Variant
 	for _, v := range []Variant{
@@ -69,7 +71,7 @@ var Variants = func() []Variant {
 			vs = append(vs, v)
 		}
 	}
-	return vs
+	return append(vs, Variant{Kind: engine.KindConcurrency})
 }()
 
 // name returns the variant's part of its files' names, such as
@@ -95,8 +97,8 @@ func (v Variant) name() string {
 type Statement uint8
 
 const (
-	// Apply decides VerbAllow, VerbFill, VerbReserve and VerbCancel: an
-	// atomic upsert of the key's row.
+	// Apply decides VerbAllow, VerbFill, VerbReserve, VerbCancel and
+	// VerbExtend: an atomic upsert of the key's row.
 	Apply Statement = iota
 	// AtMost decides VerbAtMost: the same, trying several costs.
 	AtMost
@@ -104,8 +106,15 @@ const (
 	Check
 )
 
-// Statements are the statements of every variant.
-var Statements = []Statement{Apply, AtMost, Check}
+// Statements returns the statements of v: every one, but no AtMost for
+// the concurrency limit, which never grants part of a cost
+// (Params.CheckCost refuses VerbAtMost before any statement runs).
+func (v Variant) Statements() []Statement {
+	if v.Kind == engine.KindConcurrency {
+		return []Statement{Apply, Check}
+	}
+	return []Statement{Apply, AtMost, Check}
+}
 
 // String returns the statement's part of its file's name.
 func (s Statement) String() string {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/pgstore/internal/sqlfile"
 )
 
@@ -27,7 +28,7 @@ func Files() []File {
 	for _, callerClock := range []bool{false, true} {
 		for _, v := range sqlfile.Variants {
 			texts := Build(v, callerClock)
-			for _, s := range sqlfile.Statements {
+			for _, s := range v.Statements() {
 				path := sqlfile.Path(v, s, callerClock)
 				text := [...]string{sqlfile.Apply: texts.Apply, sqlfile.AtMost: texts.AtMost, sqlfile.Check: texts.Check}[s]
 				files = append(files, File{Path: path, Text: decisionHeader(path, v, s, callerClock) + text + "\n"})
@@ -74,7 +75,7 @@ var parameters = []string{
 	"$9 int8: the GCRA's cost in ns, Op.Cost intervals rounded (else 0, and 0 above the limit)",
 	"$10 int4: Params.MaxEntries",
 	"$11 int8: Op.MaxDelay, ns",
-	"$12 int8: Op.At, ns since the epoch",
+	"$12 int8: Op.At, ns since the epoch: a reservation's instant, or a lease's (its expiry)",
 	"$13 int8: Params.Penalty, ns",
 	"$14 bool: Params.CountDenied",
 }
@@ -89,8 +90,12 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 	if s == sqlfile.AtMost {
 		from += "; the costs tried from Build's atMost, from engine.Params.stepAtMost (engine/atmost.go)"
 	}
+	apply := "VerbAllow, VerbFill, VerbReserve and VerbCancel"
+	if v.Kind == engine.KindConcurrency {
+		apply = "VerbAllow (an acquisition), VerbCancel (a release) and VerbExtend"
+	}
 	does := [...]string{
-		sqlfile.Apply:  "VerbAllow, VerbFill, VerbReserve and VerbCancel: an upsert of the key's row, returning the decision (no row for a key holding another algorithm's live state).",
+		sqlfile.Apply:  apply + ": an upsert of the key's row, returning the decision (no row for a key holding another algorithm's live state).",
 		sqlfile.AtMost: "VerbAtMost: an upsert of the key's row granting the most of the cost that fits, returning the decision (no row for a key holding another algorithm's live state).",
 		sqlfile.Check:  "VerbCheck: a SELECT, writing nothing.",
 	}[s]

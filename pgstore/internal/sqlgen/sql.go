@@ -49,7 +49,8 @@ type algorithm struct {
 	reset   string   // ResetAfter in nanoseconds
 	// books reports whether the steps book reservations, for fit_at when
 	// the column books is true; at is then Decision.At, the booking's
-	// mark.
+	// mark. Without books, at is Decision.At itself, "" for zero: the
+	// concurrency limit's lease.
 	books bool
 	at    string
 	// fill is Params.fillUp: the state (time, a, b, log times and costs)
@@ -74,6 +75,7 @@ var (
 	verbReserve = verbSQL(engine.VerbReserve)
 	verbCancel  = verbSQL(engine.VerbCancel)
 	verbAtMost  = verbSQL(engine.VerbAtMost)
+	verbExtend  = verbSQL(engine.VerbExtend)
 )
 
 func verbSQL(v engine.Verb) string { return strconv.Itoa(int(v)) }
@@ -213,6 +215,8 @@ func algorithmFor(v sqlfile.Variant) algorithm {
 		return fixedWindow(v.Anchored)
 	case v.Kind == engine.KindSlidingLog:
 		return slidingLog()
+	case v.Kind == engine.KindConcurrency:
+		return leases()
 	default:
 		return slidingCounter()
 	}
@@ -505,4 +509,77 @@ func slidingLog() algorithm {
 			}
 		},
 	}
+}
+
+// leases is Params.stepLeases, the concurrency limit, with leaseAt and
+// leaseSum. The leases are the log's two arrays, of expiries and of
+// costs, earliest expiry first; t0 is the latest expiry the key handed
+// out, its mark. A release (VerbCancel) and an extension (VerbExtend)
+// name a lease by its expiry, booked_at (Op.At); the other verbs that
+// reach the statement, VerbAllow and VerbCheck, acquire one.
+func leases() algorithm {
+	// named is Go's case VerbCancel, VerbExtend: an op naming a lease.
+	named := "verb IN (" + verbCancel + ", " + verbExtend + ")"
+	return algorithm{
+		source: "leases (sql.go), from engine.Params.stepLeases (engine/leases.go)",
+		steps: []string{
+			// live: the leases after the leading ones that expired.
+			`cardinality(lt) AS n0,
+			coalesce((SELECT min(e.i) FROM unnest(lt) WITH ORDINALITY AS e(t, i) WHERE e.t > now), cardinality(lt) + 1)::int4 AS first_live`,
+			"lt[first_live:n0] AS live_t, lc[first_live:n0] AS live_c, n0 - first_live + 1 AS n",
+			// held: leaseAt, the index in live of the lease that an op
+			// naming one names, NULL for none (Go's i < 0). For an
+			// acquisition, the live leases' cost, and over_entries, Go's
+			// over: how many leases are to expire before one more is
+			// live (-1 for a cost of zero, which takes none).
+			`CASE WHEN ` + named + ` THEN (SELECT min(e.i) FROM unnest(live_t) WITH ORDINALITY AS e(t, i) WHERE e.t = booked_at)::int4 END AS held,
+			` + leaseSum("live_c") + ` AS live_sum,
+			CASE WHEN cost = 0 THEN -1 ELSE n - maxe END AS over_entries`,
+			"live_sum + cost - lim AS excess",
+			"CASE WHEN " + named + " THEN held IS NOT NULL ELSE excess <= slack AND over_entries < 0 END AS ok",
+			// moves: whether the mark moves, to the expiry handed out: an
+			// extension's, an admitted cost's (a check's too, whose
+			// ResetAfter counts to it). kept: the live leases but the one
+			// released or extended.
+			`ok AND (verb = ` + verbExtend + ` OR NOT (` + named + `) AND cost > 0) AS moves,
+			CASE WHEN ` + named + ` AND ok THEN live_t[1:held - 1] || live_t[held + 1:n] END AS kept_t,
+			CASE WHEN ` + named + ` AND ok THEN live_c[1:held - 1] || live_c[held + 1:n] END AS kept_c`,
+			"CASE WHEN moves THEN greatest(now + iv, t0 + 1) ELSE t0 END AS mark",
+			// The leases the op leaves (s.Log), when it records: kept, and
+			// an extended lease last, at its new expiry; the live ones and
+			// the new lease; the log as it was for an admission of no cost.
+			`CASE WHEN NOT ok THEN lt WHEN verb = ` + verbCancel + ` THEN kept_t WHEN verb = ` + verbExtend + ` THEN kept_t || mark
+				WHEN cost > 0 THEN live_t || mark ELSE lt END AS leases_t,
+			CASE WHEN NOT ok THEN lc WHEN verb = ` + verbCancel + ` THEN kept_c WHEN verb = ` + verbExtend + ` THEN kept_c || live_c[held]
+				WHEN cost > 0 THEN live_c || cost ELSE lc END AS leases_c`,
+			// The sum: of the leases left after a release or an extension
+			// (of the live ones if it named none); of the live ones and the
+			// cost admitted, by fill. Denied, admitted once enough of the
+			// earliest leases have expired, and at least over_entries + 1
+			// of them: the running sum of (excess, -cost1, -cost2, ...)
+			// subtracts in Go's order, and lease i + 1 is Go's live[i].
+			`CASE WHEN ` + named + ` AND ok THEN ` + leaseSum("leases_c") + ` WHEN ` + named + ` THEN live_sum
+				WHEN ok THEN ` + fill("live_sum") + ` ELSE live_sum END AS used,
+			CASE WHEN ok OR ` + named + ` THEN 0 ELSE coalesce((SELECT ` + after("r.t") + ` FROM (
+				SELECT e.t, e.i, sum(e.v) OVER (ORDER BY e.i ROWS UNBOUNDED PRECEDING) AS run FROM (
+					SELECT NULL::int8, 0::int8, excess
+					UNION ALL SELECT u.t, u.i, -u.c FROM unnest(live_t, live_c) WITH ORDINALITY AS u(t, c, i)
+				) AS e(t, i, v)) AS r
+				WHERE r.i > 0 AND r.i - 1 >= over_entries AND r.run <= slack ORDER BY r.i LIMIT 1), 0) END AS retry`,
+		},
+		allowed: "ok",
+		used:    "used",
+		retry:   "retry",
+		reset:   after("mark"),
+		// The lease's identity: an acquisition's new lease, an extended
+		// one's new expiry; a check takes none.
+		at:   "CASE WHEN moves AND verb IN (" + verbAllow + ", " + verbExtend + ") THEN mark ELSE 0 END",
+		time: "mark", a: "a0", b: "b0", logTimes: "leases_t", logCosts: "leases_c",
+	}
+}
+
+// leaseSum is the engine's leaseSum: the costs in the float8 array costs
+// added in their order, from zero, as Go adds them.
+func leaseSum(costs string) string {
+	return "coalesce((SELECT sum(e.c ORDER BY e.i) FROM unnest(" + costs + ") WITH ORDINALITY AS e(c, i)), 0)"
 }

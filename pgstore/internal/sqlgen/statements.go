@@ -37,8 +37,8 @@ var (
 // Statements are the SQL texts of one algorithm variant, on the table
 // sqlfile.Table.
 type Statements struct {
-	Apply  string // VerbAllow, VerbFill, VerbReserve, VerbCancel: the atomic upsert
-	AtMost string // VerbAtMost: the same, trying several costs
+	Apply  string // VerbAllow, VerbFill, VerbReserve, VerbCancel, VerbExtend: the atomic upsert
+	AtMost string // VerbAtMost: the same, trying several costs; "" for a variant without it
 	Check  string // VerbCheck: a plain SELECT
 }
 
@@ -222,14 +222,17 @@ RETURNING %[9]s`,
 		checked = pick + " AND (" + checked + ")"
 	}
 	checked = "WHERE " + checked
-	return Statements{
+	stmts := Statements{
 		Apply: upsert(requested, values),
-		// A partial grant of nothing is not admitted, though its check is.
-		AtMost: upsert(atMost, strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1)),
 		Check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true).steps,
 			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
 			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked) + "\n" + checked,
 	}
+	if slices.Contains(v.Statements(), sqlfile.AtMost) {
+		// A partial grant of nothing is not admitted, though its check is.
+		stmts.AtMost = upsert(atMost, strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
+	}
+	return stmts
 }
 
 // chain nests steps on the derived table innermost, a SELECT of the
@@ -325,23 +328,27 @@ func defined(step string) []string {
 // decision, as Params.describe fills it in, in the columns named prefix
 // followed by allowed, used, retry, reset, delay, at, remaining and
 // granted, and whether the step functions record it, in prefix +
-// "recorded" (Params.records for a lenient variant).
+// "recorded" (Params.Records for a lenient variant: a release and an
+// extension, as a cancel, record iff allowed).
 func (alg algorithm) decision(prefix string) []string {
 	remaining := "lim - " + prefix + "used"
 	if alg.remaining != nil {
 		remaining = alg.remaining(prefix + "used")
 	}
 	delay, at := "0", "0"
-	if alg.books {
+	switch {
+	case alg.books:
 		delay, at = "CASE WHEN books THEN fit_at - now ELSE 0 END", "CASE WHEN books THEN "+alg.at+" ELSE 0 END"
+	case alg.at != "":
+		at = alg.at
 	}
 	return []string{
 		fmt.Sprintf("%[1]s AS %[7]sallowed, least(greatest(%[2]s, 0), lim) AS %[7]sused, %[3]s AS %[7]sretry, %[4]s AS %[7]sreset, %[5]s AS %[7]sdelay, %[6]s AS %[7]sat",
 			alg.allowed, alg.used, alg.retry, alg.reset, delay, at, prefix),
 		fmt.Sprintf(`%[1]s AS %[7]sremaining,
 			CASE WHEN verb = %[2]s AND %[7]sallowed THEN cost ELSE 0::float8 END AS %[7]sgranted,
-			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s) AND %[7]sallowed OR verb = %[2]s AND %[7]sallowed AND cost > 0 AS %[7]srecorded`,
-			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel, prefix),
+			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s, %[8]s) AND %[7]sallowed OR verb = %[2]s AND %[7]sallowed AND cost > 0 AS %[7]srecorded`,
+			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel, prefix, verbExtend),
 	}
 }
 

@@ -91,12 +91,12 @@ func strictSteps(alg algorithm, counted bool) []string {
 			state[i] = "CASE WHEN counts THEN f_" + col + " ELSE s1_" + col + " END"
 		}
 	}
-	// Params.records, the block's end (the one in force, or one this
+	// Params.Records, the block's end (the one in force, or one this
 	// request starts), and ResetAfter covering it, so that no row expires
 	// before its block ends.
 	records := "o_verb = " + verbFill +
 		" OR o_verb IN (" + verbAllow + ", " + verbReserve + ") AND (allowed1 OR until1 <> 0 OR count_denied)" +
-		" OR o_verb = " + verbCancel + " AND allowed1"
+		" OR o_verb IN (" + verbCancel + ", " + verbExtend + ") AND allowed1"
 	if !counted {
 		records += " OR o_verb = " + verbAtMost + " AND allowed1 AND cost > 0"
 	}

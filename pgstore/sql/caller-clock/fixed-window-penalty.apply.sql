@@ -19,7 +19,7 @@
 --   $9 int8: the GCRA's cost in ns, Op.Cost intervals rounded (else 0, and 0 above the limit)
 --   $10 int4: Params.MaxEntries
 --   $11 int8: Op.MaxDelay, ns
---   $12 int8: Op.At, ns since the epoch
+--   $12 int8: Op.At, ns since the epoch: a reservation's instant, or a lease's (its expiry)
 --   $13 int8: Params.Penalty, ns
 --   $14 bool: Params.CountDenied
 --   $15 int8: Op.Now, ns since the epoch
@@ -46,7 +46,7 @@ FROM (SELECT * FROM (SELECT key,
 	d_remaining,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
-		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb = 5 AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT key,
 	count_denied,
@@ -158,7 +158,7 @@ FROM (SELECT key,
 	k_at,
 	lim - k_used AS k_remaining,
 			CASE WHEN verb = 6 AND k_allowed THEN cost ELSE 0::float8 END AS k_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
 FROM (SELECT key,
 	lim,
 	max_delay,
@@ -289,7 +289,7 @@ FROM (SELECT * FROM (SELECT now,
 	d_remaining,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
-		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb = 5 AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT count_denied,
 	now,
@@ -396,7 +396,7 @@ FROM (SELECT max_delay,
 	k_at,
 	lim - k_used AS k_remaining,
 			CASE WHEN verb = 6 AND k_allowed THEN cost ELSE 0::float8 END AS k_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
 FROM (SELECT lim,
 	max_delay,
 	penalty,

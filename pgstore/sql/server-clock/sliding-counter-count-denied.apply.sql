@@ -21,7 +21,7 @@
 --   $9 int8: the GCRA's cost in ns, Op.Cost intervals rounded (else 0, and 0 above the limit)
 --   $10 int4: Params.MaxEntries
 --   $11 int8: Op.MaxDelay, ns
---   $12 int8: Op.At, ns since the epoch
+--   $12 int8: Op.At, ns since the epoch: a reservation's instant, or a lease's (its expiry)
 --   $13 int8: Params.Penalty, ns
 --   $14 bool: Params.CountDenied
 WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
@@ -47,7 +47,7 @@ FROM (SELECT * FROM (SELECT key,
 	d_remaining,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
-		k_delay AS d_delay, k_at AS d_at, 0::float8 AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb = 5 AND allowed1 AS d_recorded,
+		k_delay AS d_delay, k_at AS d_at, 0::float8 AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 AS d_recorded,
 		CASE WHEN counts THEN f_time ELSE s1_time END AS s_time, CASE WHEN counts THEN f_a ELSE s1_a END AS s_a, CASE WHEN counts THEN f_b ELSE s1_b END AS s_b, CASE WHEN counts THEN f_lt ELSE s1_lt END AS s_lt, CASE WHEN counts THEN f_lc ELSE s1_lc END AS s_lc, until1 AS s_until
 FROM (SELECT key,
 	count_denied,
@@ -104,7 +104,7 @@ FROM (SELECT key,
 	e_reset,
 	lim - e_used AS e_remaining,
 			CASE WHEN verb = 6 AND e_allowed THEN cost ELSE 0::float8 END AS e_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND e_allowed OR verb = 6 AND e_allowed AND cost > 0 AS e_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND e_allowed OR verb = 6 AND e_allowed AND cost > 0 AS e_recorded
 FROM (SELECT key,
 	lim,
 	max_delay,
@@ -563,7 +563,7 @@ FROM (SELECT key,
 	k_at,
 	lim - k_used AS k_remaining,
 			CASE WHEN verb = 6 AND k_allowed THEN cost ELSE 0::float8 END AS k_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
 FROM (SELECT key,
 	lim,
 	iv,
@@ -782,7 +782,7 @@ FROM (SELECT * FROM (SELECT now,
 	d_remaining,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
-		k_delay AS d_delay, k_at AS d_at, 0::float8 AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb = 5 AND allowed1 AS d_recorded,
+		k_delay AS d_delay, k_at AS d_at, 0::float8 AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 AS d_recorded,
 		CASE WHEN counts THEN f_time ELSE s1_time END AS s_time, CASE WHEN counts THEN f_a ELSE s1_a END AS s_a, CASE WHEN counts THEN f_b ELSE s1_b END AS s_b, CASE WHEN counts THEN f_lt ELSE s1_lt END AS s_lt, CASE WHEN counts THEN f_lc ELSE s1_lc END AS s_lc, until1 AS s_until
 FROM (SELECT count_denied,
 	now,
@@ -837,7 +837,7 @@ FROM (SELECT max_delay,
 	e_reset,
 	lim - e_used AS e_remaining,
 			CASE WHEN verb = 6 AND e_allowed THEN cost ELSE 0::float8 END AS e_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND e_allowed OR verb = 6 AND e_allowed AND cost > 0 AS e_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND e_allowed OR verb = 6 AND e_allowed AND cost > 0 AS e_recorded
 FROM (SELECT lim,
 	max_delay,
 	penalty,
@@ -1283,7 +1283,7 @@ FROM (SELECT lim,
 	k_at,
 	lim - k_used AS k_remaining,
 			CASE WHEN verb = 6 AND k_allowed THEN cost ELSE 0::float8 END AS k_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND k_allowed OR verb = 6 AND k_allowed AND cost > 0 AS k_recorded
 FROM (SELECT lim,
 	iv,
 	ivf,

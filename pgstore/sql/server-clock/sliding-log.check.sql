@@ -17,7 +17,7 @@
 --   $9 int8: the GCRA's cost in ns, Op.Cost intervals rounded (else 0, and 0 above the limit)
 --   $10 int4: Params.MaxEntries
 --   $11 int8: Op.MaxDelay, ns
---   $12 int8: Op.At, ns since the epoch
+--   $12 int8: Op.At, ns since the epoch: a reservation's instant, or a lease's (its expiry)
 --   $13 int8: Params.Penalty, ns
 --   $14 bool: Params.CountDenied
 WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
@@ -36,7 +36,7 @@ FROM (SELECT now,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
 FROM (SELECT lim,
 	verb,
 	cost,

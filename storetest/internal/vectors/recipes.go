@@ -518,9 +518,9 @@ var recipes = []recipe{
 		b.deny(b.release(0))
 		b.deny(b.allow(1))
 	}},
-	{verb: "cancel", rule: "lease-instant-beyond-2-to-the-62-plus-2-to-the-60-ns-is-refused", applies: leases, build: func(b *builder) {
-		b.deny(b.release(maxTime + maxSpan))
-		b.refuse(b.release(maxTime+maxSpan+1), engine.ErrTimeOutOfRange)
+	{verb: "cancel", rule: "lease-instant-beyond-2-to-the-62-plus-2-to-the-61-ns-is-refused", applies: leases, build: func(b *builder) {
+		b.deny(b.release(maxTime + 2*maxSpan))
+		b.refuse(b.release(maxTime+2*maxSpan+1), engine.ErrTimeOutOfRange)
 		b.refuse(b.release(-1), engine.ErrTimeOutOfRange)
 	}},
 	{verb: "extend", rule: "moves-the-expiry", applies: leases, everywhere: true, build: func(b *builder) {
@@ -551,9 +551,9 @@ var recipes = []recipe{
 		b.now = moved
 		b.expect(b.admit(b.check(0)).Used == 0, "every lease expired")
 	}},
-	{verb: "extend", rule: "instant-beyond-2-to-the-62-plus-2-to-the-60-ns-is-refused", applies: leases, build: func(b *builder) {
-		b.deny(b.extend(maxTime + maxSpan))
-		b.refuse(b.extend(maxTime+maxSpan+1), engine.ErrTimeOutOfRange)
+	{verb: "extend", rule: "instant-beyond-2-to-the-62-plus-2-to-the-61-ns-is-refused", applies: leases, build: func(b *builder) {
+		b.deny(b.extend(maxTime + 2*maxSpan))
+		b.refuse(b.extend(maxTime+2*maxSpan+1), engine.ErrTimeOutOfRange)
 	}},
 	{verb: "allow", rule: "penalty-is-invalid", applies: leases, with: withPenalty, build: func(b *builder) {
 		b.refuse(b.allow(1), engine.ErrInvalidConfig)
