@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluice-go/sluice/engine"
 )
@@ -27,11 +28,21 @@ type GroupLease struct {
 // the leases it took. At least one of the group's limiters must be a
 // concurrency limit.
 func (g *Group) TryAcquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
+	return g.tryAcquire(ctx, keys, cost, g.first.clock.now(), -1)
+}
+
+// tryAcquire is TryAcquire at now, for an Acquire that began at began,
+// or for none if began is negative.
+func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now, began int64) (GroupLease, error) {
 	gl := GroupLease{g: g, keys: keys, cost: cost}
 	if g.firstLeases() < 0 {
 		return gl, fmt.Errorf("%w: a group without a concurrency limit takes no leases", ErrUnsupported)
 	}
-	err := g.now(ctx, &gl.GroupDecision, keys, engine.VerbAllow, cost, true)
+	n := note{lease: true}
+	if began >= 0 {
+		n.waited = time.Duration(max(now-began, 0))
+	}
+	err := g.now(ctx, &gl.GroupDecision, keys, engine.VerbAllow, cost, now, n)
 	return gl, err
 }
 
@@ -62,9 +73,10 @@ func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (Group
 		}
 		defer stop()
 	}
+	began := g.first.clock.now()
 	for {
 		var err error
-		gl, err = g.TryAcquire(ctx, keys, cost)
+		gl, err = g.tryAcquire(ctx, keys, cost, g.first.clock.now(), began)
 		if err != nil || gl.Allowed {
 			return gl, err
 		}
@@ -114,15 +126,18 @@ func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
 	ops, limits := opsIn[:0], limitsIn[:0]
 	now := g.first.clock.now()
 	for i, l := range g.limits {
-		if l.params.Kind == engine.KindConcurrency {
+		if l.params.Kind == engine.KindConcurrency && held[i].At != 0 { // not found expired
 			which[len(ops)] = i
 			ops = append(ops, engine.GroupOp{Key: gl.keys[i], Params: &l.params,
 				Op: engine.Op{Verb: verb, Cost: gl.cost, Now: now, At: held[i].At}})
 			limits = append(limits, l)
 		}
 	}
+	if len(ops) == 0 {
+		return fmt.Errorf("%w: %q", ErrNotHeld, gl.keys)
+	}
 	var d GroupDecision
-	if err := g.apply(ctx, &d, ops, limits, true); err != nil {
+	if err := g.apply(ctx, &d, ops, limits, note{lease: true}); err != nil {
 		return err
 	}
 	if verb == engine.VerbCancel {
@@ -132,8 +147,11 @@ func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
 		}
 	}
 	for j, e := range d.Limits() {
-		if verb == engine.VerbExtend && e.Allowed {
+		switch {
+		case verb == engine.VerbExtend && e.Allowed:
 			held[which[j]] = e
+		case !e.Allowed:
+			held[which[j]].At = 0 // not held: nothing to release or extend any more
 		}
 	}
 	if !d.Allowed {

@@ -101,26 +101,27 @@ func (d *GroupDecision) size(n int) {
 func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
 	// Small enough to be inlined: d is then the caller's variable, which
 	// the decision is written into, rather than a result copied out.
-	err = g.now(ctx, &d, keys, engine.VerbAllow, cost, false)
+	err = g.now(ctx, &d, keys, engine.VerbAllow, cost, g.first.clock.now(), note{})
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 func (g *Group) CanAccept(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
-	err = g.now(ctx, &d, keys, engine.VerbCheck, cost, false)
+	err = g.now(ctx, &d, keys, engine.VerbCheck, cost, g.first.clock.now(), note{})
 	return d, err
 }
 
-// now decides verb for cost now, into gd; leases says that it takes a
-// group lease.
-func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64, leases bool) error {
-	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil, leases)
+// now decides verb for cost at now, into gd, with n for the observers
+// of the concurrency limits.
+func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64, now int64, n note) error {
+	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: now}, nil, n)
 }
 
 // decide runs op, whose Now is set, on every limit as one decision, into
 // gd, which is zero. A cancel names each limit's booking in booked, the
-// decision that booked it. leases says that it takes a group lease.
-func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, booked *GroupDecision, leases bool) error {
+// decision that booked it. ln is for the observers of the concurrency
+// limits.
+func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, booked *GroupDecision, ln note) error {
 	n := len(g.limits)
 	if len(keys) != n {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), n)
@@ -138,16 +139,17 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 			o.Op.At = booked.Limits()[i].At
 		}
 	}
-	return g.apply(ctx, gd, ops, g.limits, leases)
+	return g.apply(ctx, gd, ops, g.limits, ln)
 }
 
 // apply sends ops, those of limits, to the store, within the first
 // limiter's timeout, and decides into gd, which is zero, reporting each
 // limit's decision to its limiter's observer.
 //
-// leases says that the decision is a group lease's: its acquisition,
-// release or extension.
-func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.GroupOp, limits []*Limiter, leases bool) error {
+// n is for the observers of the concurrency limits: whether the decision
+// is a group lease's (its acquisition, release or extension), and how
+// long its Acquire waited.
+func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.GroupOp, limits []*Limiter, n note) error {
 	if g.first.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.first.timeout)
@@ -174,7 +176,11 @@ func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.Group
 	}
 	for i, l := range limits {
 		if l.observer != nil {
-			l.observe(ctx, ops[i].Key, ops[i].Op, &each[i], err, note{lease: l.params.Kind == engine.KindConcurrency && ops[i].Op.Verb != engine.VerbCheck && leases})
+			var ln note
+			if l.params.Kind == engine.KindConcurrency {
+				ln = n
+			}
+			l.observe(ctx, ops[i].Key, ops[i].Op, &each[i], err, ln)
 		}
 	}
 	return err
@@ -200,7 +206,7 @@ type GroupReservation struct {
 func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration) (*GroupReservation, error) {
 	r := &GroupReservation{g: g, keys: keys, cost: cost}
 	now := g.first.clock.now()
-	err := g.decide(ctx, &r.GroupDecision, keys, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil, false)
+	err := g.decide(ctx, &r.GroupDecision, keys, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil, note{})
 	r.act = now + int64(r.Delay)
 	if g.mem == nil {
 		r.ready = g.first.clock.now()
@@ -242,7 +248,7 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 	}
 	var d GroupDecision
 	// At most once, as Reservation.Cancel.
-	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision, false)
+	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision, note{})
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all
