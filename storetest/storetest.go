@@ -116,6 +116,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("NilParamsAreRefused", func(t *testing.T) { RunNilParams(t, newStore(t)) })
 	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
+	t.Run("LeaseHoldersNeverExceedTheLimit", func(t *testing.T) { RunLeaseHolders(t, newStore(t), 64) })
 	if _, ok := newStore(t).(sluice.GroupStore); ok {
 		t.Run("GroupsMatchSpecification", func(t *testing.T) { RunGroups(t, newStore(t), opts...) })
 		t.Run("ConcurrentGroupsRecordAllOrNothing", func(t *testing.T) { RunGroupsConcurrent(t, newStore(t), 64, opts...) })
