@@ -14,14 +14,6 @@ func TestLeasesFollowTheirRules(t *testing.T) {
 	p := Params{Kind: KindConcurrency, Limit: 2, Interval: ttl, MaxEntries: 3}
 	require.NoError(t, p.Validate())
 	const t0 = int64(1_700_000_000_000_000_000)
-	type want struct {
-		allowed    bool
-		used       float64
-		retry      time.Duration
-		reset      time.Duration
-		at         int64 // the lease's identity; -1 for "the previous step's + 1"
-		keptLeases int
-	}
 	var s State
 	step := func(op Op) Decision {
 		t.Helper()

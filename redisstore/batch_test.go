@@ -22,9 +22,10 @@ import (
 // every algorithm, several requests per key in one batch, and requires
 // each result to be Params.Step's decision on that key's state, bit for
 // bit, in the order the batch gives: admissions, checks, partial grants,
-// and reservations and the cancels of reservations booked earlier in the
-// same batch. On one server, and through a Cluster client, which splits
-// the pipeline by node.
+// reservations and the cancels of reservations booked earlier in the
+// same batch, and leases and their releases and extensions. On one
+// server, and through a Cluster client, which splits the pipeline by
+// node.
 func TestBatchDecidesAsStepDoes(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		batchesDecideAsStepDoes(t, newClient(t, testserver.StartRedis(t).Addr))
@@ -42,9 +43,9 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 	algorithms := storetest.Algorithms()
 	rng := rand.New(rand.NewPCG(7, 11))
 	states := map[string]engine.State{}
-	booked := map[string][]engine.Op{} // each key's reservations, as the cancels that give them back
+	booked := map[string][]engine.Op{} // each key's reservations and leases, as the cancels that give them back
 	now := base
-	waited, givenBack := 0, 0
+	waited, givenBack, leased := 0, 0, 0
 	for batch := range 30 {
 		// The specification decides each request as it is drawn, so that
 		// a cancel can name a reservation booked earlier in the batch.
@@ -61,11 +62,15 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 			if p.Records(op.Verb, &want) {
 				states[key] = next
 			}
-			if op.Verb == engine.VerbReserve && want.At != 0 {
+			if want.At != 0 { // a reservation that waits, or a lease taken or extended
 				booked[key] = append(booked[key], engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
-				waited++
+				if op.Verb == engine.VerbReserve {
+					waited++
+				} else {
+					leased++
+				}
 			}
-			if op.Verb == engine.VerbCancel && want.Allowed {
+			if (op.Verb == engine.VerbCancel || op.Verb == engine.VerbExtend) && want.Allowed {
 				givenBack++
 			}
 			reqs[i], wants[i] = redisstore.Request{Key: key, Params: p, Op: op}, want
@@ -79,18 +84,22 @@ func batchesDecideAsStepDoes(t *testing.T, c redis.UniversalClient) {
 		}
 	}
 	require.Positive(t, waited, "some reservations wait for their turn")
-	require.Positive(t, givenBack, "some cancels give a turn back")
+	require.Positive(t, leased, "some leases are taken or extended")
+	require.Positive(t, givenBack, "some cancels give a turn back, some releases and extensions find their lease")
 }
 
 // batchOp draws a request of a batch: mostly admissions, with checks,
-// partial grants, and for the algorithms that book ahead, reservations
-// and cancels of the latest booking or of any.
+// partial grants, for the algorithms that book ahead, reservations and
+// cancels of the latest booking or of any, and for the concurrency limit,
+// which grants no part of a cost, releases and extensions of the latest
+// lease or of any.
 func batchOp(rng *rand.Rand, p *engine.Params, now int64, booked []engine.Op) engine.Op {
+	leases := p.Kind == engine.KindConcurrency
 	op := engine.Op{Verb: engine.VerbAllow, Cost: math.Round(rng.Float64()*p.Limit*100) / 100, Now: now}
 	switch r := rng.IntN(10); {
 	case r < 2:
 		op.Verb = engine.VerbCheck
-	case r < 3:
+	case r < 3 && !leases:
 		op.Verb, op.Cost = engine.VerbAtMost, op.Cost*2
 	case r < 5 && p.Reservable():
 		op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
@@ -98,6 +107,9 @@ func batchOp(rng *rand.Rand, p *engine.Params, now int64, booked []engine.Op) en
 		op = booked[len(booked)-1]
 		if rng.IntN(3) == 0 {
 			op = booked[rng.IntN(len(booked))]
+		}
+		if leases && rng.IntN(3) == 0 {
+			op.Verb = engine.VerbExtend
 		}
 		op.Now = now
 	}
@@ -111,17 +123,24 @@ func TestBatchSurvivesFunctionFlush(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	algorithms := storetest.Algorithms()
+	states := make([]engine.State, len(algorithms)) // as Step leaves each key
 	for round := range 3 {
 		require.NoError(t, c.FunctionFlush(t.Context()).Err())
 		reqs := make([]redisstore.Request, 0, 2*len(algorithms))
-		for a := range algorithms {
+		var wants []engine.Decision
+		for a, p := range algorithms {
 			for range 2 {
 				reqs = append(reqs, redisstore.Request{Key: fmt.Sprint(a), Params: &algorithms[a], Op: allow(0.25, base)})
+				var want engine.Decision
+				states[a], want, _ = p.Step(states[a], allow(0.25, base))
+				wants = append(wants, want)
 			}
 		}
 		for i, r := range st.ApplyBatch(t.Context(), reqs) {
 			require.NoError(t, r.Err, "round %d request %d", round, i)
-			require.True(t, r.Decision.Allowed)
+			// Each admitted but the concurrency limit's beyond MaxEntries
+			// leases.
+			storetest.RequireIdenticalDecision(t, wants[i], r.Decision, fmt.Sprintf("round %d request %d", round, i))
 		}
 	}
 	for a, p := range algorithms {

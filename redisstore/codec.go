@@ -62,7 +62,8 @@ func (s *Store) putOp(b []byte, op engine.Op) {
 }
 
 // putLimit packs a limit's fields into b: its Params, and the op's cost
-// and instant (a reservation's or a cancel's At), both checked in range.
+// and instant (the At of a reservation, a cancel, or a lease's release or
+// extension), both checked in range.
 func putLimit(b []byte, p *engine.Params, op engine.Op) {
 	b[0] = byte(p.Kind)
 	if p.IntervalRefill || p.Anchored {
@@ -72,7 +73,8 @@ func putLimit(b []byte, p *engine.Params, op engine.Op) {
 		b[2] = 1
 	}
 	var at int64
-	if op.Verb == engine.VerbReserve || op.Verb == engine.VerbCancel {
+	switch op.Verb {
+	case engine.VerbReserve, engine.VerbCancel, engine.VerbExtend:
 		at = op.At
 	}
 	atSec, atNsec := split(at)
@@ -94,23 +96,28 @@ func split(ns int64) (sec, nsec float64) {
 	return float64(s), float64(ns - s*1e9)
 }
 
-// The library's replies are records (see lua/io.lua): a status byte (the bits below), then
-// little-endian doubles: used, remaining, and the seconds and nanoseconds
-// of retry after and reset after; for a reservation that waits, the
-// seconds and nanoseconds of its delay and of its instant; for a partial
-// grant (always), the cost granted. A group's reply is the index of the
-// limit the group's decision is made from (from 1), then the group's
-// record and each limit's. A key conflict is 128, the stored kind's byte
-// and the key's index (from 1).
+// The library's replies are records (see lua/io.lua): a status byte (the
+// bits below), then little-endian doubles: used, remaining, and the
+// seconds and nanoseconds of retry after and reset after; for a
+// reservation that waits (waitsBit), the seconds and nanoseconds of its
+// delay and of its instant; for an instant without a wait (instantBit: a
+// concurrency limit's lease taken or extended, whose Decision.At is its
+// expiry and Delay zero), the seconds and nanoseconds of the instant; for
+// a partial grant (always), the cost granted. A group's reply is the index
+// of the limit the group's decision is made from (from 1), then the
+// group's record and each limit's. A key conflict is 128, the stored
+// kind's byte and the key's index (from 1).
 const (
 	allowedBit = 1
 	blockedBit = 2
 	waitsBit   = 4
+	instantBit = 8
 
 	conflictStatus = 128
 	conflictSize   = 3
 	recordSize     = 1 + 6*8
 	waitSize       = 4 * 8
+	instantSize    = 2 * 8
 	grantSize      = 8
 )
 
@@ -121,7 +128,7 @@ func decode(reply any, key string, p *engine.Params, verb engine.Verb) (engine.D
 	if conflict, kind, _ := conflictOf(b); conflict {
 		return engine.Decision{Limit: p.Limit}, conflictError(key, kind, p)
 	}
-	d, rest, why := record(b, verb, verb == engine.VerbAtMost)
+	d, rest, why := record(b, verb, verb == engine.VerbAtMost, p.Kind == engine.KindConcurrency)
 	if why == "" && rest != "" {
 		why = ": bytes left over"
 	}
@@ -149,13 +156,17 @@ func decodeGroup(reply any, ops []engine.GroupOp, each []engine.Decision) (engin
 		return unexpected(": no limit named")
 	}
 	best := int(b[0]) - 1
-	group, rest, why := record(b[1:], verb, false)
+	leases := false // whether some limit's decision, and so the group's, may hold a lease
+	for _, g := range ops {
+		leases = leases || g.Params.Kind == engine.KindConcurrency
+	}
+	group, rest, why := record(b[1:], verb, false, leases)
 	decided := make([]engine.Decision, len(ops))
 	for i := range decided {
 		if why != "" {
 			break
 		}
-		decided[i], rest, why = record(rest, verb, false)
+		decided[i], rest, why = record(rest, verb, false, ops[i].Params.Kind == engine.KindConcurrency)
 		decided[i].Limit = ops[i].Params.Limit
 	}
 	if why == "" && rest != "" {
@@ -183,25 +194,33 @@ func conflictError(key string, stored engine.Kind, p *engine.Params) error {
 }
 
 // record decodes the record at the front of b, a decision on verb with a
-// grant if grant, without its Limit, and returns the bytes after it. why
-// is empty if the record is well formed, and else says what is wrong: an
-// unknown status, a waiting reservation of another verb or of a denial, a
-// record cut short, times out of range.
-func record(b string, verb engine.Verb, grant bool) (d engine.Decision, rest string, why string) {
+// grant if grant, without its Limit, and returns the bytes after it;
+// leases tells whether the decision may be a concurrency limit's, which
+// alone has an instant without a wait. why is empty if the record is well
+// formed, and else says what is wrong: an unknown status, a waiting
+// reservation of another verb or of a denial, an instant without a wait
+// anywhere but on a lease taken or extended, a record cut short, times out
+// of range.
+func record(b string, verb engine.Verb, grant, leases bool) (d engine.Decision, rest string, why string) {
 	if len(b) < recordSize {
 		return d, "", ": record cut short"
 	}
 	status := b[0]
-	waits := status&waitsBit != 0
+	allowed, waits, holds := status&allowedBit != 0, status&waitsBit != 0, status&instantBit != 0
 	switch {
-	case status&^(allowedBit|blockedBit|waitsBit) != 0:
+	case status&^(allowedBit|blockedBit|waitsBit|instantBit) != 0:
 		return d, "", ": unknown status"
-	case waits && (verb != engine.VerbReserve || status&allowedBit == 0):
+	case waits && (verb != engine.VerbReserve || !allowed):
 		return d, "", ": a wait where none can be"
+	case holds && (waits || !leases || (verb != engine.VerbAllow && verb != engine.VerbExtend) || !allowed):
+		return d, "", ": an instant where none can be"
 	}
 	n := 6
 	if waits {
 		n += 4
+	}
+	if holds {
+		n += 2
 	}
 	if grant {
 		n++
@@ -218,7 +237,7 @@ func record(b string, verb engine.Verb, grant bool) (d engine.Decision, rest str
 	if !ok1 || !ok2 {
 		return d, "", ": durations out of range"
 	}
-	d.Allowed, d.Blocked = status&allowedBit != 0, status&blockedBit != 0
+	d.Allowed, d.Blocked = allowed, status&blockedBit != 0
 	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = x[0], x[1], retry, reset
 	next := 6
 	if waits {
@@ -229,6 +248,16 @@ func record(b string, verb engine.Verb, grant bool) (d engine.Decision, rest str
 		}
 		d.Delay, d.At = delay, at
 		next = 10
+	}
+	if holds {
+		// A lease's expiry: now plus its time to live at the earliest,
+		// after the epoch.
+		at, ok := instant(x[next], x[next+1])
+		if !ok || at <= 0 {
+			return d, "", ": lease out of range"
+		}
+		d.At = at
+		next += 2
 	}
 	if grant {
 		if !(x[next] >= 0) || math.IsInf(x[next], 0) {

@@ -85,7 +85,8 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		"Empty":               {allow, ""},
 		"Short":               {allow, valid[:len(valid)-1]},
 		"Long":                {allow, valid + "\x00"},
-		"UnknownStatus":       {allow, reply(8, 0, 5, 0, 0, 0, 0)},
+		"UnknownStatus":       {allow, reply(16, 0, 5, 0, 0, 0, 0)},
+		"InstantOfAGCRA":      {allow, reply(9, 4, 1, 0, 0, 1, 0, 1, 0)},
 		"ConflictNoKind":      {allow, "\x80"},
 		"ConflictNoIndex":     {allow, "\x80\x05"},
 		"ConflictLong":        {allow, "\x80\x05\x01\x01"},
@@ -120,6 +121,76 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	}
 }
 
+// leases are the Params of a concurrency limit: two slots of a minute.
+var leases = &engine.Params{Kind: engine.KindConcurrency, Limit: 2, Interval: int64(time.Minute), MaxEntries: 4}
+
+// TestDecodeReadsALeasesInstant reads the instant of a lease taken or
+// extended, which has no delay: Decision.At alone, after the durations.
+func TestDecodeReadsALeasesInstant(t *testing.T) {
+	tests := []struct {
+		name  string
+		verb  engine.Verb
+		reply string
+		want  engine.Decision
+	}{
+		{"LeaseTaken", engine.VerbAllow, reply(9, 1, 1, 0, 0, 60, 5, 1795262460, 5),
+			engine.Decision{Allowed: true, Limit: 2, Used: 1, Remaining: 1, ResetAfter: time.Minute + 5, At: 1795262460e9 + 5}},
+		{"LeaseExtended", engine.VerbExtend, reply(9, 2, 0, 0, 0, 60, 0, 1, 999999999),
+			engine.Decision{Allowed: true, Limit: 2, Used: 2, ResetAfter: time.Minute, At: 2e9 - 1}},
+		{"LeaseOfNothing", engine.VerbAllow, reply(1, 0, 2, 0, 0, 0, 0),
+			engine.Decision{Allowed: true, Limit: 2, Remaining: 2}},
+		{"Full", engine.VerbAllow, reply(0, 2, 0, 59, 7, 60, 0),
+			engine.Decision{Limit: 2, Used: 2, RetryAfter: 59e9 + 7, ResetAfter: time.Minute}},
+		{"Released", engine.VerbCancel, reply(1, 1, 1, 0, 0, 60, 0),
+			engine.Decision{Allowed: true, Limit: 2, Used: 1, Remaining: 1, ResetAfter: time.Minute}},
+		{"ReleasedTwice", engine.VerbCancel, reply(0, 1, 1, 0, 0, 60, 0),
+			engine.Decision{Limit: 2, Used: 1, Remaining: 1, ResetAfter: time.Minute}},
+		{"NotExtended", engine.VerbExtend, reply(0, 1, 1, 0, 0, 60, 0),
+			engine.Decision{Limit: 2, Used: 1, Remaining: 1, ResetAfter: time.Minute}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := decode(tt.reply, "k", leases, tt.verb)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, d)
+		})
+	}
+}
+
+// TestDecodeRejectsInconsistentLeases requires an error for an instant
+// without a wait where no lease is taken or extended, or out of range.
+func TestDecodeRejectsInconsistentLeases(t *testing.T) {
+	holds := func(status byte, atS, atN float64) string { return reply(status, 1, 1, 0, 0, 60, 0, atS, atN) }
+	allow, extend := engine.VerbAllow, engine.VerbExtend
+	for name, tt := range map[string]struct {
+		verb  engine.Verb
+		reply string
+	}{
+		"InstantOfACheck":     {engine.VerbCheck, holds(9, 60, 0)},
+		"InstantOfARelease":   {engine.VerbCancel, holds(9, 60, 0)},
+		"InstantOfAReserve":   {engine.VerbReserve, holds(9, 60, 0)},
+		"InstantOfADenial":    {allow, holds(8, 60, 0)},
+		"DeniedExtension":     {extend, holds(8, 60, 0)},
+		"InstantAndAWait":     {allow, reply(13, 1, 1, 0, 0, 60, 0, 1, 0, 60, 0, 60, 0)},
+		"InstantCutShort":     {allow, holds(9, 60, 0)[:57]},
+		"InstantMissing":      {allow, reply(9, 1, 1, 0, 0, 60, 0)},
+		"ZeroInstant":         {allow, holds(9, 0, 0)},
+		"InstantBeforeEpoch":  {extend, holds(9, -1, 0)},
+		"FractionalInstant":   {allow, holds(9, 60, 0.5)},
+		"NanosOverASecond":    {extend, holds(9, 60, 1e9)},
+		"OverflowingInstant":  {allow, holds(9, 9223372036, 854775808)},
+		"WaitOfALease":        {allow, reply(5, 1, 1, 0, 0, 60, 0, 1, 0, 60, 0)},
+		"LongAfterTheInstant": {allow, holds(9, 60, 0) + "\x00"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := decode(tt.reply, "k", leases, tt.verb)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, sluice.ErrKeyConflict)
+			require.Equal(t, engine.Decision{Limit: 2}, d)
+		})
+	}
+}
+
 // groupOps are the ops of a group of two limits of different limits.
 func groupOps(verb engine.Verb) []engine.GroupOp {
 	return []engine.GroupOp{
@@ -141,6 +212,28 @@ func TestDecodeGroupReadsEachDecision(t *testing.T) {
 		{Allowed: true, Limit: 5, Used: 5, ResetAfter: 3 * time.Second, Delay: time.Second, At: 8e9 + 500},
 		{Allowed: true, Limit: 100, Used: 50, Remaining: 50, ResetAfter: time.Hour},
 	}, each)
+}
+
+// TestDecodeGroupReadsALeasesInstant reads a group of a rate limit and a
+// concurrency limit whose decision is the lease's: the group's instant is
+// the lease's, and the rate limit's record has none.
+func TestDecodeGroupReadsALeasesInstant(t *testing.T) {
+	ops := groupOps(engine.VerbAllow)
+	ops[1].Params = leases
+	each := make([]engine.Decision, 2)
+	lease := reply(9, 2, 0, 0, 0, 60, 0, 61, 0)
+	d, err := decodeGroup("\x02"+lease+reply(1, 1, 4, 0, 0, 1, 0)+lease, ops, each)
+	require.NoError(t, err)
+	require.Equal(t, engine.Decision{Allowed: true, Limit: 2, Used: 2, ResetAfter: time.Minute, At: 61e9}, d)
+	require.Equal(t, []engine.Decision{
+		{Allowed: true, Limit: 5, Used: 1, Remaining: 4, ResetAfter: time.Second},
+		{Allowed: true, Limit: 2, Used: 2, ResetAfter: time.Minute, At: 61e9},
+	}, each)
+
+	_, err = decodeGroup("\x02"+lease+lease+lease, ops, each)
+	require.ErrorContains(t, err, "an instant where none can be", "the GCRA's record holds no lease")
+	_, err = decodeGroup("\x01"+lease+reply(1, 1, 4, 0, 0, 1, 0)+lease, groupOps(engine.VerbAllow), make([]engine.Decision, 2))
+	require.ErrorContains(t, err, "an instant where none can be", "a group without a concurrency limit holds no lease")
 }
 
 func TestDecodeGroupReportsTheConflictingKey(t *testing.T) {

@@ -27,6 +27,14 @@
 // cost in the key at once, so waiters on one key, in any process, are
 // served in the order Redis booked them.
 //
+// The concurrency limit ([sluice.NewConcurrencyLimit]) keeps a key's live
+// leases in its value, at most MaxEntries, with the latest expiry it
+// handed out. Taking a lease (VerbAllow), releasing it (VerbCancel) and
+// extending it (VerbExtend) are one call each, alone or in a group. A
+// lease's identity is its expiry, Decision.At, an instant on the clock
+// the function decided by: any process releases or extends the lease by
+// passing it back unchanged.
+//
 // Penalties ([sluice.WithPenalty]) and counted denials
 // ([sluice.WithCountDenied]) run in the same call as the algorithm.
 // A blocked key's value carries the block's end, and its TTL covers the
@@ -75,12 +83,12 @@
 // times as seconds and nanoseconds, but the spans an algorithm computes
 // with must be shorter than 2^53 ns (about 104 days). Apply returns an
 // error wrapping [sluice.ErrUnsupported] for Params whose longest span is
-// longer: the window (twice it for the sliding counter), GCRA's burst
-// times its emission interval, or the time a full bucket takes to drain or
-// refill.
+// longer: the window (twice it for the sliding counter), a lease's time to
+// live, GCRA's burst times its emission interval, or the time a full
+// bucket takes to drain or refill.
 //
-// A sliding log decision reads and rewrites all of the key's entries (at
-// most MaxEntries).
+// A sliding log or concurrency limit decision reads and rewrites all of
+// the key's entries or leases (at most MaxEntries).
 //
 // # Clients
 //

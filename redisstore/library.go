@@ -30,6 +30,7 @@ var libraryFiles = []string{
 	"fixedwindow.lua",
 	"slidinglog.lua",
 	"slidingcounter.lua",
+	"leases.lua",
 	"decide.lua",
 	"io.lua",
 	"single.lua",

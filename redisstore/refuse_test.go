@@ -16,7 +16,9 @@ import (
 // TestScriptRefusesWhatItDoesNotKnow sends the library's functions, past
 // the Go side's checks, verbs they do not decide and algorithms they do
 // not know: each is refused with an error wrapping sluice.ErrUnsupported,
-// and nothing is recorded, never decided as some other verb.
+// and nothing is recorded, never decided as some other verb. An extension
+// is a verb of the concurrency limit alone, which in turn takes no
+// fill-up, reservation or partial grant.
 func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
 	t.Cleanup(func() { c.Close() })
@@ -24,6 +26,7 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	ctx := t.Context()
 	gcra := &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	unknown := &engine.Params{Kind: 9, Limit: 5, Interval: int64(time.Second)}
+	leases := &engine.Params{Kind: engine.KindConcurrency, Limit: 5, Interval: int64(time.Second), MaxEntries: 5}
 	const now = int64(1e18)
 
 	for _, tt := range []struct {
@@ -32,9 +35,13 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		verb engine.Verb
 	}{
 		{"VerbZero", gcra, 0},
-		{"VerbSeven", gcra, 7},
+		{"VerbEight", gcra, 8},
 		{"VerbTwoHundred", gcra, 200},
 		{"UnknownAlgorithm", unknown, engine.VerbAllow},
+		{"ExtensionOfAGCRA", gcra, engine.VerbExtend},
+		{"FillUpOfLeases", leases, engine.VerbFill},
+		{"ReservationOfLeases", leases, engine.VerbReserve},
+		{"PartialGrantOfLeases", leases, engine.VerbAtMost},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "refused:" + tt.name
@@ -45,7 +52,7 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		})
 	}
 
-	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, 7} {
+	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, 8} {
 		t.Run(fmt.Sprintf("GroupOfVerb%d", verb), func(t *testing.T) {
 			ops := []engine.GroupOp{
 				{Key: "g1", Params: gcra, Op: engine.Op{Verb: verb, Cost: 1, Now: now}},
@@ -57,6 +64,15 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 			require.Zero(t, c.Exists(ctx, "g1", "g2").Val(), "nothing recorded")
 		})
 	}
+	t.Run("GroupReservationOfLeases", func(t *testing.T) {
+		ops := []engine.GroupOp{
+			{Key: "l1", Params: gcra, Op: engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now}},
+			{Key: "l2", Params: leases, Op: engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now}},
+		}
+		_, err := st.call(ctx, lib.group, []string{"l1", "l2"}, st.groupArgs(ops))
+		require.ErrorIs(t, scriptError(engine.VerbReserve, groupName(ops), err), sluice.ErrUnsupported)
+		require.Zero(t, c.Exists(ctx, "l1", "l2").Val(), "nothing recorded, not even the first limit's")
+	})
 	t.Run("GroupWithAnUnknownAlgorithm", func(t *testing.T) {
 		ops := []engine.GroupOp{
 			{Key: "h1", Params: gcra, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now}},

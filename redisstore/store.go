@@ -113,9 +113,11 @@ func (s *Store) Key(key string) string {
 //
 // Every verb is one call: a reservation (VerbReserve), the cancel
 // that gives it back and a partial grant (VerbAtMost) as much as an
-// allow. In server-clock mode a reservation's Decision.At is an instant on
-// the Redis server's clock, and a cancel's op.At is compared on that
-// clock as it is.
+// allow, and so are a concurrency limit's lease (VerbAllow), its release
+// (VerbCancel) and its extension (VerbExtend). In server-clock mode a
+// reservation's or a lease's Decision.At is an instant on the Redis
+// server's clock, and the op.At of a cancel, a release or an extension is
+// compared on that clock as it is.
 //
 // Invalid Params and ops are reported without contacting Redis, as
 // [engine.Params.Step] reports them; Params whose longest span is 2^53 ns
@@ -201,8 +203,9 @@ func checkOp(p *engine.Params, op engine.Op, usesNow bool) error {
 
 // longestSpan returns the longest duration, in nanoseconds, that p's
 // algorithm computes with: the window (twice it for the sliding counter,
-// which remembers the previous window), GCRA's burst, or the time a full
-// bucket takes to drain or refill, as [engine.Params.Validate] bounds it.
+// which remembers the previous window), a lease's time to live, GCRA's
+// burst, or the time a full bucket takes to drain or refill, as
+// [engine.Params.Validate] bounds it.
 func longestSpan(p *engine.Params) float64 {
 	span := float64(p.Interval)
 	switch p.Kind {
@@ -212,6 +215,8 @@ func longestSpan(p *engine.Params) float64 {
 		span = arith.BucketSpan(p.Limit, p.Amount, p.Interval)
 	case engine.KindSlidingCounter:
 		span *= 2
+	case engine.KindFixedWindow, engine.KindSlidingLog, engine.KindConcurrency:
+		// The window, or the time to live: Interval.
 	}
 	return span
 }

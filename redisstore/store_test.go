@@ -390,6 +390,7 @@ func TestInvalidInputFailsBeforeRedis(t *testing.T) {
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
 	const s = int64(time.Second)
 	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 2, Interval: s}
+	leases := engine.Params{Kind: engine.KindConcurrency, Limit: 2, Interval: s, MaxEntries: 2}
 	tests := []struct {
 		name string
 		p    engine.Params
@@ -409,6 +410,14 @@ func TestInvalidInputFailsBeforeRedis(t *testing.T) {
 		{"CounterOf2To52", engine.Params{Kind: engine.KindSlidingCounter, Limit: 1, Interval: 1 << 52}, allow(1, base), sluice.ErrUnsupported},
 		{"LongGCRABurst", engine.Params{Kind: engine.KindGCRA, Limit: 4, Interval: 1 << 51}, allow(1, base), sluice.ErrUnsupported},
 		{"SlowLeak", engine.Params{Kind: engine.KindLeakyBucket, Limit: 1e7, Interval: s, Amount: 1}, allow(1, base), sluice.ErrUnsupported},
+		{"ExtensionOfGCRA", gcra, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: base}, sluice.ErrUnsupported},
+		{"LeasesWithoutEntries", engine.Params{Kind: engine.KindConcurrency, Limit: 2, Interval: s}, allow(1, base), sluice.ErrInvalidConfig},
+		{"LeasesUnderAPenalty", engine.Params{Kind: engine.KindConcurrency, Limit: 2, Interval: s, MaxEntries: 2, Penalty: s}, allow(1, base), sluice.ErrInvalidConfig},
+		{"PartialGrantOfLeases", leases, engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"ReservationOfLeases", leases, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"ReleaseBeforeEpoch", leases, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
+		{"ExtensionAfterTheEnd", leases, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: math.MaxInt64}, sluice.ErrTimeOutOfRange},
+		{"LeaseOfTwoTo53", engine.Params{Kind: engine.KindConcurrency, Limit: 1, Interval: 1 << 53, MaxEntries: 1}, allow(1, base), sluice.ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,15 +2,17 @@
 -- with penalties and counted denials around it.
 --
 -- Depends on: prelude, time, and every algorithm: meter, gcra,
--- intervalrefill, fixedwindow, slidinglog, slidingcounter.
--- Translates: Params.decide, decideKind, settle, describe and Records
+-- intervalrefill, fixedwindow, slidinglog, slidingcounter, leases.
+-- Translates: Params.decide, decideKind, settle, describe and Records,
+-- and Params.CheckCost's verbs of the concurrency limit
 -- (engine/params.go), and Params.decideStrict and fillUp
 -- (engine/strict.go).
 
 -- The step function and fill-up of each engine.Kind; the token bucket's
--- interval refill replaces the meter.
-local STEPS = {meter, gcra, meter, fixedWindow, slidingLog, slidingCounter}
-local FILLUPS = {meterFillUp, gcraFillUp, meterFillUp, nil, nil, counterFillUp}
+-- interval refill replaces the meter. The concurrency limit has no fill-up:
+-- it takes no counted denials.
+local STEPS = {meter, gcra, meter, fixedWindow, slidingLog, slidingCounter, leases}
+local FILLUPS = {meterFillUp, gcraFillUp, meterFillUp, nil, nil, counterFillUp, nil}
 
 -- use makes limit i (from 1) the one decided: its Params and its step
 -- function, nil for a kind the library does not know. It returns the
@@ -25,12 +27,22 @@ local function use(i)
   return cost, atS, atN
 end
 
+-- decides reports whether the limit in use decides verb, as far as
+-- Params.CheckCost tells leases from the rest: only the concurrency limit
+-- extends, and it neither fills up, reserves nor grants part of a cost.
+-- The Go side refuses the others first; the library refuses them too,
+-- rather than decide them as another verb.
+local function decides(verb)
+  if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
+  return verb ~= EXTEND
+end
+
 -- records is Go's Params.Records: whether the decision made on verb
 -- changed the key's state, so that it is written back.
 local function records(verb)
   if verb == FILL then return true end
   if verb == ALLOW or verb == RESERVE then return dAllowed or dBlocked or countDenied end
-  if verb == CANCEL then return dAllowed end
+  if verb == CANCEL or verb == EXTEND then return dAllowed end
   if verb == ATMOST then return dGranted > 0 end
   return false
 end

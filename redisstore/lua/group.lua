@@ -179,8 +179,10 @@ end
 -- each limit's decision in each and the group's in G, and returns the
 -- index of the limit the group's is made from.
 local function decideAll(n)
-  if verb == CANCEL then
-    for i = 1, n do run(i, CANCEL, costs[i], atSs[i], atNs[i], 0, 0) end
+  if verb == CANCEL or verb == EXTEND then
+    -- Each limit by its own rule: a cancel gives its reservation back or
+    -- releases its lease, an extension extends its lease.
+    for i = 1, n do run(i, verb, costs[i], atSs[i], atNs[i], 0, 0) end
     return combine(n)
   elseif verb == ALLOW then
     return allowAll(n)
@@ -207,7 +209,7 @@ end
 local function group(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
-  if verb ~= ALLOW and verb ~= CHECK and verb ~= RESERVE and verb ~= CANCEL then
+  if verb ~= ALLOW and verb ~= CHECK and verb ~= RESERVE and verb ~= CANCEL and verb ~= EXTEND then
     return redis.error_reply('UNSUPPORTED sluice: a group does not decide verb ' .. verb)
   end
   local n = #keys
@@ -215,6 +217,8 @@ local function group(ks, args)
     local cost, atS, atN = use(i)
     if not step then
       return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
+    elseif not decides(verb) then
+      return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
     end
     local p, conflict = load(i)
     if conflict then return pack('<BBB', CONFLICT, conflict, i) end

@@ -10,16 +10,19 @@
 -- key conflict; sec, nsec, a, b, the State's Time, A and B); when the key
 -- is blocked by a penalty, the kind has 128 added and the header is
 -- followed by the block's end (State.Until) as seconds and nanoseconds
--- ('<dd'); then the sliding log's entries, oldest first.
+-- ('<dd'); then the sliding log's entries, oldest first, or the
+-- concurrency limit's leases, earliest expiry first.
 --
 -- A decision's reply is a record: a status byte (1 if allowed, plus 2 if
--- blocked, plus 4 if a reservation waits), then doubles: used, remaining,
+-- blocked, plus 4 if a reservation waits, plus 8 if it has an instant but
+-- no wait: a lease taken or extended), then doubles: used, remaining,
 -- retry after and reset after (each as seconds and nanoseconds); for a
 -- reservation that waits, its delay and its instant (Decision.At) as
--- seconds and nanoseconds pairs; for a partial grant (the verb at most),
--- the cost granted. A group's reply is a byte, the index of the limit
--- whose decision the group's is made from, then the group's record and
--- each limit's. On a key conflict, the reply is packed as '<BBB': 128,
+-- seconds and nanoseconds pairs; for an instant without a wait, the
+-- instant (Decision.At, the lease's expiry) as seconds and nanoseconds;
+-- for a partial grant (the verb at most), the cost granted. A group's
+-- reply is a byte, the index of the limit whose decision the group's is
+-- made from, then the group's record and each limit's. On a key conflict, the reply is packed as '<BBB': 128,
 -- the stored kind, the index of the key.
 
 -- load reads the state of key i, for the limit in use, and returns
@@ -42,7 +45,7 @@ local function load(i)
       stUS, stUN = unpack('<dd', v, body)
       body = body + UNTIL_SIZE
     end
-    if kind == LOG then stLog = sub(v, body) end
+    if kind == LOG or kind == CONCURRENCY then stLog = sub(v, body) end
   elseif tless(nowS, nowN, expS, expN) then
     return true, stored
   end
@@ -81,8 +84,11 @@ local function reply(grant)
   if dBlocked then status = status + 2 end
   local waits = dWS > 0 or dWN > 0
   if waits then status = status + 4 end
+  local instant = not waits and (dAS ~= 0 or dAN ~= 0) -- a lease's expiry
+  if instant then status = status + 8 end
   local r = pack('<Bdddddd', status, dUsed, dRemaining, dRS, dRN, dES, dEN)
   if waits then r = r .. pack('<dddd', dWS, dWN, dAS, dAN) end
+  if instant then r = r .. pack('<dd', dAS, dAN) end
   if grant then r = r .. pack('<d', dGranted) end
   return r
 end

@@ -42,12 +42,14 @@ end
 local function apply(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
-  if verb < ALLOW or verb > ATMOST then
+  if verb < ALLOW or verb > EXTEND then
     return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
   end
   local cost, atS, atN = use(1)
   if not step then
     return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
+  elseif not decides(verb) then
+    return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
   end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
