@@ -264,6 +264,8 @@ func FuzzSlidingCounter(f *testing.F) {
 func FuzzValidate(f *testing.F) {
 	f.Add(uint8(engine.KindLeakyBucket), 3.0, int64(time.Second), 1.5, false, false, 0)
 	f.Add(uint8(engine.KindSlidingLog), 5.0, int64(time.Second), 0.0, false, false, 5)
+	f.Add(uint8(engine.KindConcurrency), 2.0, int64(time.Minute), 0.0, false, false, 3)
+	f.Add(uint8(engine.KindConcurrency), 1e308, int64(time.Minute), 0.0, false, false, 3)
 	f.Fuzz(func(t *testing.T, kind uint8, limit float64, interval int64, amount float64, intervalRefill, anchored bool, maxEntries int) {
 		p := engine.Params{Kind: engine.Kind(kind), Limit: limit, Interval: interval, Amount: amount,
 			IntervalRefill: intervalRefill, Anchored: anchored, MaxEntries: maxEntries}
@@ -298,7 +300,7 @@ func construct(p engine.Params) (engine.Params, error) {
 	if p.Anchored {
 		opts = append(opts, sluice.WithAnchoredWindows())
 	}
-	if p.MaxEntries != 0 || p.Kind == engine.KindSlidingLog {
+	if p.MaxEntries != 0 || p.Kind.Logs() {
 		opts = append(opts, sluice.WithMaxEntries(p.MaxEntries))
 	}
 	var (
@@ -322,6 +324,8 @@ func construct(p engine.Params) (engine.Params, error) {
 		l, err = checked(sluice.NewSlidingLog(p.Limit, window, opts...))
 	case engine.KindSlidingCounter:
 		l, err = fixedAmount(p, func() (limiterParams, error) { return checked(sluice.NewSlidingCounter(p.Limit, window, opts...)) })
+	case engine.KindConcurrency:
+		l, err = fixedAmount(p, func() (limiterParams, error) { return checked(sluice.NewConcurrencyLimit(p.Limit, window, opts...)) })
 	default:
 		return engine.Params{}, fmt.Errorf("%w: no constructor for %v", sluice.ErrInvalidConfig, p.Kind)
 	}

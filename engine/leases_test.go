@@ -102,6 +102,7 @@ func TestLeasesRefuseWhatTheyDoNotRun(t *testing.T) {
 		{Kind: KindConcurrency, Limit: 2, Interval: 100, MaxEntries: 2, Penalty: 5},
 		{Kind: KindConcurrency, Limit: 2, Interval: 100, MaxEntries: 2, CountDenied: true},
 		{Kind: KindConcurrency, Limit: 2, Interval: 100, MaxEntries: 2, Amount: 1},
+		{Kind: KindConcurrency, Limit: 1e308, Interval: 100, MaxEntries: 2}, // a sum of two would overflow
 	} {
 		require.ErrorIs(t, bad.Validate(), ErrInvalidConfig, "%v", bad)
 	}

@@ -98,6 +98,9 @@ const (
 	// Limit*tolerance of each other are equal, and durations computed from
 	// float amounts forgive the same relative error before rounding up.
 	tolerance = arith.Tolerance
+	// maxLimit bounds Limit, so that a sum of a few amounts up to it
+	// (the log's cost and a request's, less the limit) never overflows.
+	maxLimit = 0x1p1000
 	// maxLogEntries bounds MaxEntries.
 	maxLogEntries = 1 << 20
 	// maxTime is the latest time the algorithms accept, 2^62 ns.
@@ -129,8 +132,8 @@ func (p *Params) Validate() error {
 	if p.Kind == 0 || int(p.Kind) >= len(kindNames) {
 		return p.invalid("unknown algorithm")
 	}
-	if !(p.Limit > 0) || math.IsInf(p.Limit, 0) {
-		return p.invalid("limit must be positive and finite")
+	if !(p.Limit > 0) || p.Limit > maxLimit {
+		return p.invalid("limit must be positive and finite, at most 2^1000")
 	}
 	if p.Interval <= 0 || p.Interval > maxSpan {
 		return p.invalid("interval must be positive and at most " + time.Duration(maxSpan).String())

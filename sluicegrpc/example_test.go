@@ -106,3 +106,71 @@ func ExampleNewPacer() {
 	// Output:
 	// 5 calls, the last no earlier than 200 ms after the first: true
 }
+
+func ExampleNewInterceptor_concurrency() {
+	// Each client IP may have 2 calls in flight at once. A slot comes back
+	// when its call ends; one whose server died comes back when its lease
+	// expires, a minute after it was taken.
+	lim, err := sluice.NewConcurrencyLimit(2, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	limit, err := sluicegrpc.NewInterceptor(lim, sluicegrpc.WithPolicyName("per-ip"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// slow stands for handlers that take a while: each call waits until
+	// finish is closed.
+	started, finish := make(chan struct{}, 3), make(chan struct{})
+	slow := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		started <- struct{}{}
+		<-finish
+		return h(ctx, req)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(limit.Unary, slow), grpc.ChainStreamInterceptor(limit.Stream))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	defer srv.Stop()
+	conn := serve(srv)
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	call := func() (metadata.MD, error) {
+		var header metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		return header, err
+	}
+
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := call()
+			done <- err
+		}()
+		<-started
+	}
+	// A third call while two are in flight is refused.
+	header, err := call()
+	fmt.Println(status.Code(err), header.Get("ratelimit-policy"), header.Get("ratelimit"))
+	for _, d := range status.Convert(err).Details() {
+		switch d := d.(type) {
+		case *errdetails.RetryInfo:
+			fmt.Println("  retry in", d.GetRetryDelay().AsDuration())
+		case *errdetails.QuotaFailure:
+			v := d.GetViolations()[0]
+			fmt.Printf("  quota %s of %d full for %s\n", v.GetQuotaId(), v.GetQuotaValue(), v.GetSubject())
+		}
+	}
+
+	close(finish)
+	fmt.Println(status.Code(<-done), status.Code(<-done))
+	// Their slots are free again once they have ended: a call's response
+	// leaves the server after its slot is given back.
+	header, err = call()
+	fmt.Println(status.Code(err), header.Get("ratelimit"))
+	// Output:
+	// ResourceExhausted ["per-ip";q=2;qu="concurrent-requests"] ["per-ip";r=0]
+	//   retry in 1s
+	//   quota per-ip of 2 full for 127.0.0.1
+	// OK OK
+	// OK ["per-ip";r=1]
+}

@@ -30,12 +30,13 @@ type config struct {
 	failOpen     bool
 	dryRun       bool
 	unavailable  time.Duration
+	busy         time.Duration // retry hint of a full concurrency limit; 0 sends none
 	errorHook    func(ctx context.Context, fullMethod string, err error)
 	decisionHook func(ctx context.Context, fullMethod string, d sluice.Decision)
 }
 
 func defaults() config {
-	return config{name: "default", minCost: 1, unavailable: time.Second}
+	return config{name: "default", minCost: 1, unavailable: time.Second, busy: time.Second}
 }
 
 // WithKey makes the interceptor key calls with f; nil restores the
@@ -135,9 +136,34 @@ func WithUnavailableRetryAfter(d time.Duration) Option {
 	})
 }
 
+// WithConcurrencyRetryAfter sets the retry delay of the RetryInfo detail
+// sent with codes.ResourceExhausted when a concurrency limit
+// ([sluice.NewConcurrencyLimit]) is full: a hint of how soon a slot
+// usually comes back, capped at when the earliest lease held on the key
+// expires, by which the store gives a slot back even if no call ends. The
+// default is 1 second, and 0 sends no RetryInfo.
+//
+// A concurrency limit cannot say when a slot comes back: each comes back
+// when a call in flight ends, which may be a millisecond away, while the
+// only time the store knows, the earliest expiry, is a bound for holders
+// that died, as far off as the limit's time to live; a client that
+// honours RetryInfo would wait that long for nothing.
+func WithConcurrencyRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative retry delay %v", sluice.ErrInvalidConfig, d)
+		}
+		c.busy = d
+		return nil
+	})
+}
+
 // WithDryRun makes the interceptor decide and report every call (the
 // RateLimit metadata and both hooks) but serve it whatever the decision
-// or error, so that a limit can be tried on production traffic.
+// or error, so that a limit can be tried on production traffic. Under a
+// concurrency limit a call that gets a slot holds it while it is served,
+// as under enforcement, so that r counts the calls in flight; one that
+// gets none is served without one.
 func WithDryRun() Option {
 	return optionFunc(func(c *config) error {
 		c.dryRun = true
@@ -147,8 +173,9 @@ func WithDryRun() Option {
 
 // WithErrorHook makes the interceptor call f with every error, whether or
 // not the call is then served: key and cost errors, costs above the
-// limit, limiter and store errors, and [ErrCallCanceled]. Use it for logs
-// and metrics.
+// limit, limiter and store errors, and [ErrCallCanceled]; and, once the
+// call has ended, a lease of a concurrency limit that could not be given
+// back ([ErrRelease]). Use it for logs and metrics.
 func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Option {
 	return optionFunc(func(c *config) error {
 		c.errorHook = f

@@ -37,6 +37,39 @@
 // (codes.Canceled, codes.DeadlineExceeded) and is neither served nor
 // reported as a store error.
 //
+// # Concurrency
+//
+// With a concurrency limit ([sluice.NewConcurrencyLimit]) the interceptors
+// limit how many calls of a key run at once rather than how many arrive
+// in a while: a unary call holds a lease of its cost
+// ([sluice.Limiter.TryAcquire]) while its handler runs, and a stream for
+// as long as it is open, from its opening to its handler's return. The
+// lease is released with defer, when the handler returns or panics (the
+// panic goes on as before, to a recovery interceptor chained outside, or
+// to the process), and when the client goes away (the release is made
+// though the call's context has ended). A lease that cannot be released
+// (the store is down, or the call outlived the limit's time to live and
+// its lease expired) is reported to the error hook as [ErrRelease]; its
+// slot comes back when the lease expires. Choose the time to live longer
+// than the longest call, or stream.
+//
+// A call that finds the limit full ends with codes.ResourceExhausted, as a
+// call over a rate limit does: the client used up its share, which
+// retrying later may find free, and the server is not unavailable (which
+// codes.Unavailable would say, and which clients retry at once, perhaps
+// on another server sharing the same full limit). The header metadata
+// follows the draft's quota unit for concurrency:
+//
+//	ratelimit-policy: "default";q=2;qu="concurrent-requests"
+//	ratelimit: "default";r=0
+//
+// without w, since the limit has no window, r being how many more calls
+// may start now, and without t: slots come back as calls end, at instants
+// no server can know. The QuotaFailure violation names the key and the
+// policy as for a rate limit, and the RetryInfo carries a hint,
+// [WithConcurrencyRetryAfter] (1 second by default), capped at when the
+// earliest lease expires, rather than the exact delay a rate limit sends.
+//
 // # Clients
 //
 // A [Pacer] waits on a limiter before each outgoing call, so that a job
@@ -56,6 +89,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/ratelimitheader"
 	"github.com/sluice-go/sluice/internal/requestcost"
 )
@@ -74,6 +108,13 @@ var (
 	// the limiter's error is then the call's end, not a failure of the
 	// store. The context's error is wrapped too.
 	ErrCallCanceled = errors.New("sluicegrpc: call ended before its decision")
+	// ErrRelease reports that the lease a call held on a concurrency limit
+	// could not be given back once the call ended: the store failed, or
+	// the lease had expired already ([sluice.ErrNotHeld]), because the
+	// call outlived the limit's time to live and its slot may have gone to
+	// another call meanwhile. The slot comes back when the lease expires.
+	// The store's error is wrapped too.
+	ErrRelease = errors.New("sluicegrpc: lease not released")
 )
 
 // Metadata keys of the RateLimit fields in response header metadata.
@@ -101,6 +142,9 @@ type Interceptor struct {
 	config
 	lim    *sluice.Limiter
 	policy *ratelimitheader.Policy
+	// leases says that lim is a concurrency limit: a call holds a lease
+	// while it runs.
+	leases bool
 }
 
 // NewInterceptor returns server interceptors that limit calls with lim,
@@ -133,53 +177,96 @@ func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 		return nil, err
 	}
 	i.policy = p
+	i.leases = lim.Params().Kind == engine.KindConcurrency
 	return i, nil
 }
 
-// Unary is a grpc.UnaryServerInterceptor that limits unary calls.
+// Unary is a grpc.UnaryServerInterceptor that limits unary calls. Under a
+// concurrency limit a call holds its slot until handler returns or
+// panics.
 func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if i.skip != nil && i.skip(ctx, info.FullMethod) {
 		return handler(ctx, req)
 	}
-	if err := i.admit(ctx, info.FullMethod, req, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
+	lease, err := i.admit(ctx, info.FullMethod, req, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+	if err != nil {
 		return nil, err
+	}
+	if lease != nil {
+		defer i.release(ctx, info.FullMethod, lease)
 	}
 	return handler(ctx, req)
 }
 
 // Stream is a grpc.StreamServerInterceptor that limits streams: each is
-// decided, and charged, once when it opens.
+// decided, and charged, once when it opens. Under a concurrency limit a
+// stream holds its slot until handler returns or panics: for as long as
+// the stream is open.
 func (i *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
 	if i.skip != nil && i.skip(ctx, info.FullMethod) {
 		return handler(srv, ss)
 	}
-	if err := i.admit(ctx, info.FullMethod, nil, ss.SetHeader); err != nil {
+	lease, err := i.admit(ctx, info.FullMethod, nil, ss.SetHeader)
+	if err != nil {
 		return err
+	}
+	if lease != nil {
+		defer i.release(ctx, info.FullMethod, lease)
 	}
 	return handler(srv, ss)
 }
 
 // admit decides a call, sends its RateLimit fields with setHeader, and
-// returns nil if the call is to be served, or its status error.
-func (i *Interceptor) admit(ctx context.Context, method string, req any, setHeader func(metadata.MD) error) error {
+// returns nil if the call is to be served, or its status error. A call
+// served under a concurrency limit comes with the lease it holds, for the
+// caller to release when the call ends; a call that is not served has
+// none.
+func (i *Interceptor) admit(ctx context.Context, method string, req any, setHeader func(metadata.MD) error) (*sluice.Lease, error) {
 	key, err := i.key(ctx, method)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrKey, err)
 		i.report(ctx, method, err)
 		switch {
 		case i.dryRun:
-			return nil
+			return nil, nil
 		case errors.Is(err, sluice.ErrInvalidConfig): // the server's fault, not the call's
-			return status.Error(codes.Internal, "sluicegrpc: misconfigured key")
+			return nil, status.Error(codes.Internal, "sluicegrpc: misconfigured key")
 		}
-		return status.Error(codes.InvalidArgument, err.Error())
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	cost, costErr := i.costOf(ctx, method, req)
-	d, err := i.lim.Allow(ctx, key, cost)
-	if err != nil {
-		return i.limiterFailed(ctx, method, err)
+	if !i.leases {
+		d, err := i.lim.Allow(ctx, key, cost)
+		if err != nil {
+			return nil, i.limiterFailed(ctx, method, err)
+		}
+		return nil, i.answer(ctx, method, key, d, costErr, setHeader)
 	}
+	lease, err := i.lim.TryAcquire(ctx, key, cost)
+	if err != nil {
+		return nil, i.limiterFailed(ctx, method, err)
+	}
+	if !lease.Allowed {
+		return nil, i.answer(ctx, method, key, lease.Decision, costErr, setHeader)
+	}
+	served := false
+	defer func() {
+		if !served { // refused after all, or a hook panicked
+			i.release(ctx, method, &lease)
+		}
+	}()
+	if err := i.answer(ctx, method, key, lease.Decision, costErr, setHeader); err != nil {
+		return nil, err
+	}
+	served = true
+	return &lease, nil
+}
+
+// answer sends the RateLimit fields of d, the decision on a call of key,
+// with setHeader, and returns nil if the call is to be served, or its
+// status error: a denial, or the error of its cost.
+func (i *Interceptor) answer(ctx context.Context, method, key string, d sluice.Decision, costErr error, setHeader func(metadata.MD) error) error {
 	fields := i.policy.Fields(d)
 	// A header that cannot be sent (the stream's header is already out)
 	// must not change the decision.
@@ -189,7 +276,7 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 	}
 	switch {
 	case !d.Allowed && !i.dryRun:
-		return denied(key, i.policy.Name(), fields, d)
+		return denied(key, i.policy, fields, d, i.busy)
 	case costErr != nil:
 		i.report(ctx, method, costErr)
 		if !i.dryRun {
@@ -197,6 +284,15 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 		}
 	}
 	return nil
+}
+
+// release gives back the lease of a call once it has ended, even if its
+// context has ended or its handler panicked, and reports a lease that
+// could not be given back to the error hook.
+func (i *Interceptor) release(ctx context.Context, method string, lease *sluice.Lease) {
+	if err := lease.Release(ctx); err != nil {
+		i.report(ctx, method, fmt.Errorf("%w: %w", ErrRelease, err))
+	}
 }
 
 // costOf returns what a call is charged: its cost, at least the minimum

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
@@ -39,11 +40,23 @@ import (
 // is booked, with its Delay. Under [WithDryRun] nothing is held: the turn
 // is booked, as enforcement would book it, and the request served at once.
 //
-// It needs a limiter that reserves: the GCRA, the leaky bucket or the
-// token bucket. With a window algorithm [New] fails with an error wrapping
-// [sluice.ErrInvalidConfig] and [sluice.ErrUnsupported]. maxDelay must be
-// between 0 and 2^60 ns (about 36 years); 0 holds nothing, as without the
-// option. A server's WriteTimeout must leave room for the delay.
+// With a concurrency limit ([sluice.NewConcurrencyLimit]) a request that
+// finds every slot of its key taken waits for one with the limiter's
+// Acquire, for at most maxDelay (a context with that timeout), in the
+// order the waiting requests came; one still waiting then is answered 429
+// with the fields of the key as it stands then. A request whose client
+// goes away while it waits is neither served nor answered, as above. The
+// decision hook sees the outcome once the wait is over: a lease granted,
+// or the denial. The same holds for a [NewGroup] with a concurrency limit
+// among its policies, whatever its other limits' algorithms: the group
+// waits until every policy admits the request.
+//
+// Otherwise it needs a limiter that reserves: the GCRA, the leaky bucket or
+// the token bucket. With a window algorithm [New] fails with an error
+// wrapping [sluice.ErrInvalidConfig] and [sluice.ErrUnsupported]. maxDelay
+// must be between 0 and 2^60 ns (about 36 years); 0 holds nothing, as
+// without the option. A server's WriteTimeout must leave room for the
+// delay.
 func WithMaxDelay(maxDelay time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if maxDelay < 0 || maxDelay > arith.MaxSpan {
@@ -58,11 +71,11 @@ func WithMaxDelay(maxDelay time.Duration) Option {
 // checkDelay reports whether lim can hold requests as the configuration
 // asks.
 func checkDelay(lim *sluice.Limiter, c *config) error {
-	if c.maxDelay == 0 {
-		return nil
+	if c.maxDelay == 0 || c.groupLeases {
+		return nil // a group that holds leases waits with Acquire
 	}
-	if p := lim.Params(); !p.Reservable() {
-		return fmt.Errorf("%w: %w: WithMaxDelay needs a limiter that reserves (GCRA, leaky or token bucket), not a %v",
+	if p := lim.Params(); !p.Reservable() && p.Kind != engine.KindConcurrency {
+		return fmt.Errorf("%w: %w: WithMaxDelay needs a limiter that reserves (GCRA, leaky or token bucket) or a concurrency limit, not a %v",
 			sluice.ErrInvalidConfig, sluice.ErrUnsupported, p.Kind)
 	}
 	return nil

@@ -179,3 +179,53 @@ func ExampleFields() {
 	// 200 "orders";r=0;t=20 []
 	// 429 "orders";r=0;t=20 [10]
 }
+
+func ExampleNew_concurrency() {
+	// Each client IP may have 2 requests in flight at once. A slot comes
+	// back when its request ends; one whose server died comes back when
+	// its lease expires, a minute after it was taken.
+	lim, err := sluice.NewConcurrencyLimit(2, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	limit, err := sluicehttp.New(lim, sluicehttp.WithPolicyName("exports"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	started, finish := make(chan struct{}, 3), make(chan struct{})
+	export := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		started <- struct{}{}
+		<-finish // a long export
+		fmt.Fprintln(w, "exported")
+	})
+	handler := limit(export)
+	get := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/export", nil))
+		return w
+	}
+
+	done := make(chan *httptest.ResponseRecorder, 2)
+	for range 2 {
+		go func() { done <- get() }()
+		<-started
+	}
+	// A third request while two are in flight is refused.
+	w := get()
+	fmt.Println(w.Code, "RateLimit-Policy:", w.Header().Get("RateLimit-Policy"))
+	fmt.Println("    RateLimit:", w.Header().Get("RateLimit"))
+	fmt.Println("    Retry-After:", w.Header().Get("Retry-After"))
+
+	close(finish)
+	fmt.Println((<-done).Code, (<-done).Code)
+	// Their slots are free again once they have ended.
+	w = get()
+	fmt.Println(w.Code, "RateLimit:", w.Header().Get("RateLimit"))
+	// Output:
+	// 429 RateLimit-Policy: "exports";q=2;qu="concurrent-requests"
+	//     RateLimit: "exports";r=0
+	//     Retry-After: 1
+	// 200 200
+	// 200 RateLimit: "exports";r=1
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/ratelimitheader"
 )
 
@@ -38,9 +39,20 @@ type Policy struct {
 // the same way. A denial's Retry-After is when every policy would admit
 // the request.
 //
+// With a concurrency limit ([sluice.NewConcurrencyLimit]) among the
+// policies, a request that every policy admits holds a lease on each
+// concurrency limit for as long as it is served, and gives them back when
+// the handler returns, panics, or its client goes away, as [New] does for
+// one (see the package's Concurrency section); what the rate limits
+// admitted stays spent. A denial's Retry-After is then the latest of
+// those the policies that denied it would send alone: exact for a rate
+// limit, a hint for a concurrency limit ([WithConcurrencyRetryAfter]).
+//
 // The options apply to the whole middleware, except those that name a
 // policy ([WithPolicyName]: the policies' Names do). [WithMaxDelay] holds a
-// request until its turn on every policy, which then must all reserve.
+// request until its turn on every policy, which then must all reserve; or,
+// with a concurrency limit among them, until every policy admits it, with
+// the group's Acquire, whatever their algorithms.
 // NewGroup returns an error wrapping [sluice.ErrInvalidConfig] for no
 // policies, a nil limiter, names missing or alike, or limiters that do not
 // share a store, and [sluice.ErrUnsupported] for a store that cannot
@@ -50,17 +62,24 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 		return nil, fmt.Errorf("%w: a group middleware needs at least one policy", sluice.ErrInvalidConfig)
 	}
 	lims := make([]*sluice.Limiter, len(policies))
+	leases := false
 	for i, p := range policies {
 		lims[i] = p.Limiter
 		if p.Limiter == nil {
 			return nil, fmt.Errorf("%w: policy %q has no limiter", sluice.ErrInvalidConfig, p.Name)
 		}
+		leases = leases || p.Limiter.Params().Kind == engine.KindConcurrency
 	}
-	m, err := newMiddleware(policies[0].Limiter, append(opts, WithPolicyName(policies[0].Name)))
+	opts = append(opts, WithPolicyName(policies[0].Name), optionFunc(func(c *config) error {
+		c.groupLeases = leases
+		return nil
+	}))
+	m, err := newMiddleware(policies[0].Limiter, opts)
 	if err != nil {
 		return nil, err
 	}
-	g := &groupMiddleware{middleware: m, policies: make([]groupPolicy, len(policies))}
+	m.leases = false // the group's, not its first policy's
+	g := &groupMiddleware{middleware: m, policies: make([]groupPolicy, len(policies)), leases: leases}
 	m.policies = make([]*Fields, len(policies))
 	for i, p := range policies {
 		if p.Name == "" {
@@ -98,6 +117,9 @@ type groupMiddleware struct {
 	*middleware
 	group    *sluice.Group
 	policies []groupPolicy
+	// leases says that a concurrency limit is among the policies: a
+	// request holds the group's leases while it is served.
+	leases bool
 }
 
 type groupPolicy struct {
@@ -127,6 +149,10 @@ func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *htt
 		keys[i] = "{" + key + "}:" + p.name
 	}
 	cost, costErr := g.costOf(r)
+	if g.leases {
+		g.serveLeased(next, w, r, keys, cost, costErr)
+		return
+	}
 	d, turn, err := g.decide(r.Context(), keys, cost, costErr)
 	if err != nil {
 		g.limiterFailed(next, w, r, err)

@@ -32,15 +32,20 @@ type config struct {
 	dryRun       bool
 	maxDelay     time.Duration // 0 holds nothing
 	unavailable  time.Duration
+	busy         time.Duration // Retry-After hint of a full concurrency limit; 0 sends none
 	deny         func(http.ResponseWriter, *http.Request, sluice.Decision)
 	onError      func(http.ResponseWriter, *http.Request, error)
 	errorHook    func(*http.Request, error)
 	decisionHook func(*http.Request, sluice.Decision)
+
+	// groupLeases says that the middleware is a group's that holds
+	// leases: it waits with Acquire, whatever its limiters' kinds.
+	groupLeases bool
 }
 
 // defaults returns the configuration options start from.
 func defaults() config {
-	return config{minCost: 1, unavailable: time.Second}
+	return config{minCost: 1, unavailable: time.Second, busy: time.Second}
 }
 
 // WithKey makes the middleware key requests with f; nil restores the
@@ -171,13 +176,41 @@ func WithUnavailableRetryAfter(d time.Duration) Option {
 	})
 }
 
+// WithConcurrencyRetryAfter sets the Retry-After of a 429 answered
+// because a concurrency limit ([sluice.NewConcurrencyLimit]) is full: a
+// hint of how soon a slot usually comes back, rounded up to whole
+// seconds, and capped at when the earliest lease held on the key expires,
+// by which the store gives a slot back even if no request ends. The
+// default is 1 second; 0 leaves Retry-After out (unless a rate limit of
+// the same group denied the request too, whose Retry-After is exact).
+//
+// A concurrency limit cannot say when a slot comes back: each comes back
+// when a request in flight ends, which may be a millisecond away, and the
+// only time the store knows, the earliest expiry, is a bound for holders
+// that died, as far off as the limit's time to live. Sent as it is, it
+// would keep clients that honour Retry-After away for that long, for
+// nothing; so the middleware sends this hint instead, and no t in the
+// RateLimit field (see the package's Concurrency section).
+func WithConcurrencyRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative Retry-After %v", sluice.ErrInvalidConfig, d)
+		}
+		c.busy = d
+		return nil
+	})
+}
+
 // WithDryRun makes the middleware decide and report every request (the
 // RateLimit fields, [WithDecisionHook], [WithErrorHook]) but serve it
 // whatever the decision or error. A would-be denial gets no Retry-After.
 // Requests that would have been denied record nothing, as denied requests
 // never do, so the reported allowance is what enforcement would report.
 // Under [WithMaxDelay] nothing is held: a request that would be held books
-// its turn, as it would under enforcement, and is served at once.
+// its turn, as it would under enforcement, and is served at once. Under a
+// concurrency limit a request that gets a slot holds it while it is
+// served, as under enforcement, so that r counts the requests in flight;
+// one that gets none is served without one, and waits for none.
 func WithDryRun() Option {
 	return optionFunc(func(c *config) error {
 		c.dryRun = true
@@ -188,7 +221,10 @@ func WithDryRun() Option {
 // WithDenyHandler makes f write the response to a denied request, instead
 // of a 429 with a short text body. Retry-After and the RateLimit fields
 // are already set when f is called; f should answer 429 or 503 and keep
-// them. nil restores the default.
+// them. nil restores the default. For a full concurrency limit, f is
+// where to answer 503 Service Unavailable as nginx's limit_conn does by
+// default, where the limit guards the server's capacity rather than a
+// client's share of it (see the package's Concurrency section).
 func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, d sluice.Decision)) Option {
 	return optionFunc(func(c *config) error {
 		c.deny = f
@@ -211,8 +247,9 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 // WithErrorHook makes the middleware call f with every error, before the
 // response is written and whether or not the request is then served: key
 // and cost errors, costs above the limit, limiter and store errors, and
-// [ErrRequestCanceled]. Use it for logs and metrics; f must not write to
-// the response.
+// [ErrRequestCanceled]; and, once the handler has returned, a lease of a
+// concurrency limit that could not be given back ([ErrRelease]). Use it
+// for logs and metrics; f must not write to the response.
 func WithErrorHook(f func(r *http.Request, err error)) Option {
 	return optionFunc(func(c *config) error {
 		c.errorHook = f

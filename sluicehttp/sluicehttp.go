@@ -11,7 +11,9 @@
 // [WithCost] and [WithMinCost]) and asks the limiter to Allow it. An
 // admitted request goes on to the wrapped handler; a denied one is
 // answered 429 Too Many Requests with Retry-After. [WithSkip] lets chosen
-// requests through undecided.
+// requests through undecided. A concurrency limit is not asked to Allow a
+// request but to lend it a slot for as long as it is served (see
+// Concurrency).
 //
 // # Delayed admission
 //
@@ -42,7 +44,65 @@
 // 1, so a client that waits that long is admitted unless it (or another
 // client with its key) spends the allowance meanwhile. [WithLegacyHeaders]
 // adds the X-RateLimit-* fields for older clients. A handler that decides
-// for itself writes the same fields with [Fields].
+// for itself writes the same fields with [Fields]. A concurrency limit's
+// fields differ (no w, no t, and a Retry-After that is a hint): see
+// Concurrency.
+//
+// # Concurrency
+//
+// With a concurrency limit ([sluice.NewConcurrencyLimit]) the middleware
+// limits how many requests of a key are served at once, as nginx's
+// limit_conn does, rather than how many arrive in a while: it takes a
+// lease of the request's cost before calling the wrapped handler
+// ([sluice.Limiter.TryAcquire]) and releases it when the handler returns,
+// with defer, so that the slot comes back whether the handler returned,
+// panicked (the panic goes on to the server as before) or saw its client
+// go away (the release is made even though the request's context has
+// ended). A lease that cannot be released (the store is down, or the
+// handler outlived the limit's time to live and the lease expired) is
+// reported to the error hook as [ErrRelease]; its slot comes back when the
+// lease expires. Choose the time to live longer than the longest request:
+// the server's WriteTimeout, or the handler's own deadline. The slot is
+// held until the handler returns, however long the response streams, and
+// no longer: a handler that hands a hijacked connection (a WebSocket) to
+// another goroutine and returns gives it back then. [WithMaxDelay]
+// makes a request that finds every slot taken wait for one, in arrival
+// order, for at most the delay. [NewGroup] holds a lease the same way when
+// a concurrency limit is among its policies, beside rate limits whose
+// cost stays spent.
+//
+// A request that finds the limit full is answered 429 Too Many Requests,
+// like a request over a rate limit, and not 503 Service Unavailable as
+// nginx's limit_conn answers by default (as its limit_req does, where this
+// package answers 429 too). A limit per key is the client's own share: it
+// went over it by sending more requests at once than its quota, which is
+// what 429 tells, with the RateLimit fields to read it from; the server is
+// not unavailable, and answers the client's other requests and other
+// clients. A 503 would also be taken for an outage by what stands between:
+// proxies that retry 5xx answers on another backend (with a shared store,
+// to the same full limit), load balancers that eject a backend after 5xx
+// answers, and error budgets. For a limit that guards the server's own
+// capacity (a key shared by every request), answer 503 with
+// [WithDenyHandler]. The default body reads "too many concurrent
+// requests".
+//
+// The fields follow the draft's quota unit for concurrency:
+//
+//	RateLimit-Policy: "default";q=2;qu="concurrent-requests"
+//	RateLimit: "default";r=1
+//
+// q is the limit, qu is "concurrent-requests" (unless [WithQuotaUnit] names
+// another), and w is left out: the limit has no window. r is how many
+// more may start now, after this request. The RateLimit field carries no
+// t, which the draft makes optional: t is a time within which no more than
+// r may be used, and the slots come back as requests end, which no server
+// can know beforehand. The only time the store knows is when leases
+// expire, a bound for holders that died, as far off as the time to live.
+// For the same reason a denial's Retry-After is a hint,
+// [WithConcurrencyRetryAfter] (1 second by default), capped at when the
+// earliest lease expires (by which a slot comes back even if no request
+// ends), rather than a time at which the request is sure to be admitted.
+// [WithLegacyHeaders] sends no X-RateLimit-Reset for it either.
 //
 // # Errors
 //
@@ -80,6 +140,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/ratelimitheader"
 	"github.com/sluice-go/sluice/internal/requestcost"
 )
@@ -100,6 +161,13 @@ var (
 	// a failure of the store. Nothing is written and the request is not
 	// served. The context's error is wrapped too.
 	ErrRequestCanceled = errors.New("sluicehttp: request ended before it was served")
+	// ErrRelease reports that the lease a request held on a concurrency
+	// limit could not be given back once its handler returned: the store
+	// failed, or the lease had expired already ([sluice.ErrNotHeld]),
+	// because the request outlived the limit's time to live and its slot
+	// may have gone to another request meanwhile. The slot comes back when
+	// the lease expires. The store's error is wrapped too.
+	ErrRelease = errors.New("sluicehttp: lease not released")
 )
 
 // CostFunc returns the cost of a request, in the limiter's units: for
@@ -171,6 +239,11 @@ type middleware struct {
 	policies []*Fields
 	// retryAfter is the Retry-After of a 503, in seconds; 0 leaves it out.
 	retryAfter int64
+	// leases says that lim is a concurrency limit: a request holds a
+	// lease while it is served.
+	leases bool
+	// full answers a request that a full concurrency limit denied.
+	full func(http.ResponseWriter, *http.Request, sluice.Decision)
 }
 
 // newMiddleware applies every option, even after one fails, so that a
@@ -184,8 +257,9 @@ func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 	if m.key == nil {
 		m.key = ClientIP{}.Key
 	}
+	m.full = m.deny
 	if m.deny == nil {
-		m.deny = deny
+		m.deny, m.full = deny, denyFull
 	}
 	if m.onError == nil {
 		m.onError = writeError
@@ -202,6 +276,7 @@ func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 	}
 	m.fields = fields
 	m.policies = []*Fields{fields}
+	m.leases = lim.Params().Kind == engine.KindConcurrency
 	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
 	return m, nil
 }
@@ -223,6 +298,10 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		return
 	}
 	cost, costErr := m.costOf(r)
+	if m.leases {
+		m.serveLeased(next, w, r, key, cost, costErr)
+		return
+	}
 	d, turn, err := m.decide(r.Context(), key, cost, costErr)
 	if err != nil {
 		m.limiterFailed(next, w, r, err)
@@ -317,6 +396,10 @@ func (m *middleware) fail(next http.Handler, w http.ResponseWriter, r *http.Requ
 
 func deny(w http.ResponseWriter, _ *http.Request, _ sluice.Decision) {
 	http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
+}
+
+func denyFull(w http.ResponseWriter, _ *http.Request, _ sluice.Decision) {
+	http.Error(w, "too many concurrent requests", http.StatusTooManyRequests)
 }
 
 func writeError(w http.ResponseWriter, _ *http.Request, err error) {

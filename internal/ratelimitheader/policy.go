@@ -14,8 +14,9 @@ import (
 type Config struct {
 	// Name is the policy's name; "" means "default".
 	Name string
-	// Unit is the quota unit, the qu parameter ("content-bytes"); "" leaves
-	// it out, which means "requests".
+	// Unit is the quota unit, the qu parameter ("content-bytes"); "" is
+	// the limiter's own: left out, which means "requests", for a rate
+	// limit, and [ConcurrentRequests] for a concurrency limit.
 	Unit string
 	// Window, when WindowSet, is the policy's window: w is it rounded to
 	// the nearest second, and left out when that is 0. Otherwise the
@@ -26,6 +27,11 @@ type Config struct {
 	// is below it could never admit a request.
 	MinCost float64
 }
+
+// ConcurrentRequests is the quota unit of a concurrency limit
+// ([sluice.NewConcurrencyLimit]), registered by the draft: q is how many
+// requests may be in flight at once, and r how many more may start now.
+const ConcurrentRequests = "concurrent-requests"
 
 // Policy serializes the fields of one quota policy. Its methods are safe
 // for concurrent use.
@@ -38,6 +44,8 @@ type Policy struct {
 	// field is the whole RateLimit-Policy item, and quota its q.
 	field string
 	quota int64
+	// concurrent says that the policy is a concurrency limit's.
+	concurrent bool
 }
 
 // New returns the policy lim enforces, named by c, or an error wrapping
@@ -47,7 +55,9 @@ type Policy struct {
 // whole unit is an error: no Integer q could describe it. The window w,
 // unless c sets it, is the window length for the window algorithms, and
 // for GCRA and the buckets the time in which q units drain or refill, so
-// that q/w is the long-run rate even for a fractional burst.
+// that q/w is the long-run rate even for a fractional burst. A
+// concurrency limit has no window of its own: w is left out unless c sets
+// one, and its unit is [ConcurrentRequests] unless c names another.
 func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	if c.Name == "" {
 		c.Name = "default"
@@ -56,7 +66,14 @@ func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{rawName: c.Name, name: name}
+	if lim == nil {
+		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
+	}
+	params := lim.Params()
+	p := &Policy{rawName: c.Name, name: name, concurrent: params.Kind == engine.KindConcurrency}
+	if c.Unit == "" && p.concurrent {
+		c.Unit = ConcurrentRequests
+	}
 	if c.Unit != "" {
 		unit, err := SFString("quota unit", c.Unit)
 		if err != nil {
@@ -67,7 +84,6 @@ func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	if c.WindowSet && c.Window < 0 {
 		return nil, fmt.Errorf("%w: negative policy window %v", sluice.ErrInvalidConfig, c.Window)
 	}
-	params := lim.Params()
 	p.quota = WholeUnits(params.Limit, params.Limit)
 	if p.quota == 0 {
 		return nil, fmt.Errorf("%w: limit %v is less than one whole unit, which RateLimit-Policy cannot state: count in a smaller unit",
@@ -124,6 +140,13 @@ func (p *Policy) Name() string { return p.rawName }
 // decision.
 func (p *Policy) Field() string { return p.field }
 
+// Concurrent reports whether the policy is a concurrency limit's: its
+// quota is held by the requests in flight and comes back as each ends,
+// at an instant nobody knows beforehand, so that its fields carry no t
+// (see [Policy.Fields]) and its denials no exact delay (see
+// [Policy.RetryDelay]).
+func (p *Policy) Concurrent() bool { return p.concurrent }
+
 // Fields are the values a decision's response carries.
 type Fields struct {
 	// Policy is the RateLimit-Policy item, and RateLimit the RateLimit
@@ -131,21 +154,59 @@ type Fields struct {
 	Policy, RateLimit string
 	// Quota, Remaining and Reset are q, r and t: the limit in whole units,
 	// the whole units left, and the seconds until the allowance is whole
-	// again (for a denial, never before Retry-After).
+	// again (for a denial, never before Retry-After). Reset is 0, and t
+	// left out, unless HasReset.
 	Quota, Remaining, Reset int64
+	// HasReset reports whether the fields carry t: always but for a
+	// concurrency limit (see [Policy.Concurrent]).
+	HasReset bool
 }
 
 // Fields returns the fields that describe d.
+//
+// For a concurrency limit they carry r alone, the slots free after this
+// request, and no t. The draft's t is a time within which no more than r
+// may be used; the slots of a concurrency limit come back as requests
+// end, which no server can tell beforehand. The only time it knows,
+// d.ResetAfter, is when the last lease would expire if never released:
+// a bound for a holder that died, minutes away for a request that ends
+// in milliseconds, which a client would read as a window to wait out.
 func (p *Policy) Fields(d sluice.Decision) Fields {
 	f := Fields{Policy: p.field, Quota: p.quota}
 	f.Remaining = WholeUnits(d.Remaining, d.Limit)
+	f.RateLimit = p.name + ";r=" + strconv.FormatInt(f.Remaining, 10)
+	if p.concurrent {
+		return f
+	}
 	reset := d.ResetAfter
 	if !d.Allowed {
 		reset = max(reset, d.RetryAfter)
 	}
-	f.Reset = clampInteger(CeilSeconds(reset))
-	f.RateLimit = p.name + ";r=" + strconv.FormatInt(f.Remaining, 10) + ";t=" + strconv.FormatInt(f.Reset, 10)
+	f.Reset, f.HasReset = clampInteger(CeilSeconds(reset)), true
+	f.RateLimit += ";t=" + strconv.FormatInt(f.Reset, 10)
 	return f
+}
+
+// RetryDelay returns how long a client that d denied should wait before
+// it tries again, and whether to tell it at all.
+//
+// For a rate limit it is d.RetryAfter, exact: one nanosecond sooner the
+// same request is still denied. For a concurrency limit d.RetryAfter is
+// only when enough of the earliest leases expire: a bound, which a
+// request that ends and releases its lease beats by as much as the
+// lease's time to live. The delay is then busy, a hint of how soon slots
+// usually come back, capped at that bound, by which the store gives a
+// slot back even if nobody releases one; busy <= 0 tells nothing.
+func (p *Policy) RetryDelay(d sluice.Decision, busy time.Duration) (time.Duration, bool) {
+	switch {
+	case !p.concurrent:
+		return d.RetryAfter, true
+	case busy <= 0:
+		return 0, false
+	case d.RetryAfter > 0:
+		return min(busy, d.RetryAfter), true
+	}
+	return busy, true // no bound known: a wait that timed out, say
 }
 
 // policyField serializes the RateLimit-Policy item for quota q.

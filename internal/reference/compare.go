@@ -30,10 +30,11 @@ const durationSlack = 0x1p-46
 // zero iff admitted). Then, if want lies within [Band] of a threshold, it
 // reports lenient and compares nothing else: the caller should then load
 // the production state into the model. Otherwise it requires the same
-// Allowed and Granted, Used within Band of the limit, and durations
-// (RetryAfter, ResetAfter, a reservation's Delay, and its At as Delay
-// after now) equal to the nanosecond when they are exact instants (GCRA,
-// refills, windows, log entries), or within 1 ns plus the Band converted
+// Allowed and Granted, Used within Band of the limit, a lease's At (its
+// identity) to the nanosecond, and durations (RetryAfter, ResetAfter, a
+// reservation's Delay, and its At as Delay after now) equal to the
+// nanosecond when they are exact instants (GCRA, refills, windows, log
+// entries, leases), or within 1 ns plus the Band converted
 // to time at the drain rate plus 2^-46 of the duration when they come
 // from float amounts (the meters, the sliding counter's RetryAfter); a
 // booking's ResetAfter, which counts from its instant, within that plus
@@ -51,7 +52,8 @@ func Compare(p engine.Params, op engine.Op, got engine.Decision, want Decision) 
 	if got.Granted != want.Granted {
 		return false, fmt.Errorf("Granted = %v, want %v (margin %.3g)", got.Granted, want.Granted, want.Margin)
 	}
-	if (got.At == 0) != (want.At == 0) {
+	if (got.At == 0) != (want.At == 0) || p.Kind == engine.KindConcurrency && got.At != want.At {
+		// A lease's At is its identity: an instant, to the nanosecond.
 		return false, fmt.Errorf("At = %d, want %d", got.At, want.At)
 	}
 	used, _ := want.Used.Float64()
@@ -85,7 +87,11 @@ func Compare(p engine.Params, op engine.Op, got engine.Decision, want Decision) 
 // state: amounts within bounds, and the fields of each verb consistent
 // with one another (see [verbInvariants]).
 func Invariants(p engine.Params, op engine.Op, d engine.Decision) error {
-	if err := verbInvariants(op, d); err != nil {
+	check := verbInvariants
+	if p.Kind == engine.KindConcurrency {
+		check = func(op engine.Op, d engine.Decision) error { return leaseInvariants(p, op, d) }
+	}
+	if err := check(op, d); err != nil {
 		return err
 	}
 	switch {
@@ -156,6 +162,40 @@ func verbInvariants(op engine.Op, d engine.Decision) error {
 		return fmt.Errorf("Granted = %v but not Allowed", d.Granted)
 	case d.Allowed && d.Granted != op.Cost && (d.Granted != math.Floor(d.Granted) || d.Granted < 1 || d.Granted >= op.Cost):
 		return fmt.Errorf("Granted = %v of cost %v: neither the cost nor whole units less than it", d.Granted, op.Cost)
+	}
+	return nil
+}
+
+// leaseInvariants checks the fields of a concurrency limit's decision
+// that depend on the verb, in place of [verbInvariants]: no Delay and no
+// Granted ever; RetryAfter zero iff an acquisition or a check is admitted,
+// and always for a release or an extension, which have nothing to retry;
+// an At only for a lease taken (an admitted acquisition of a cost above
+// zero) or extended, at least Interval after now, and then the latest
+// identity the key handed out, so that ResetAfter reaches it exactly.
+func leaseInvariants(p engine.Params, op engine.Op, d engine.Decision) error {
+	var takes bool // whether the decision hands out an identity
+	switch op.Verb {
+	case engine.VerbCancel, engine.VerbExtend:
+		if d.RetryAfter != 0 {
+			return fmt.Errorf("RetryAfter = %v for a %v", d.RetryAfter, op.Verb)
+		}
+		takes = op.Verb == engine.VerbExtend && d.Allowed
+	default:
+		if d.Allowed != (d.RetryAfter == 0) {
+			return fmt.Errorf("Allowed = %v with RetryAfter = %v", d.Allowed, d.RetryAfter)
+		}
+		takes = op.Verb == engine.VerbAllow && d.Allowed && op.Cost > 0
+	}
+	switch {
+	case d.Delay != 0 || d.Granted != 0:
+		return fmt.Errorf("Delay = %v, Granted = %v for a lease's %v", d.Delay, d.Granted, op.Verb)
+	case !takes && d.At != 0:
+		return fmt.Errorf("At = %d for a %v that took no lease (allowed %v, cost %v)", d.At, op.Verb, d.Allowed, op.Cost)
+	case takes && d.At < op.Now+p.Interval:
+		return fmt.Errorf("At = %d for a lease taken at %d with a time to live of %v", d.At, op.Now, time.Duration(p.Interval))
+	case takes && int64(d.ResetAfter) != d.At-op.Now:
+		return fmt.Errorf("ResetAfter = %v, but the lease handed out expires %v from now", d.ResetAfter, time.Duration(d.At-op.Now))
 	}
 	return nil
 }

@@ -25,8 +25,8 @@ type Model interface {
 	// Apply runs op, which must be valid for the model's Params, on the key
 	// and returns the exact decision. It records what the Store contract
 	// says a decision records ([Records]): a fill-up, an admission, a
-	// booked reservation, a cancel that gave its cost back, a partial
-	// grant of more than zero.
+	// booked reservation, a cancel that gave its cost back (or released a
+	// lease), an extended lease, a partial grant of more than zero.
 	Apply(op engine.Op) Decision
 	// Reset forgets the key.
 	Reset()
@@ -63,7 +63,9 @@ type Decision struct {
 	Drain float64
 	// Delay is, for a booked reservation, how long from now until the
 	// caller may act, in nanoseconds, and At that instant when Delay is
-	// positive (zero otherwise).
+	// positive (zero otherwise). For a lease taken or extended (the
+	// concurrency limit's VerbAllow and VerbExtend), At is its identity,
+	// its expiry, and Delay zero.
 	Delay, At int64
 	// Granted is, for VerbAtMost, the cost admitted: the whole cost, the
 	// most whole units less than it that fit, or zero.
@@ -72,13 +74,14 @@ type Decision struct {
 
 // Records reports whether a decision d on verb changes the key's state,
 // as the Store contract defines it: a fill-up always; an admission, a
-// booked reservation and a cancel that gave its cost back when Allowed; a
-// partial grant when it granted more than zero; a check or a denial never.
+// booked reservation, a cancel that gave its cost back (or released a
+// lease) and an extension of a lease when Allowed; a partial grant when
+// it granted more than zero; a check or a denial never.
 func Records(verb engine.Verb, d Decision) bool {
 	switch verb {
 	case engine.VerbFill:
 		return true
-	case engine.VerbAllow, engine.VerbReserve, engine.VerbCancel:
+	case engine.VerbAllow, engine.VerbReserve, engine.VerbCancel, engine.VerbExtend:
 		return d.Allowed
 	case engine.VerbAtMost:
 		return d.Granted > 0
@@ -188,6 +191,8 @@ func newModel(p engine.Params) (Model, error) {
 		return newSlidingLog(p), nil
 	case engine.KindSlidingCounter:
 		return newSlidingCounter(p), nil
+	case engine.KindConcurrency:
+		return newLeases(p), nil
 	}
 	return nil, fmt.Errorf("reference: no model of %v", p.Kind)
 }

@@ -24,7 +24,7 @@ import (
 //   - An overflow (an Allow the algorithm denies, a reservation it cannot
 //     book within its MaxDelay, a fill-up that does not fit) starts a block
 //     unless one is in force: requests in a block never extend it. A check,
-//     a cancel and a partial grant never start one.
+//     a cancel, a lease's extension and a partial grant never start one.
 //   - With denials counted, a denied Allow or reservation, in a block or
 //     not, fills the key to its limit: the algorithm admits as much as it
 //     holds room for, at now.
@@ -127,7 +127,7 @@ func (s *Strict) Decide(op engine.Op) StrictDecision {
 		}
 		// Nothing fits: the decision on the least cost worth granting.
 		return s.blocked(s.held(min(op.Cost, 1), now, until), now, until)
-	case engine.VerbCancel:
+	case engine.VerbCancel, engine.VerbExtend:
 		d.Decision = s.inner.Apply(op)
 		if until == 0 {
 			s.recorded(op.Verb, d.Decision)

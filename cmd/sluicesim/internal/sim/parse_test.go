@@ -73,7 +73,7 @@ func TestParseLimiterSaysWhatIsWrong(t *testing.T) {
 		"a burst that is no number":     {"gcra rate=10/s burst=five", `burst: "five" is not a number`},
 		"a window that is no duration":  {"fixedwindow limit=10 window=soon", `window: "soon" is not a duration`},
 		"a zero window":                 {"fixedwindow limit=10 window=0s", "window: must be positive"},
-		"a negative burst":              {"gcra rate=10/s burst=-1", "sluice: invalid configuration: GCRA: limit must be positive and finite"},
+		"a negative burst":              {"gcra rate=10/s burst=-1", "sluice: invalid configuration: GCRA: limit must be positive and finite, at most 2^1000"},
 		"a zero rate":                   {"tokenbucket rate=0/s", "sluice: invalid configuration: rate 0/1s: amount must be positive and finite"},
 		"a rate too fast":               {"gcra rate=1e10/s burst=1", "faster than one unit per nanosecond"},
 		"a flag neither true nor false": {"fixedwindow limit=10 window=1s anchored=yes", `anchored: "yes" is neither true nor false (or write anchored alone for true)`},
