@@ -1,7 +1,9 @@
 // Command httpserver serves a small JSON API whose clients are limited per
 // IP address by sluicehttp: each may spend a burst of 5 units, refilled at
 // 1 unit per second. GET /items costs 1 unit; POST /batch costs one unit
-// per item in its body.
+// per item in its body. GET /report, which takes 2 seconds to build, is
+// limited by how many run at once: 2 per client, each holding a lease of
+// a concurrency limit for as long as it runs.
 //
 //	go run ./examples/httpserver -addr 127.0.0.1:8080
 package main
@@ -39,6 +41,10 @@ type config struct {
 	trustedProxies []netip.Prefix
 	// clock is the limiter's clock; nil means the system clock.
 	clock sluice.Clock
+	// concurrent is how many reports a client may have built at once.
+	concurrent float64
+	// reportTime is how long a report takes to build.
+	reportTime time.Duration
 }
 
 // maxBody bounds the size of a request body.
@@ -85,6 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (addr string, cfg config, err e
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen `address`")
 	perSecond := fs.Float64("rate", 1, "units each client regains per second")
 	fs.Float64Var(&cfg.burst, "burst", 5, "units each client may spend at once")
+	fs.Float64Var(&cfg.concurrent, "concurrent", 2, "reports each client may have built at once")
+	fs.DurationVar(&cfg.reportTime, "report", 2*time.Second, "how long a report takes to build")
 	fs.Func("trust", "trust X-Forwarded-For from the proxies in `CIDR` (repeatable)", func(s string) error {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
@@ -162,10 +170,32 @@ func newHandler(cfg config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Reports are slow: what limits them is how many run at once.
+	reports, err := sluice.NewConcurrencyLimit(cfg.concurrent, time.Minute, opts...)
+	if err != nil {
+		return nil, err
+	}
+	atOnce, err := sluicehttp.New(reports, append(common[:len(common):len(common)], sluicehttp.WithPolicyName("reports-per-ip"))...)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /items", perRequest(http.HandlerFunc(listItems)))
 	mux.Handle("POST /batch", perItem(http.HandlerFunc(acceptBatch)))
+	mux.Handle("GET /report", atOnce(buildReport(cfg.reportTime)))
 	return mux, nil
+}
+
+// buildReport returns the handler of GET /report, which takes d to build
+// a report, or stops when its client goes away.
+func buildReport(d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(d):
+			writeJSON(w, http.StatusOK, map[string]any{"report": "ready"})
+		case <-r.Context().Done():
+		}
+	})
 }
 
 func listItems(w http.ResponseWriter, _ *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -31,6 +32,8 @@ func testServer(t *testing.T) (*httptest.Server, *clock.Mock) {
 		burst:          5,
 		trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		clock:          clock,
+		concurrent:     2,
+		reportTime:     2 * time.Second,
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -111,7 +114,7 @@ func TestBatchCostsOneUnitPerItem(t *testing.T) {
 }
 
 func TestServeLogsTheAddressTheSystemChose(t *testing.T) {
-	h, err := newHandler(config{rate: sluice.PerSecond(1), burst: 5})
+	h, err := newHandler(config{rate: sluice.PerSecond(1), burst: 5, concurrent: 2, reportTime: time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	logged := make(chan string, 1)
@@ -144,8 +147,10 @@ func TestFlagsParseTrustedProxiesAndLimits(t *testing.T) {
 	require.Empty(t, stderr.String())
 	require.Equal(t, ":9000", addr)
 	require.Equal(t, config{
-		rate:  sluice.PerSecond(10),
-		burst: 20,
+		rate:       sluice.PerSecond(10),
+		burst:      20,
+		concurrent: 2,
+		reportTime: 2 * time.Second,
 		trustedProxies: []netip.Prefix{
 			netip.MustParsePrefix("10.0.0.0/8"),
 			netip.MustParsePrefix("::ffff:192.0.2.0/120"),
@@ -228,4 +233,39 @@ func TestRunServesUntilItsContextEnds(t *testing.T) {
 	var stderr strings.Builder
 	require.Equal(t, 0, run(ctx, []string{"-addr", "127.0.0.1:0", "-trust", "10.0.0.0/8"}, &stderr), stderr.String())
 	require.Regexp(t, `listening on http://127\.0\.0\.1:[1-9][0-9]*\n$`, stderr.String())
+}
+
+// TestReportsAreLimitedToTwoAtOncePerClient sends three reports at once
+// from one client and one from another, as a new user would with curl in
+// a loop: the third of the first client is refused at once with 429 and
+// the concurrent-requests fields, the others are built, and once they
+// are done the first client may ask again.
+func TestReportsAreLimitedToTwoAtOncePerClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := newHandler(config{rate: sluice.PerSecond(1), burst: 5, concurrent: 2, reportTime: 2 * time.Second})
+		require.NoError(t, err)
+		get := func(client string) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodGet, "/report", nil)
+			r.RemoteAddr = client + ":40000"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w
+		}
+		answers := make(chan *httptest.ResponseRecorder, 3)
+		for range 2 {
+			go func() { answers <- get("192.0.2.1") }()
+		}
+		synctest.Wait() // both building
+		third := get("192.0.2.1")
+		require.Equal(t, http.StatusTooManyRequests, third.Code)
+		require.Equal(t, `"reports-per-ip";q=2;qu="concurrent-requests"`, third.Header().Get("RateLimit-Policy"))
+		require.Equal(t, `"reports-per-ip";r=0`, third.Header().Get("RateLimit"))
+		go func() { answers <- get("198.51.100.7") }()
+		start := time.Now()
+		for range 3 {
+			require.Equal(t, http.StatusOK, (<-answers).Code)
+		}
+		require.Equal(t, 2*time.Second, time.Since(start), "the other client's report was built beside them")
+		require.Equal(t, http.StatusOK, get("192.0.2.1").Code, "two slots free again")
+	})
 }
