@@ -273,7 +273,7 @@ func (g *group) queue(b *pgx.Batch, calls []call) error {
 func (g *group) read(br pgx.BatchResults, calls []call) {
 	for k := range calls {
 		o := g.ops[calls[k].i]
-		calls[k].d, calls[k].err = scanDecision(br.QueryRow(), o.Key, o.Params)
+		calls[k].d, calls[k].err = scanDecision(br.QueryRow(), o.Key, o.Params, calls[k].op.Verb)
 	}
 }
 

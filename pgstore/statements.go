@@ -20,13 +20,15 @@ import (
 // milliseconds of CPU and makes megabytes of text, which New should not
 // cost a process that decides with one algorithm or two.
 type statementSet struct {
-	table       string
+	table       string // quoted
+	channel     string // quoted, as a string literal
 	callerClock bool
 	built       []atomic.Pointer[sqlgen.Statements] // by variantIndex
 }
 
-func newStatementSet(table string, callerClock bool) *statementSet {
-	return &statementSet{table: table, callerClock: callerClock, built: make([]atomic.Pointer[sqlgen.Statements], len(sqlfile.Variants))}
+func newStatementSet(table, channel string, callerClock bool) *statementSet {
+	return &statementSet{table: table, channel: channel, callerClock: callerClock,
+		built: make([]atomic.Pointer[sqlgen.Statements], len(sqlfile.Variants))}
 }
 
 // variantIndex numbers the valid variants.
@@ -48,7 +50,9 @@ func (s *statementSet) of(v sqlfile.Variant) (*sqlgen.Statements, error) {
 		return built, nil
 	}
 	texts := sqlgen.Build(v, s.callerClock)
-	on := func(text string) string { return strings.ReplaceAll(text, sqlfile.Table, s.table) }
+	on := func(text string) string {
+		return strings.NewReplacer(sqlfile.Table, s.table, sqlfile.Channel, s.channel).Replace(text)
+	}
 	built := &sqlgen.Statements{Apply: on(texts.Apply), AtMost: on(texts.AtMost), Check: on(texts.Check)}
 	// Callers racing here build the same text: the first stored is kept.
 	if !s.built[i].CompareAndSwap(nil, built) {

@@ -127,11 +127,11 @@ func TestEveryVariantHasItsStatements(t *testing.T) {
 // TestStatementsAreBuiltOnceWhenFirstNeeded requires a store's statements
 // of each variant to be built on the first decision that needs them, once,
 // and to be the statements of the variant's committed files with the
-// store's table in place.
+// store's table and channel in place.
 func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
-	const table = `"limits"."buckets"`
+	const table, channel = `"limits"."buckets"`, `'limits.buckets:released'`
 	for _, callerClock := range []bool{false, true} {
-		set := newStatementSet(table, callerClock)
+		set := newStatementSet(table, channel, callerClock)
 		for i, v := range sqlfile.Variants {
 			require.Nil(t, set.built[i].Load(), "%+v: built before it was needed", v)
 			first, err := set.of(v)
@@ -147,9 +147,14 @@ func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
 			for s, text := range texts {
 				file, err := readCommitted(sqlfile.Path(v, s, callerClock))
 				require.NoError(t, err)
-				require.Equal(t, strings.ReplaceAll(statementOf(file), sqlfile.Table, table), text)
+				want := strings.NewReplacer(sqlfile.Table, table, sqlfile.Channel, channel).Replace(statementOf(file))
+				require.Equal(t, want, text)
 				require.Contains(t, text, table)
 				require.NotContains(t, text, sqlfile.Table)
+				require.NotContains(t, text, sqlfile.Channel)
+				// Only a release notifies: the concurrency limit's upsert.
+				notifies := v.Kind == engine.KindConcurrency && s == sqlfile.Apply
+				require.Equal(t, notifies, strings.Contains(text, "pg_notify("+channel+", "), "%+v %v", v, s)
 			}
 		}
 	}
@@ -158,7 +163,7 @@ func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
 // TestStatementsOfAnUnknownVariantAreAnError requires a variant no valid
 // Params has to give an error rather than an empty statement.
 func TestStatementsOfAnUnknownVariantAreAnError(t *testing.T) {
-	set := newStatementSet(`"sluice_buckets"`, true)
+	set := newStatementSet(`"sluice_buckets"`, `'sluice_buckets:released'`, true)
 	_, err := set.of(sqlfile.Variant{Kind: engine.KindGCRA, IntervalRefill: true})
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }

@@ -36,6 +36,13 @@ import (
 // supported, as Step supports them: a verb an algorithm does not run
 // gives an error wrapping [sluice.ErrUnsupported] before any round trip.
 //
+// A release that frees a lease notifies the table's channel (NOTIFY) in
+// the same statement, sent with its commit, and the store implements
+// [sluice.ReleaseWatcher], so that waiters in Acquire, in every process
+// that shares the table, are woken by the release: see
+// [Store.WatchReleases]. The store then listens on a connection of its
+// own, which [Store.Close] closes.
+//
 // Statements run outside transactions, at the server's default isolation
 // level, which must be READ COMMITTED (PostgreSQL's default): under
 // REPEATABLE READ or SERIALIZABLE, decisions on a hot key fail with
@@ -57,6 +64,8 @@ type Store struct {
 	prune      string
 	lock       string // ApplyGroup's
 	unlock     string
+	// releases tells waiters of the releases of leases (WatchReleases).
+	releases *listener
 }
 
 // DefaultTable is the table a Store uses unless [WithTable] names another.
@@ -140,20 +149,22 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	// Each part of the name is an identifier, which WithTable checked:
 	// quoted, it puts nothing but the name in a statement.
 	table := pgx.Identifier(c.table).Sanitize()
+	channel := channelOf(c.table)
 	st := &Store{
 		pool:        pool,
 		callerClock: c.callerClock,
 		batch:       c.batch,
-		statements:  newStatementSet(table, c.callerClock),
+		statements:  newStatementSet(table, quoteLiteral(channel), c.callerClock),
 		schema:      newSchema(c.table),
 		reset:       sqlgen.Reset(table),
 		prune:       sqlgen.Prune(table, c.callerClock),
 		lock:        sqlgen.Lock(table),
 		unlock:      sqlgen.Unlock(table),
+		releases:    newListener(pool, channel),
 	}
 	st.grouped = st.statements
 	if !c.callerClock {
-		st.grouped = newStatementSet(table, true)
+		st.grouped = newStatementSet(table, quoteLiteral(channel), true)
 	}
 	return st, nil
 }
@@ -177,7 +188,7 @@ func (st *Store) Apply(ctx context.Context, key string, p *engine.Params, op eng
 	if err != nil {
 		return d, err
 	}
-	if d, err = scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p); err != nil {
+	if d, err = scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p, op.Verb); err != nil {
 		return d, err
 	}
 	return d, refused
@@ -205,11 +216,18 @@ func statement(stmts *statementSet, callerClock bool, key string, p *engine.Para
 	return sql, args(key, p, op, callerClock), nil
 }
 
-// scanDecision reads the decision a statement on key under p returned.
-func scanDecision(row pgx.Row, key string, p *engine.Params) (engine.Decision, error) {
+// scanDecision reads the decision that the statement of verb on key under
+// p returned. The concurrency limit's upsert returns one column more,
+// which notifies a release (sqlgen's released), and is skipped.
+func scanDecision(row pgx.Row, key string, p *engine.Params, verb engine.Verb) (engine.Decision, error) {
 	d := engine.Decision{Limit: p.Limit}
 	var retry, reset, delay int64
-	err := row.Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked)
+	var err error
+	if p.Kind == engine.KindConcurrency && verb != engine.VerbCheck {
+		err = row.Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked, nil)
+	} else {
+		err = row.Scan(&d.Allowed, &d.Used, &d.Remaining, &retry, &reset, &delay, &d.At, &d.Granted, &d.Blocked)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return engine.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)

@@ -40,7 +40,7 @@ func newPool(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 func newTable() string { return fmt.Sprintf("sluice_test_%x", rand.Uint64()) }
 
 // newStore returns a store on a new table of its own, created, and
-// dropped when t ends.
+// dropped when t ends, after the store is closed.
 func newStore(t testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) (*pgstore.Store, string) {
 	t.Helper()
 	table := newTable()
@@ -48,7 +48,13 @@ func newStore(t testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) (*pgstor
 	require.NoError(t, err)
 	require.NoError(t, st.CreateSchema(context.Background()))
 	dropAfter(t, pool, "TABLE "+pgx.Identifier{table}.Sanitize())
+	closeAfter(t, st)
 	return st, table
+}
+
+// closeAfter closes st when t ends, before the pools made before it.
+func closeAfter(t testing.TB, st *pgstore.Store) {
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
 }
 
 // dropAfter drops what (say, "TABLE x") when t ends, so that a database
@@ -521,7 +527,7 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"concurrency limit counting denials", "k", engine.Params{Kind: engine.KindConcurrency, Limit: 5, Interval: int64(time.Second), MaxEntries: 5, CountDenied: true},
 			allow(1, base), sluice.ErrInvalidConfig},
 		{"release before the epoch", "k", leases, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
-		{"extension after 2^62 + 2^60 ns", "k", leases, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+		{"extension after 2^62 + 2^61 ns", "k", leases, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: 1<<62 + 1<<61 + 1}, sluice.ErrTimeOutOfRange},
 		{"time before the epoch", "k", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"time after 2116", "k", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
 	} {

@@ -16,6 +16,12 @@ import (
 // that a file is valid SQL as it stands.
 const Table = `"{table}"`
 
+// Channel stands for the channel on which a statement notifies the
+// release of a lease (pg_notify): the store puts its channel's name, as a
+// string literal, in its place. It is a string literal, so that a file is
+// valid SQL as it stands.
+const Channel = `'{channel}'`
+
 // Strictness says which parts of Params.decideStrict a statement runs.
 type Strictness uint8
 

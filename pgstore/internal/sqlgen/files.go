@@ -90,12 +90,15 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 	if s == sqlfile.AtMost {
 		from += "; the costs tried from Build's atMost, from engine.Params.stepAtMost (engine/atmost.go)"
 	}
-	apply := "VerbAllow, VerbFill, VerbReserve and VerbCancel"
+	apply := "VerbAllow, VerbFill, VerbReserve and VerbCancel: an upsert of the key's row, returning the decision"
 	if v.Kind == engine.KindConcurrency {
-		apply = "VerbAllow (an acquisition), VerbCancel (a release) and VerbExtend"
+		apply = "VerbAllow (an acquisition), VerbCancel (a release) and VerbExtend: an upsert of the key's row, returning the decision" +
+			" and one column more, released, which notifies the release of a lease (pg_notify, sent at the commit) on" +
+			" sqlfile.Channel, which the store replaces with its table's channel, quoted, with the hexadecimal SHA-256 of the key" +
+			" as the payload"
 	}
 	does := [...]string{
-		sqlfile.Apply:  apply + ": an upsert of the key's row, returning the decision (no row for a key holding another algorithm's live state).",
+		sqlfile.Apply:  apply + " (no row for a key holding another algorithm's live state).",
 		sqlfile.AtMost: "VerbAtMost: an upsert of the key's row granting the most of the cost that fits, returning the decision (no row for a key holding another algorithm's live state).",
 		sqlfile.Check:  "VerbCheck: a SELECT, writing nothing.",
 	}[s]

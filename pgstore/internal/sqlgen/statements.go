@@ -35,9 +35,13 @@ var (
 )
 
 // Statements are the SQL texts of one algorithm variant, on the table
-// sqlfile.Table.
+// sqlfile.Table (and the channel sqlfile.Channel).
 type Statements struct {
-	Apply  string // VerbAllow, VerbFill, VerbReserve, VerbCancel, VerbExtend: the atomic upsert
+	// Apply decides VerbAllow, VerbFill, VerbReserve, VerbCancel and
+	// VerbExtend: the atomic upsert. The concurrency limit's returns one
+	// column more, after the decision's: released, which notifies a
+	// release (see released).
+	Apply  string
 	AtMost string // VerbAtMost: the same, trying several costs; "" for a variant without it
 	Check  string // VerbCheck: a plain SELECT
 }
@@ -203,6 +207,10 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// would return no row: the state is unchanged, the row gets a new
 	// version. A key holding another algorithm's live state is left
 	// alone: DO UPDATE's WHERE is false, and the statement returns no row.
+	returning := decisionColumns
+	if v.Kind == engine.KindConcurrency {
+		returning += ",\n\t" + released
+	}
 	upsert := func(decide func(state, reads string) string, values string) string {
 		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
@@ -215,7 +223,7 @@ WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
 			table, columns, written(absent, values), decide(freshState, "key "+written(absent, values)),
 			written(asWas, values), decide(rowState, written(asWas, values)),
-			kind, nowForWhere(callerClock), decisionColumns)
+			kind, nowForWhere(callerClock), returning)
 	}
 	checked := "held_kind IS NULL OR held_kind = " + kind + " OR held_expiry <= now"
 	if v.Strict != sqlfile.Lenient {
@@ -364,6 +372,19 @@ const decisionColumns = "last_allowed, last_used, last_remaining, last_retry_aft
 func decisionValues(blocked string) string {
 	return "d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, " + blocked
 }
+
+// released is the column that the concurrency limit's upsert returns
+// after the decision: when the statement released a lease (a VerbCancel
+// allowed), it notifies sqlfile.Channel of the release, and is NULL.
+// pg_notify is transactional: the notification is sent when the
+// statement's transaction commits (a group's, or the statement's own),
+// and never if it rolls back, so that no release goes untold and none is
+// told that did not happen. The payload is the hexadecimal SHA-256 of the
+// key's UTF-8 bytes, 64 bytes whatever the key (which may be long, while
+// a payload must be shorter than 8,000 bytes); watchers compute it in Go
+// to match it.
+var released = "CASE WHEN last_allowed AND $2::int2 = " + verbCancel + " THEN pg_notify(" + sqlfile.Channel +
+	", encode(sha256(convert_to(key, 'UTF8')), 'hex')) END AS released"
 
 // serverNow is the database's current time in nanoseconds since the Unix
 // epoch: clock_timestamp(), the time of the call, rather than now(), the

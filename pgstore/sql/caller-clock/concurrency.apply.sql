@@ -4,7 +4,10 @@
 --   (engine/leases.go).
 -- Decides concurrency by the caller's clock, with no penalty and denials not counted: VerbAllow (an
 --   acquisition), VerbCancel (a release) and VerbExtend: an upsert of the key's row, returning the
---   decision (no row for a key holding another algorithm's live state).
+--   decision and one column more, released, which notifies the release of a lease (pg_notify, sent
+--   at the commit) on sqlfile.Channel, which the store replaces with its table's channel, quoted,
+--   with the hexadecimal SHA-256 of the key as the payload (no row for a key holding another
+--   algorithm's live state).
 -- The table is sqlfile.Table, which the store replaces with its own name, quoted.
 -- Parameters:
 --   $1 text: the key
@@ -473,4 +476,5 @@ FROM (SELECT lim,
 			coalesce((SELECT min(e.i) FROM unnest(lt) WITH ORDINALITY AS e(t, i) WHERE e.t > now), cardinality(lt) + 1)::int4 AS first_live
 FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, caller_now AS now, CASE WHEN s.kind = 7 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 7 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 7 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 7 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 7 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 7 THEN s.until_ns ELSE 0 END AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x)
 WHERE s.kind = 7 OR s.expires_at <= (SELECT caller_now FROM p)
-RETURNING last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked
+RETURNING last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked,
+	CASE WHEN last_allowed AND $2::int2 = 5 THEN pg_notify('{channel}', encode(sha256(convert_to(key, 'UTF8')), 'hex')) END AS released
