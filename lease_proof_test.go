@@ -348,8 +348,7 @@ func (c *leaseChecker) reset() {
 
 // fail describes a failure with what reproduces it.
 func (c *leaseChecker) fail(format string, args ...any) error {
-	return fmt.Errorf("%s\nreproduce: %s, params %#v, ops (Now in ns):\n\t%s",
-		fmt.Sprintf(format, args...), c.where, c.p, strings.Join(c.ops, "\n\t"))
+	return reproducible(c.where, c.p, c.ops, format, args...)
 }
 
 // apply runs op on Step and the model and compares them; checks the state

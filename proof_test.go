@@ -315,8 +315,14 @@ func (c *checker) reset() {
 
 // fail describes a failure with what reproduces it.
 func (c *checker) fail(format string, args ...any) error {
+	return reproducible(c.where, c.p, c.ops, format, args...)
+}
+
+// reproducible is a proof's failure, described by format and args, with
+// what reproduces it: where the trace began, its Params and its ops.
+func reproducible(where string, p engine.Params, ops []string, format string, args ...any) error {
 	return fmt.Errorf("%s\nreproduce: %s, params %#v, ops (Now in ns):\n\t%s",
-		fmt.Sprintf(format, args...), c.where, c.p, strings.Join(c.ops, "\n\t"))
+		fmt.Sprintf(format, args...), where, p, strings.Join(ops, "\n\t"))
 }
 
 // apply runs op on both sides and compares them.
