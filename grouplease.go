@@ -52,41 +52,18 @@ func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now
 // be admitted, or after the first concurrency limit's lease poll at the
 // latest. It returns ctx's error if ctx ends first.
 func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
-	gl := GroupLease{g: g, keys: keys, cost: cost}
 	i := g.firstLeases()
 	if i < 0 || len(keys) != len(g.limits) {
 		return g.TryAcquire(ctx, keys, cost) // the same error
 	}
-	l, key := g.limits[i], keys[i]
-	turn := l.queue.join(key)
-	defer l.queue.leave(key, turn)
-	select {
-	case <-turn.head:
-	case <-ctx.Done():
-		return gl, ctx.Err()
-	}
-	released := make(chan struct{}, 1)
-	if w, ok := l.store.(ReleaseWatcher); ok {
-		stop, err := w.WatchReleases(ctx, key, released)
-		if err != nil {
-			return gl, err
-		}
-		defer stop()
-	}
+	gl := GroupLease{g: g, keys: keys, cost: cost}
 	began := g.first.clock.now()
-	for {
+	err := g.limits[i].acquiring(ctx, keys[i], func() (bool, time.Duration, error) {
 		var err error
 		gl, err = g.tryAcquire(ctx, keys, cost, g.first.clock.now(), began)
-		if err != nil || gl.Allowed {
-			return gl, err
-		}
-		select {
-		case <-released:
-		case <-l.clock.clock.After(min(gl.RetryAfter, l.leasePoll)):
-		case <-ctx.Done():
-			return gl, ctx.Err()
-		}
-	}
+		return gl.Allowed, gl.RetryAfter, err
+	})
+	return gl, err
 }
 
 // Release gives back every lease the group took, in one store call, as

@@ -64,36 +64,57 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now,
 // expires; in any case it asks again after [WithLeasePoll] at the latest,
 // which bounds what a lost wake-up costs.
 func (l *Limiter) Acquire(ctx context.Context, key string, cost float64) (Lease, error) {
+	ls := Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}
 	if err := l.checkLeases(); err != nil {
-		return Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}, err
+		return ls, err
 	}
+	began := l.clock.now()
+	err := l.acquiring(ctx, key, func() (bool, time.Duration, error) {
+		var err error
+		ls, err = l.tryAcquire(ctx, key, cost, l.clock.now(), began)
+		return ls.Allowed, ls.RetryAfter, err
+	})
+	return ls, err
+}
+
+// acquiring waits for key's line of l to reach the caller, and then calls
+// try until it grants a lease or fails, sleeping between tries until a
+// release on key, the retry that try returned, or l's lease poll. It
+// watches for releases only once a first try was denied, so that a lease
+// granted at once costs one store call; the try after the watch began
+// sees every release since.
+func (l *Limiter) acquiring(ctx context.Context, key string, try func() (granted bool, retry time.Duration, err error)) error {
 	turn := l.queue.join(key)
 	defer l.queue.leave(key, turn)
 	select {
 	case <-turn.head:
 	case <-ctx.Done():
-		return Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}, ctx.Err()
+		return ctx.Err()
+	}
+	granted, retry, err := try()
+	if err != nil || granted {
+		return err
 	}
 	released := make(chan struct{}, 1)
 	if w, ok := l.store.(ReleaseWatcher); ok {
 		stop, err := w.WatchReleases(ctx, key, released)
 		if err != nil {
-			return Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}, err
+			return err
 		}
 		defer stop()
-	}
-	began := l.clock.now()
-	for {
-		ls, err := l.tryAcquire(ctx, key, cost, l.clock.now(), began)
-		if err != nil || ls.Allowed {
-			return ls, err
+		if granted, retry, err = try(); err != nil || granted {
+			return err
 		}
-		wait := min(ls.RetryAfter, l.leasePoll)
+	}
+	for {
 		select {
 		case <-released:
-		case <-l.clock.clock.After(wait):
+		case <-l.clock.clock.After(min(retry, l.leasePoll)):
 		case <-ctx.Done():
-			return ls, ctx.Err()
+			return ctx.Err()
+		}
+		if granted, retry, err = try(); err != nil || granted {
+			return err
 		}
 	}
 }

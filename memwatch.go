@@ -2,15 +2,16 @@ package sluice
 
 import (
 	"context"
-	"slices"
 	"sync"
+
+	"github.com/sluice-go/sluice/internal/watch"
 )
 
 // releaseWatch holds the channels that watch a MemStore's releases of
 // leases, per key.
 type releaseWatch struct {
 	mu       sync.Mutex
-	watchers map[string][]chan<- struct{}
+	watchers watch.Keyed
 }
 
 // WatchReleases sends on c after each release of a lease on key in m,
@@ -23,21 +24,13 @@ func (m *MemStore) WatchReleases(_ context.Context, key string, c chan<- struct{
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watchers == nil {
-		w.watchers = make(map[string][]chan<- struct{})
+		w.watchers = watch.Keyed{}
 	}
-	w.watchers[key] = append(w.watchers[key], c)
+	w.watchers.Add(key, c)
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		cs := w.watchers[key]
-		if i := slices.Index(cs, c); i >= 0 {
-			cs = slices.Delete(cs, i, i+1)
-		}
-		if len(cs) == 0 {
-			delete(w.watchers, key)
-		} else {
-			w.watchers[key] = cs
-		}
+		w.watchers.Remove(key, c)
 	}, nil
 }
 
@@ -47,10 +40,5 @@ func (m *MemStore) released(key string) {
 	w := &m.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, c := range w.watchers[key] {
-		select {
-		case c <- struct{}{}:
-		default: // a wake-up is pending already
-		}
-	}
+	w.watchers.Wake(key)
 }

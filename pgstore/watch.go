@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/watch"
 )
 
 var _ sluice.ReleaseWatcher = (*Store)(nil)
@@ -75,12 +75,10 @@ func (st *Store) Close() error {
 	return nil
 }
 
-// The listening connection's timing (see Store.WatchReleases).
+// The listening connection's timing (see Store.WatchReleases); the wait
+// before another attempt to listen doubles after each failure, as
+// watch.NextBackoff says.
 const (
-	// firstBackoff and maxBackoff bound the wait before another attempt
-	// to listen, which doubles after each failure.
-	firstBackoff = 50 * time.Millisecond
-	maxBackoff   = 2 * time.Second
 	// listenCheck is how long the connection may go without a
 	// notification before it is checked with a round trip, which must
 	// come back within listenCheckTimeout.
@@ -136,8 +134,8 @@ type listener struct {
 	check, checkTimeout time.Duration
 
 	mu       sync.Mutex
-	watchers map[string][]chan<- struct{} // by payload
-	started  bool                         // the goroutine
+	watchers watch.Keyed // by payload
+	started  bool        // the goroutine
 	closed   bool
 	up       bool // LISTEN is in effect on the connection
 	// begun numbers the attempts to connect and LISTEN; failed is the
@@ -160,7 +158,7 @@ func newListener(pool *pgxpool.Pool, channel string) *listener {
 		listen:       "LISTEN " + pgx.Identifier{channel}.Sanitize(),
 		check:        listenCheck,
 		checkTimeout: listenCheckTimeout,
-		watchers:     make(map[string][]chan<- struct{}),
+		watchers:     watch.Keyed{},
 		changed:      make(chan struct{}),
 		retry:        make(chan struct{}, 1),
 		done:         make(chan struct{}),
@@ -180,7 +178,7 @@ func (l *listener) watch(ctx context.Context, payload string, c chan<- struct{})
 	}
 	// Registered first, so that a notification that comes as soon as
 	// LISTEN is in effect finds c.
-	l.watchers[payload] = append(l.watchers[payload], c)
+	l.watchers.Add(payload, c)
 	stop = func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -224,15 +222,7 @@ func (l *listener) watch(ctx context.Context, payload string, c chan<- struct{})
 
 // unwatch removes c from the watchers of payload; l.mu is held.
 func (l *listener) unwatch(payload string, c chan<- struct{}) {
-	cs := l.watchers[payload]
-	if i := slices.Index(cs, c); i >= 0 {
-		cs = slices.Delete(cs, i, i+1)
-	}
-	if len(cs) == 0 {
-		delete(l.watchers, payload)
-	} else {
-		l.watchers[payload] = cs
-	}
+	l.watchers.Remove(payload, c)
 }
 
 // close ends the goroutine, if it started, and makes watches fail. It
@@ -270,7 +260,7 @@ func (l *listener) run(ctx context.Context) {
 		}
 		l.attempted(n, err, listened)
 		if err != nil {
-			backoff = min(max(2*backoff, firstBackoff), maxBackoff)
+			backoff = watch.NextBackoff(backoff)
 			if !l.pause(ctx, backoff) {
 				return
 			}
@@ -400,24 +390,8 @@ func (l *listener) changedLocked() {
 func (l *listener) wake(payload string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, c := range l.watchers[payload] {
-		send(c)
-	}
+	l.watchers.Wake(payload)
 }
 
 // wakeAllLocked wakes every watcher; l.mu is held.
-func (l *listener) wakeAllLocked() {
-	for _, cs := range l.watchers {
-		for _, c := range cs {
-			send(c)
-		}
-	}
-}
-
-// send sends on c without blocking: a full channel has a wake-up pending.
-func send(c chan<- struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
+func (l *listener) wakeAllLocked() { l.watchers.WakeAll() }

@@ -155,6 +155,7 @@ func TestAcquireIsWokenByAReleaseThroughAnotherStore(t *testing.T) {
 			got := make(chan granted, 1)
 			go func() { got <- wait(ctx) }()
 			receive(t, ctx, denied, "denial of the waiter")
+			receive(t, ctx, denied, "denial of the waiter, watching") // Acquire watches once denied, and asks again
 			require.NoError(t, release(ctx))
 			g := receive(t, ctx, got, "lease for the waiter")
 			require.NoError(t, g.err)
@@ -198,6 +199,7 @@ func TestTerminatedListenerReconnectsAndWakesEveryWatcher(t *testing.T) {
 	got := make(chan granted, 1)
 	go func() { got <- wait(ctx) }()
 	receive(t, ctx, denied, "denial of the waiter")
+	receive(t, ctx, denied, "denial of the waiter, watching") // Acquire watches once denied, and asks again
 
 	killer, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -219,8 +221,9 @@ func TestTerminatedListenerReconnectsAndWakesEveryWatcher(t *testing.T) {
 
 // TestWatchReleasesFailsWhileTheDatabaseIsDown pins what a waiter gets
 // when the store cannot listen: the error of an attempt to connect (not
-// its context's end), with which Acquire fails too; once the database is
-// back, the store listens again.
+// its context's end); Acquire, whose first decision fails first, fails
+// with the store's error too; once the database is back, the store
+// listens again.
 func TestWatchReleasesFailsWhileTheDatabaseIsDown(t *testing.T) {
 	pg := testserver.StartPostgres(t)
 	st, _ := newStore(t, newPool(t, pg.URL, 2))
@@ -232,7 +235,8 @@ func TestWatchReleasesFailsWhileTheDatabaseIsDown(t *testing.T) {
 	require.ErrorContains(t, err, "pgstore: listening for releases")
 	require.NoError(t, ctx.Err(), "the error came before the deadline")
 	_, err = slots(t, st).Acquire(ctx, "k", 1)
-	require.ErrorContains(t, err, "pgstore: listening for releases")
+	require.ErrorContains(t, err, "connect", "Acquire fails with the store's error: its first decision's")
+	require.NoError(t, ctx.Err(), "the error came before the deadline")
 
 	pg.Start(t)
 	stop, err := st.WatchReleases(ctx, "k", c)
@@ -272,7 +276,13 @@ func TestWatchReleasesOnAClosedStoreReturnsErrStoreClosed(t *testing.T) {
 			require.NoError(t, st.Close())
 			_, err = st.WatchReleases(ctx, "k", c)
 			require.ErrorIs(t, err, sluice.ErrStoreClosed)
-			_, err = slots(t, st).Acquire(ctx, "k", 1)
+			// Decisions still run on the caller's pool: a free slot is
+			// granted without a watch; a full key needs one, and fails.
+			lim := slots(t, st)
+			held, err := lim.TryAcquire(ctx, "k."+tc.name, 1)
+			require.NoError(t, err)
+			require.True(t, held.Allowed)
+			_, err = lim.Acquire(ctx, "k."+tc.name, 1)
 			require.ErrorIs(t, err, sluice.ErrStoreClosed)
 			require.NoError(t, st.Close())
 		})

@@ -35,6 +35,16 @@
 // the function decided by: any process releases or extends the lease by
 // passing it back unchanged.
 //
+// Waiters for a lease ([sluice.Limiter.Acquire], [sluice.Group.Acquire])
+// sleep until a release, in any process: the function that releases a
+// lease publishes it (SPUBLISH) in the same call, on a sharded channel
+// named as the key's Redis name, and [Store.WatchReleases] subscribes to
+// it (SSUBSCRIBE), sharing a connection per server, or per slot in a
+// Cluster. From one store's Release to the lease of a waiter in another,
+// on a local Redis: a median under 0.1 ms and a p99 under 0.2 ms, against
+// 10.5 ms for a waiter that asks every 10 ms (BenchmarkLeaseHandoff).
+// [Store.Close] ends the subscriptions.
+//
 // Penalties ([sluice.WithPenalty]) and counted denials
 // ([sluice.WithCountDenied]) run in the same call as the algorithm.
 // A blocked key's value carries the block's end, and its TTL covers the
@@ -129,6 +139,19 @@
 // [ErrNotReplicated] (while standing on the master) when they do not in
 // time. A Redis without persistence (appendonly) that restarts, and is not
 // replaced by a replica, forgets every key: every limit starts afresh.
+//
+// Leases are decisions too. A lease that the dead master had not
+// replicated is unknown to the new one, which grants its slot again:
+// until its holder learns it (its release or extension fails with
+// [sluice.ErrNotHeld]), a key is held by at most its limit plus its
+// leases granted in the replication window and still held. A release not
+// replicated is lost the other way: the new master holds the slot until
+// the lease expires. With WithReplicaAcks a lease returned without an
+// error survives the failover, and one that comes with [ErrNotReplicated]
+// is not to be counted on (give it back). A release's notice reaches the
+// subscribers connected when it is published: a waiter whose subscription
+// was lost (the master killed) is woken when it is confirmed again, on
+// the new master, and asks again.
 // docs/redis.md in the repository says what to configure.
 //
 // # Batches

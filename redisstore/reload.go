@@ -49,7 +49,16 @@ func newReloader(client redis.UniversalClient) *reloader {
 // failed asks for a reload if err is a failure to reach a node and no
 // reload was asked in the last reloadEvery.
 func (r *reloader) failed(err error) {
-	if r == nil || !unreachable(err) {
+	if unreachable(err) {
+		r.ask()
+	}
+}
+
+// ask asks for a reload unless one was asked in the last reloadEvery, as
+// after a node's answer that its slot has moved. A nil reloader, which
+// has no layout to reload, asks nothing.
+func (r *reloader) ask() {
+	if r == nil {
 		return
 	}
 	now := int64(time.Since(r.born))

@@ -22,13 +22,18 @@ const maxSpan = 1 << 53
 // library, which it loads wherever a server lacks it. It needs Redis 7.0
 // or Valkey 7.2 or later. It is safe for concurrent use, and recovers by
 // itself when Redis comes back after a failure.
+//
+// It tells waiters of the releases of leases ([Store.WatchReleases]) by
+// Redis's sharded pub/sub; [Store.Close] ends that, and leaves the client,
+// which stays the caller's, open.
 type Store struct {
 	client      redis.UniversalClient
 	reload      *reloader // for a Cluster client, else nil
 	acks        acks
 	prefix      string
 	callerClock bool
-	skewMillis  int64 // added to TTLs in caller-clock mode
+	skewMillis  int64    // added to TTLs in caller-clock mode
+	releases    releases // WatchReleases's subscriptions
 }
 
 var _ sluice.GroupStore = (*Store)(nil)
@@ -182,9 +187,18 @@ func checkSpan(p *engine.Params) error {
 	return nil
 }
 
-// Reset deletes key's state. It implements [sluice.Store].
+// Reset deletes key's state. It implements [sluice.Store]. It publishes
+// the reset to the key's waiters ([Store.WatchReleases]), as a release,
+// in the same transaction (MULTI), since the leases it forgets free their
+// slots.
 func (s *Store) Reset(ctx context.Context, key string) error {
-	if err := s.client.Del(ctx, s.Key(key)).Err(); err != nil {
+	name := s.Key(key)
+	_, err := s.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Del(ctx, name)
+		pipe.SPublish(ctx, name, "")
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("redisstore: reset key %q: %w", key, err)
 	}
 	return nil

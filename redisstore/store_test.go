@@ -35,6 +35,7 @@ func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) 
 	prefix := fmt.Sprintf("test:%s:%d:", t.Name(), rand.Uint64())
 	st, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
 	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() }) // its subscriptions end with the test
 	return st
 }
 

@@ -1,7 +1,8 @@
 -- group: one decision over several keys, each limit on its own key, the
 -- library's function group.
 --
--- Depends on: prelude (begin), time, decide, io.
+-- Depends on: prelude (begin), time, decide, io (load, write, released,
+-- reply).
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
 -- in one pass for an Allow as MemStore's group does (memgroup.go).
 
@@ -181,8 +182,12 @@ end
 local function decideAll(n)
   if verb == CANCEL or verb == EXTEND then
     -- Each limit by its own rule: a cancel gives its reservation back or
-    -- releases its lease, an extension extends its lease.
-    for i = 1, n do run(i, verb, costs[i], atSs[i], atNs[i], 0, 0) end
+    -- releases its lease, an extension extends its lease. Each lease
+    -- released is told to its key's waiters.
+    for i = 1, n do
+      run(i, verb, costs[i], atSs[i], atNs[i], 0, 0)
+      if verb == CANCEL and kind == CONCURRENCY and dAllowed then released(i) end
+    end
     return combine(n)
   elseif verb == ALLOW then
     return allowAll(n)

@@ -1,8 +1,11 @@
--- io: what a call reads and writes: each key's value, and the reply.
+-- io: what a call reads and writes: each key's value, the notice of a
+-- lease released, and the reply.
 --
 -- Depends on: prelude, time (tless, tplus), decide (a decision's fields).
 -- Translates: nothing in Go: the memory store keeps engine.State as it
--- is, and Decision is decoded from the reply by codec.go.
+-- is, and wakes its waiters itself (MemStore.released, memwatch.go);
+-- Decision is decoded from the reply by codec.go, and the notices are
+-- received by watch.go.
 --
 -- Each key holds one string, read with GET and written with SET ... PX: a
 -- header packed as '<Bdddddd' (kind; exp_sec, exp_nsec, when the state is
@@ -74,6 +77,18 @@ local function write(i, present)
   local ttl = dES * 1000 + ceil(dEN / 1e6) + marginMs
   call('SET', keys[i], value, 'PX', ttl)
   return true
+end
+
+-- released tells the waiters of key i that a lease on it was released:
+-- SPUBLISH on the sharded channel named as the key itself, with an empty
+-- message, so that the waiters subscribed to it (Store.WatchReleases, in
+-- any process) try again. Channels and keys are separate namespaces, and
+-- a channel hashes to its slot as a key of the same name does: the
+-- notice stays in the key's slot, which a Cluster requires of a function
+-- (a channel of another slot fails the call), and goes out only if the
+-- call that released the lease completes, in the same atomic step.
+local function released(i)
+  call('SPUBLISH', keys[i], '')
 end
 
 -- reply packs the decision made as its reply record, with the cost

@@ -12,7 +12,9 @@
 -- log: Go's index i in live is i - first here. A lease's expiry is its
 -- identity: what the step returns as Decision.At for an acquisition or an
 -- extension, and the op's instant (atS, atN) that a release (CANCEL) or an
--- extension names.
+-- extension names. A release that finds its lease is told to the key's
+-- waiters by the function that called the step, once it has written the
+-- key (io's released).
 
 -- entries returns the packed entries from to to of log, none if to is
 -- before from.

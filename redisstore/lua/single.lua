@@ -1,6 +1,7 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin), arith (fmin), decide, io.
+-- Depends on: prelude (begin), arith (fmin), decide, io (load, write,
+-- released, reply).
 -- Translates: Params.Decide (engine/params.go), and Params.stepAtMost,
 -- fits and grant (engine/atmost.go).
 
@@ -58,6 +59,10 @@ local function apply(ks, args)
   else
     decide(verb, cost, atS, atN, delayS, delayN)
   end
-  if records(verb) then write(1, present) end
+  if records(verb) then
+    write(1, present)
+    -- A release that released a live lease: records(CANCEL) is dAllowed.
+    if verb == CANCEL and kind == CONCURRENCY then released(1) end
+  end
   return reply(verb == ATMOST)
 end
