@@ -129,7 +129,7 @@ func TestMetricsRecordLeasesHeldExpiredAndWaitedFor(t *testing.T) {
 		Unit:        "{decision}",
 		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: []metricdata.DataPoint[int64]{
 			decision("acquire", "allowed", 6),
-			decision("acquire", "denied", 2),
+			decision("acquire", "denied", 3),
 			decision("extend", "allowed", 1),
 			decision("extend", "denied", 1),
 			decision("release", "allowed", 2),

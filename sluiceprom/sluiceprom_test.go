@@ -67,7 +67,7 @@ func TestMetricsCountLeasesHeldExpiredAndWaitedFor(t *testing.T) {
 # HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
 # TYPE sluice_decisions_total counter
 sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="allowed",verb="acquire"} 6
-sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="denied",verb="acquire"} 2
+sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="denied",verb="acquire"} 3
 sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="allowed",verb="extend"} 1
 sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="denied",verb="extend"} 1
 sluice_decisions_total{algorithm="concurrency",limiter="jobs",outcome="allowed",verb="release"} 2

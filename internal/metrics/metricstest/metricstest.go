@@ -89,7 +89,7 @@ func RunLeases(t testing.TB, o sluice.Observer) {
 	mock.Set(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
 	defer mem.Close()
-	waiting := make(chan struct{}, 1) // the Acquire on job-2 was denied
+	waiting := make(chan struct{}, 2) // the Acquire on job-2 was denied
 	tell := sluice.ObserverFunc(func(ctx context.Context, e sluice.Event) {
 		o.Observe(ctx, e)
 		if e.Key == "job-2" && e.Outcome == sluice.OutcomeDenied {
@@ -143,6 +143,9 @@ func RunLeases(t testing.TB, o sluice.Observer) {
 		ls, err := jobs.Acquire(ctx, "job-2", 1)
 		done <- acquired{ls, err}
 	}()
+	// Denied twice: Acquire asks, and asks again once it watches for
+	// releases.
+	<-waiting
 	<-waiting
 	// Less than the lease poll and d's time to live: nothing but d's
 	// release wakes the waiter, which asks once more and is granted.
