@@ -2,12 +2,12 @@ package sluice_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/leaseproc"
 )
 
 // BenchmarkLease takes and releases a lease in memory: on one key, and on
@@ -51,72 +51,18 @@ func BenchmarkLeaseHandoff(b *testing.B) {
 	for _, mode := range []string{"wake", "poll=1ms"} {
 		b.Run("mode="+mode, func(b *testing.B) {
 			ctx := context.Background()
-			lim, err := sluice.NewConcurrencyLimit(1, time.Minute)
+			observe, denials := leaseproc.Denials()
+			lim, err := sluice.NewConcurrencyLimit(1, time.Minute, observe)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer lim.Close()
-			handoffs := benchHandoffs(b, func() (sluice.Lease, error) {
-				if mode == "wake" {
-					return lim.Acquire(ctx, "k", 1)
-				}
-				for {
-					lease, err := lim.TryAcquire(ctx, "k", 1)
-					if err != nil || lease.Allowed {
-						return lease, err
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}, func() (sluice.Lease, error) { return lim.TryAcquire(ctx, "k", 1) })
-			reportHandoffs(b, handoffs)
+			take := func() (sluice.Lease, error) { return lim.TryAcquire(ctx, "k", 1) }
+			if mode == "wake" {
+				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return lim.Acquire(ctx, "k", 1) }, denials, 2)
+			} else {
+				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return leaseproc.Poll(lim, "k", time.Millisecond) }, denials, 1)
+			}
 		})
 	}
-}
-
-// benchHandoffs hands one slot from a holder to a waiter b.N times: the
-// holder takes it with take, the waiter waits for it with wait, and the
-// time from the holder's release to the waiter's lease is one handoff.
-func benchHandoffs(b *testing.B, wait, take func() (sluice.Lease, error)) []time.Duration {
-	ctx := context.Background()
-	handoffs := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		held, err := take()
-		if err != nil || !held.Allowed {
-			b.Fatal(err, held.Allowed)
-		}
-		type handoff struct {
-			at    time.Time
-			lease sluice.Lease
-		}
-		got := make(chan handoff, 1)
-		go func() {
-			lease, err := wait()
-			at := time.Now()
-			if err != nil || !lease.Allowed {
-				b.Error(err, lease.Allowed)
-			}
-			got <- handoff{at, lease}
-		}()
-		time.Sleep(50 * time.Microsecond) // the waiter is waiting
-		released := time.Now()
-		if err := held.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-		h := <-got
-		handoffs = append(handoffs, h.at.Sub(released))
-		if err := h.lease.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return handoffs
-}
-
-// reportHandoffs reports the median and 99th percentile of handoffs.
-func reportHandoffs(b *testing.B, handoffs []time.Duration) {
-	slices.Sort(handoffs)
-	if len(handoffs) == 0 {
-		return
-	}
-	b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "median-µs")
-	b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds()), "p99-µs")
 }

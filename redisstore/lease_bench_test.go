@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -36,8 +36,8 @@ func benchStores(b *testing.B, addr string, n int) []*redisstore.Store {
 
 // BenchmarkLease takes and releases a lease on one key of a local Redis,
 // one round trip each: the cost of a lease that never waits, taken with
-// TryAcquire, and with Acquire, which first subscribes to the key's
-// releases (a round trip more) and unsubscribes after.
+// TryAcquire, and with Acquire, which subscribes to the key's releases
+// only once denied.
 func BenchmarkLease(b *testing.B) {
 	st := benchStores(b, testserver.StartRedis(b).Addr, 1)[0]
 	lim, err := sluice.NewConcurrencyLimit(4, time.Minute, sluice.WithStore(st))
@@ -68,9 +68,8 @@ func BenchmarkLease(b *testing.B) {
 // BenchmarkLeaseHandoff measures the time from a release through one
 // store to the lease of a waiter in another, each with a client of its
 // own, on a local Redis: woken by the release's notice (Acquire), against
-// a waiter that asks every 10 ms. The holder releases once the waiter has
-// been denied. It reports the median and 99th percentile of the
-// handoffs.
+// a waiter that asks every 10 ms. It reports the median and 99th
+// percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
 	addr := testserver.StartRedis(b).Addr
 	for _, mode := range []string{"wake", "poll=10ms"} {
@@ -81,60 +80,16 @@ func BenchmarkLeaseHandoff(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			observe, denied := denials()
+			observe, denials := leaseproc.Denials()
 			waiter, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(stores[1]), observe)
 			if err != nil {
 				b.Fatal(err)
 			}
-			wait := func() (sluice.Lease, error) {
-				if mode == "wake" {
-					return waiter.Acquire(ctx, "k", 1)
-				}
-				for {
-					lease, err := waiter.TryAcquire(ctx, "k", 1)
-					if err != nil || lease.Allowed {
-						return lease, err
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			handoffs := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				held, err := holder.TryAcquire(ctx, "k", 1)
-				if err != nil || !held.Allowed {
-					b.Fatal(err, held.Allowed)
-				}
-				for len(denied) > 0 { // the previous waiter's
-					<-denied
-				}
-				type handoff struct {
-					at    time.Time
-					lease sluice.Lease
-					err   error
-				}
-				got := make(chan handoff, 1)
-				go func() {
-					lease, err := wait()
-					got <- handoff{time.Now(), lease, err}
-				}()
-				<-denied // the waiter is waiting
-				released := time.Now()
-				if err := held.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-				h := <-got
-				if h.err != nil || !h.lease.Allowed {
-					b.Fatal(h.err, h.lease.Allowed)
-				}
-				handoffs = append(handoffs, h.at.Sub(released))
-				if err := h.lease.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			slices.Sort(handoffs)
-			if len(handoffs) > 0 {
-				b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "median-µs")
-				b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds()), "p99-µs")
+			take := func() (sluice.Lease, error) { return holder.TryAcquire(ctx, "k", 1) }
+			if mode == "wake" {
+				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return waiter.Acquire(ctx, "k", 1) }, denials, 2)
+			} else {
+				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return leaseproc.Poll(waiter, "k", 10*time.Millisecond) }, denials, 1)
 			}
 		})
 	}

@@ -1,0 +1,91 @@
+package leaseproc
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
+)
+
+// Denials returns an option that observes a limiter's denied lease
+// acquisitions, and the channel that tells of each, without blocking.
+func Denials() (sluice.Option, <-chan struct{}) {
+	denied := make(chan struct{}, 64)
+	return sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+		if e.Lease && e.Verb == engine.VerbAllow && e.Outcome == sluice.OutcomeDenied {
+			select {
+			case denied <- struct{}{}:
+			default:
+			}
+		}
+	})), denied
+}
+
+// Handoff measures, b.N times, the time from the release of a slot's
+// lease to the lease of the waiter waiting for the slot, and reports
+// their median and 99th percentile. take takes the slot (the holder's
+// lease); wait waits for it (Acquire, or a poll of TryAcquire) on a
+// limiter whose denials (see Denials) tell of each of its denials. The
+// holder releases once the waiter was denied settled times: twice for
+// Acquire, which asks, and asks again once it watches for releases; once
+// for a poll.
+func Handoff(b *testing.B, take, wait func() (sluice.Lease, error), denials <-chan struct{}, settled int) {
+	ctx := context.Background()
+	type handoff struct {
+		at    time.Time
+		lease sluice.Lease
+		err   error
+	}
+	handoffs := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		held, err := take()
+		if err != nil || !held.Allowed {
+			b.Fatal(err, held.Allowed)
+		}
+		for len(denials) > 0 { // the previous waiter's
+			<-denials
+		}
+		got := make(chan handoff, 1)
+		go func() {
+			lease, err := wait()
+			got <- handoff{time.Now(), lease, err}
+		}()
+		for range settled {
+			<-denials
+		}
+		released := time.Now()
+		if err := held.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		h := <-got
+		if h.err != nil || !h.lease.Allowed {
+			b.Fatal(h.err, h.lease.Allowed)
+		}
+		handoffs = append(handoffs, h.at.Sub(released))
+		if err := h.lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(handoffs) == 0 {
+		return
+	}
+	slices.Sort(handoffs)
+	µs := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	b.ReportMetric(µs(handoffs[len(handoffs)/2]), "median-µs")
+	b.ReportMetric(µs(handoffs[len(handoffs)*99/100]), "p99-µs")
+}
+
+// Poll waits for a lease of lim on key by asking again every interval:
+// the waiter Handoff compares Acquire with.
+func Poll(lim *sluice.Limiter, key string, interval time.Duration) (sluice.Lease, error) {
+	for {
+		lease, err := lim.TryAcquire(context.Background(), key, 1)
+		if err != nil || lease.Allowed {
+			return lease, err
+		}
+		time.Sleep(interval)
+	}
+}
