@@ -62,7 +62,9 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now,
 // key when the store tells of them ([ReleaseWatcher]: MemStore, and the
 // Redis and PostgreSQL stores), or else when the earliest lease held
 // expires; in any case it asks again after [WithLeasePoll] at the latest,
-// which bounds what a lost wake-up costs.
+// which bounds what a lost wake-up costs. Waiters of different Limiters
+// (of different processes, say) are not lined up with each other: after a
+// release, the first to ask gets the slot.
 func (l *Limiter) Acquire(ctx context.Context, key string, cost float64) (Lease, error) {
 	ls := Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}
 	if err := l.checkLeases(); err != nil {
