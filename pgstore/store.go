@@ -156,7 +156,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		batch:       c.batch,
 		statements:  newStatementSet(table, quoteLiteral(channel), c.callerClock),
 		schema:      newSchema(c.table),
-		reset:       sqlgen.Reset(table),
+		reset:       strings.ReplaceAll(sqlgen.Reset(table), sqlfile.Channel, quoteLiteral(channel)),
 		prune:       sqlgen.Prune(table, c.callerClock),
 		lock:        sqlgen.Lock(table),
 		unlock:      sqlgen.Unlock(table),

@@ -324,3 +324,53 @@ func TestReleaseWakesItsWatcherWhateverTheNamesLength(t *testing.T) {
 		stop()
 	}
 }
+
+// TestResetWakesTheWaiters pins Reset on a concurrency limit's key: the
+// leases it forgets free their slots, and a waiter in another store's
+// Acquire is woken and gets one. A reset of a rate limit's key notifies
+// nobody.
+func TestResetWakesTheWaiters(t *testing.T) {
+	url := testserver.StartPostgres(t).URL
+	holder, table := newStore(t, newPool(t, url, 2))
+	waiter := sharing(t, url, table)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	held, err := slots(t, holder).TryAcquire(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, held.Allowed)
+	observe, denied := deniedLeases()
+	lim := slots(t, waiter, observe)
+	got := make(chan granted, 1)
+	go func() {
+		lease, err := lim.Acquire(ctx, "k", 1)
+		got <- granted{lease.Allowed, err}
+	}()
+	receive(t, ctx, denied, "denial of the waiter")
+	receive(t, ctx, denied, "denial of the waiter, watching")
+	require.NoError(t, holder.Reset(ctx, "k"))
+	g := receive(t, ctx, got, "lease for the waiter")
+	require.NoError(t, g.err)
+	require.True(t, g.allowed)
+
+	c := make(chan struct{}, 1)
+	stop, err := waiter.WatchReleases(ctx, "rate", c)
+	require.NoError(t, err)
+	defer stop()
+	rate, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(holder))
+	require.NoError(t, err)
+	_, err = rate.Allow(ctx, "rate", 1)
+	require.NoError(t, err)
+	require.NoError(t, holder.Reset(ctx, "rate"))
+	require.NoError(t, holder.Reset(ctx, "never-used"))
+	// A release on "k2" after the resets, told after them: once it is
+	// here, a notice of the resets would have come before it.
+	again, err := slots(t, holder).TryAcquire(ctx, "k2", 1)
+	require.NoError(t, err)
+	c2 := make(chan struct{}, 1)
+	stop2, err := waiter.WatchReleases(ctx, "k2", c2)
+	require.NoError(t, err)
+	defer stop2()
+	require.NoError(t, again.Release(ctx))
+	receive(t, ctx, c2, "notice of the release")
+	require.Empty(t, c, "a rate limit's reset notifies nobody")
+}

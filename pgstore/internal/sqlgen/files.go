@@ -48,7 +48,7 @@ func Files() []File {
 		build            func(table string) string
 		param            string
 	}{
-		{sqlfile.Reset, "Reset (upkeep.go)", "Store.Reset: deletes the key's row.", Reset, "$1 text: the key"},
+		{sqlfile.Reset, "Reset (upkeep.go)", "Store.Reset: deletes the key's row, notifying the waiters of a concurrency limit's key.", Reset, "$1 text: the key"},
 		{sqlfile.Lock, "Lock (upkeep.go)",
 			"ApplyGroup: locks the rows of the group's keys, inserting the missing ones, and returns the database's time and how many rows it inserted.",
 			Lock, "$1 text[]: the group's keys, sorted byte by byte"},

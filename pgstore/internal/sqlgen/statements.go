@@ -383,8 +383,14 @@ func decisionValues(blocked string) string {
 // key's UTF-8 bytes, 64 bytes whatever the key (which may be long, while
 // a payload must be shorter than 8,000 bytes); watchers compute it in Go
 // to match it.
-var released = "CASE WHEN last_allowed AND $2::int2 = " + verbCancel + " THEN pg_notify(" + sqlfile.Channel +
-	", encode(sha256(convert_to(key, 'UTF8')), 'hex')) END AS released"
+var released = "CASE WHEN last_allowed AND $2::int2 = " + verbCancel + " THEN " + notifyRelease("key") + " END AS released"
+
+// notifyRelease is the notice of a release of a lease of the key key (a
+// column or a parameter) on sqlfile.Channel, whose payload is the key's
+// SHA-256 in hexadecimal (see released).
+func notifyRelease(key string) string {
+	return "pg_notify(" + sqlfile.Channel + ", encode(sha256(convert_to(" + key + ", 'UTF8')), 'hex'))"
+}
 
 // serverNow is the database's current time in nanoseconds since the Unix
 // epoch: clock_timestamp(), the time of the call, rather than now(), the

@@ -1,13 +1,21 @@
 package sqlgen
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/sluice-go/sluice/engine"
+)
 
 // This file writes the statements that decide nothing: Store.Reset's,
 // Store.Prune's, and the locks of ApplyGroup.
 
-// Reset deletes the row of the key $1.
+// Reset deletes the row of the key $1, and, if it held a concurrency
+// limit's leases, notifies sqlfile.Channel as a release does (see
+// released): the slots it frees wake their waiters.
 func Reset(table string) string {
-	return "DELETE FROM " + table + " WHERE key = $1"
+	return "WITH gone AS (DELETE FROM " + table + " WHERE key = $1 RETURNING kind)\n" +
+		"SELECT " + notifyRelease("$1") + " FROM gone WHERE kind = " + strconv.Itoa(int(engine.KindConcurrency))
 }
 
 // Prune deletes one batch ($1 rows) of expired rows. The outer
