@@ -448,15 +448,7 @@ func (c *leaseChecker) checkLeaseState(before, next engine.State, op engine.Op, 
 // was.
 func (c *leaseChecker) rejects(op engine.Op, want error) error {
 	c.ops = append(c.ops, "invalid "+formatLeaseOp(op))
-	before := cloneState(c.state)
-	next, _, err := c.p.Step(cloneState(c.state), op)
-	if !errors.Is(err, want) {
-		return c.fail("Step(%+v) error = %v, want %v", op, err, want)
-	}
-	if !reflect.DeepEqual(next, before) {
-		return c.fail("a rejected operation changed the state from %+v to %+v", before, next)
-	}
-	return nil
+	return stepRejects(c.p, c.state, op, want, c.fail)
 }
 
 // drawInvalid draws an operation Step must reject for a concurrency

@@ -466,13 +466,19 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 // was.
 func (c *checker) rejects(op engine.Op, want error) error {
 	c.ops = append(c.ops, "invalid "+formatOp(op))
-	before := cloneState(c.state)
-	next, _, err := c.p.Step(cloneState(c.state), op)
+	return stepRejects(c.p, c.state, op, want, c.fail)
+}
+
+// stepRejects requires Step of p to reject op on s with want, leaving s
+// as it was; fail describes a failure.
+func stepRejects(p engine.Params, s engine.State, op engine.Op, want error, fail func(format string, args ...any) error) error {
+	before := cloneState(s)
+	next, _, err := p.Step(cloneState(s), op)
 	if !errors.Is(err, want) {
-		return c.fail("Step(%+v) error = %v, want %v", op, err, want)
+		return fail("Step(%+v) error = %v, want %v", op, err, want)
 	}
 	if !reflect.DeepEqual(next, before) {
-		return c.fail("a rejected operation changed the state from %+v to %+v", before, next)
+		return fail("a rejected operation changed the state from %+v to %+v", before, next)
 	}
 	return nil
 }
