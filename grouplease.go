@@ -17,10 +17,9 @@ import (
 type GroupLease struct {
 	GroupDecision
 
-	g     *Group
-	keys  []string
-	cost  float64
-	given bool
+	g    *Group
+	keys []string
+	cost float64
 }
 
 // TryAcquire admits cost now if every limit admits it, each on its key
@@ -85,17 +84,11 @@ func (gl *GroupLease) Extend(ctx context.Context) error {
 // decision over the concurrency limits alone.
 func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
 	g := gl.g
-	if g == nil || !gl.Allowed || gl.given {
+	if g == nil || !gl.Allowed {
 		return fmt.Errorf("%w: %q", ErrNotHeld, gl.keys)
 	}
-	if g.mem == nil { // memory never waits on ctx
-		ctx = context.WithoutCancel(ctx)
-		if g.first.timeout <= 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
-			defer cancel()
-		}
-	}
+	ctx, cancel := givingBack(ctx, g.mem != nil, g.first.timeout)
+	defer cancel()
 	held := gl.Limits()
 	var opsIn [inlineGroup]engine.GroupOp
 	var limitsIn [inlineGroup]*Limiter
@@ -103,7 +96,7 @@ func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
 	ops, limits := opsIn[:0], limitsIn[:0]
 	now := g.first.clock.now()
 	for i, l := range g.limits {
-		if l.params.Kind == engine.KindConcurrency && held[i].At != 0 { // not found expired
+		if l.params.Kind == engine.KindConcurrency && held[i].At != 0 { // still held, as far as it knows
 			which[len(ops)] = i
 			ops = append(ops, engine.GroupOp{Key: gl.keys[i], Params: &l.params,
 				Op: engine.Op{Verb: verb, Cost: gl.cost, Now: now, At: held[i].At}})
@@ -117,18 +110,12 @@ func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
 	if err := g.apply(ctx, &d, ops, limits, note{lease: true}); err != nil {
 		return err
 	}
-	if verb == engine.VerbCancel {
-		gl.given = true
-		if g.mem != nil {
-			g.mem.releasedIn(ops, decisions(d.Limits()))
-		}
-	}
 	for j, e := range d.Limits() {
 		switch {
 		case verb == engine.VerbExtend && e.Allowed:
 			held[which[j]] = e
-		case !e.Allowed:
-			held[which[j]].At = 0 // not held: nothing to release or extend any more
+		default: // released, or not held: nothing to release or extend any more
+			held[which[j]].At = 0
 		}
 	}
 	if !d.Allowed {

@@ -146,14 +146,8 @@ func (ls *Lease) end(ctx context.Context, verb engine.Verb) error {
 	if l == nil || !ls.Allowed || ls.At == 0 {
 		return fmt.Errorf("%w: %q", ErrNotHeld, ls.key)
 	}
-	if l.mem == nil { // memory never waits on ctx
-		ctx = context.WithoutCancel(ctx)
-		if l.timeout <= 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
-			defer cancel()
-		}
-	}
+	ctx, cancel := givingBack(ctx, l.mem != nil, l.timeout)
+	defer cancel()
 	var d Decision
 	err := l.leaseOp(ctx, ls.key, engine.Op{Verb: verb, Cost: ls.cost, Now: l.clock.now(), At: ls.At}, &d, note{lease: true})
 	switch {
@@ -166,11 +160,25 @@ func (ls *Lease) end(ctx context.Context, verb engine.Verb) error {
 		ls.Decision = d
 	default:
 		ls.At = 0
-		if l.mem != nil {
-			l.mem.released(ls.key)
-		}
 	}
 	return nil
+}
+
+// givingBack returns the context in which a lease is given back or
+// extended: ctx's values without its end, since a release must be made
+// even when the caller's context has ended (a client that went away), and,
+// for a remote store (not mem) without a timeout of its own, bounded by
+// cancelTimeout, so that it does not hang on a store that does not
+// answer.
+func givingBack(ctx context.Context, mem bool, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if mem { // memory never waits on ctx
+		return ctx, func() {}
+	}
+	ctx = context.WithoutCancel(ctx)
+	if timeout > 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, cancelTimeout)
 }
 
 // leaseOp decides op, a lease's, on key into *d, which is zero, and hands

@@ -118,7 +118,8 @@ func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.De
 // decide decides op on key into *d, which is zero.
 func (l *Limiter) decide(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
-	if !l.params.Usual(op.Verb, op.Cost, op.Now) {
+	usual := l.params.Usual(op.Verb, op.Cost, op.Now)
+	if !usual {
 		if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
 			d.Limit = l.params.Limit
 			return refused
@@ -126,6 +127,9 @@ func (l *Limiter) decide(ctx context.Context, key string, op engine.Op, d *engin
 	}
 	if l.mem != nil {
 		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
+		if !usual && err == nil {
+			l.mem.releasedBy(key, &l.params, op, d) // an Allow or a check releases nothing
+		}
 	} else {
 		err = l.apply(ctx, key, op, d)
 	}

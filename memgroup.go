@@ -23,14 +23,11 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []engine.GroupOp, each []en
 	clear(each) // decided into in place
 	var d engine.Decision
 	err := m.applyGroup(ops, each, &d)
-	if err == nil {
-		m.releasedIn(ops, each)
-	}
 	return d, err
 }
 
 // releasedIn wakes the watchers of the leases that a group decision each
-// on ops released.
+// on ops released, if it released any.
 func (m *MemStore) releasedIn(ops []engine.GroupOp, each []engine.Decision) {
 	for i := range ops {
 		if o := &ops[i]; o.Op.Verb == engine.VerbCancel && o.Params.Kind == engine.KindConcurrency && each[i].Allowed {
@@ -66,6 +63,9 @@ func (m *MemStore) applyGroup(ops []engine.GroupOp, each []engine.Decision, d *e
 		g.decide(m, ops, i, op, &e)
 		return e, nil
 	}, each)
+	if ops[0].Op.Verb == engine.VerbCancel {
+		m.releasedIn(ops, each) // under the shards' locks: watchers take no shard lock
+	}
 	return err
 }
 

@@ -143,9 +143,7 @@ func (m *MemStore) Apply(_ context.Context, key string, p *engine.Params, op eng
 	if err = m.apply(key, p, op, &d); err != nil {
 		return d, err
 	}
-	if op.Verb == engine.VerbCancel && p.Kind == engine.KindConcurrency && d.Allowed {
-		m.released(key)
-	}
+	m.releasedBy(key, p, op, &d)
 	return d, refused
 }
 
@@ -172,6 +170,15 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 	}
 	sh.mu.Unlock()
 	return nil
+}
+
+// releasedBy wakes the watchers of key if the decision d on op released a
+// lease. apply, on the usual path of every decision, does not: its callers
+// that may release call this after it.
+func (m *MemStore) releasedBy(key string, p *engine.Params, op engine.Op, d *engine.Decision) {
+	if op.Verb == engine.VerbCancel && d.Allowed && p.Kind == engine.KindConcurrency {
+		m.released(key)
+	}
 }
 
 // conflict is the error for key, which holds another algorithm's live
