@@ -45,7 +45,9 @@ type Decision struct {
 	Delay time.Duration
 	// At is Reserve's: the instant a booked reservation that must wait
 	// may act, on the clock of the store that decided, which Cancel hands
-	// back. Read it from the [Reservation].
+	// back. Read it from the [Reservation]. For a lease, it is the lease's
+	// identity (see [Lease]); for a try of Acquire that was denied, as an
+	// [Observer] sees it, the waiter's ticket in the key's line.
 	At int64
 	// Granted is AllowAtMost's: the cost admitted and recorded, the whole
 	// cost, a whole number of units less than it, or zero.

@@ -25,31 +25,39 @@ type GroupLease struct {
 // TryAcquire admits cost now if every limit admits it, each on its key
 // (keys[i] for the group's limiter i), as [Group.Allow] does, and returns
 // the leases it took. At least one of the group's limiters must be a
-// concurrency limit.
+// concurrency limit. As [Limiter.TryAcquire], it does not pass the
+// callers of Acquire waiting in a concurrency limit's line.
 func (g *Group) TryAcquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
-	return g.tryAcquire(ctx, keys, cost, g.first.clock.now(), -1)
+	return g.tryAcquire(ctx, keys, cost, g.first.clock.now(), -1, nil)
 }
 
-// tryAcquire is TryAcquire at now, for an Acquire that began at began,
-// or for none if began is negative.
-func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now, began int64) (GroupLease, error) {
+// tryAcquire is TryAcquire at now, for an Acquire that began at began and
+// holds tickets in its concurrency limits' lines (0 for none), or for
+// none if began is negative.
+func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now, began int64, tickets []int64) (GroupLease, error) {
 	gl := GroupLease{g: g, keys: keys, cost: cost}
-	if g.firstLeases() < 0 {
+	first := g.firstLeases()
+	if first < 0 {
 		return gl, fmt.Errorf("%w: a group without a concurrency limit takes no leases", ErrUnsupported)
 	}
 	n := note{lease: true}
+	op := engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
 	if began >= 0 {
 		n.waited = time.Duration(max(now-began, 0))
+		op.MaxDelay = int64(g.limits[first].patience())
 	}
-	err := g.now(ctx, &gl.GroupDecision, keys, engine.VerbAllow, cost, now, n)
+	err := g.decide(ctx, &gl.GroupDecision, keys, op, tickets, n)
 	return gl, err
 }
 
 // Acquire waits until every limit admits cost, and returns the leases it
-// took, as [Limiter.Acquire] does for one: woken by a release on the
-// first concurrency limit's key, or when the group's denial said it could
-// be admitted, or after the first concurrency limit's lease poll at the
-// latest. It returns ctx's error if ctx ends first.
+// took, as [Limiter.Acquire] does for one. It takes its place in the line
+// of each concurrency limit that denies it, and is served in turn there;
+// while a rate limit alone holds it back, its places last the first
+// concurrency limit's patience. It is woken by a slot freed on the first
+// concurrency limit's key, or when the group's denial said it could be
+// admitted, or after that limit's lease poll at the latest. It returns
+// ctx's error if ctx ends first, and leaves the lines it waits in.
 func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
 	i := g.firstLeases()
 	if i < 0 || len(keys) != len(g.limits) {
@@ -57,11 +65,27 @@ func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (Group
 	}
 	gl := GroupLease{g: g, keys: keys, cost: cost}
 	began := g.first.clock.now()
+	var ticketsIn [engine.MaxGroup]int64 // each concurrency limit's place in line
+	tickets := ticketsIn[:len(keys)]
 	err := g.limits[i].acquiring(ctx, keys[i], func() (bool, time.Duration, error) {
 		var err error
-		gl, err = g.tryAcquire(ctx, keys, cost, g.first.clock.now(), began)
+		gl, err = g.tryAcquire(ctx, keys, cost, g.first.clock.now(), began, tickets)
+		if err == nil && !gl.Allowed {
+			for j, e := range gl.Limits() {
+				if e.At != 0 { // a place in line, not a lease
+					tickets[j], gl.Limits()[j].At = e.At, 0
+				}
+			}
+		}
 		return gl.Allowed, gl.RetryAfter, err
 	})
+	if err != nil {
+		for j, l := range g.limits {
+			if tickets[j] != 0 {
+				l.leaveLine(ctx, keys[j], tickets[j])
+			}
+		}
+	}
 	return gl, err
 }
 

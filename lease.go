@@ -34,65 +34,93 @@ type Lease struct {
 }
 
 // TryAcquire takes a lease of cost on key if it fits now: if the leases
-// held on key plus cost stay within the limit. A denied lease records
+// held on key plus cost stay within the limit, and no caller of Acquire is
+// waiting for one on key (it does not pass them). A denied lease records
 // nothing; its RetryAfter says when the earliest lease held expires
-// enough for it to fit, at the latest (a release comes sooner). It does
-// not wait for Acquire calls that are waiting on key.
+// enough for it to fit, or when the first waiter could have given up its
+// place (a release comes sooner).
 func (l *Limiter) TryAcquire(ctx context.Context, key string, cost float64) (Lease, error) {
-	return l.tryAcquire(ctx, key, cost, l.clock.now(), -1)
+	return l.tryAcquire(ctx, key, cost, l.clock.now(), -1, 0)
 }
 
-// tryAcquire is TryAcquire at now, for an Acquire that began at began,
-// or for none if began is negative.
-func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now, began int64) (Lease, error) {
+// tryAcquire is TryAcquire at now, for an Acquire that began at began and
+// holds ticket in key's line (0 for none), or for none if began is
+// negative. An Acquire waits in line: a denial gives it its ticket in
+// Decision.At.
+func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now, began, ticket int64) (Lease, error) {
 	ls := Lease{l: l, key: key, cost: cost}
 	n := note{lease: true}
+	op := engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
 	if began >= 0 {
 		n.waited = time.Duration(max(now-began, 0))
+		op.At, op.MaxDelay = ticket, int64(l.patience())
 	}
-	err := l.leaseOp(ctx, key, engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}, &ls.Decision, n)
+	err := l.leaseOp(ctx, key, op, &ls.Decision, n)
 	return ls, err
 }
 
 // Acquire takes a lease of cost on key, waiting until one fits, or until
 // ctx ends (it then returns ctx's error). Waiters on a key are served in
-// the order they came, by each Limiter: only the first asks the store,
-// and the others wait behind it, so that a large lease is not passed over
-// for ever by small ones. The first is woken by a release of a lease on
-// key when the store tells of them ([ReleaseWatcher]: MemStore, and the
-// Redis and PostgreSQL stores), or else when the earliest lease held
-// expires; in any case it asks again after [WithLeasePoll] at the latest,
-// which bounds what a lost wake-up costs. Waiters of different Limiters
-// (of different processes, say) are not lined up with each other: after a
-// release, the first to ask gets the slot.
+// the order they came, across every Limiter and process that shares the
+// store: the store keeps the key's line, and a lease goes to the first in
+// it, so that a large lease is not passed over for ever by small ones.
+//
+// A waiter is woken when a lease on key is released or a waiter ahead is
+// served or leaves, if the store tells of them ([ReleaseWatcher]:
+// MemStore, and the Redis and PostgreSQL stores), or else when the
+// earliest lease held expires; in any case it asks again after
+// [WithLeasePoll] at the latest, which bounds what a lost wake-up costs.
+// A waiter whose ctx ends leaves the line. One that stops asking without
+// leaving (its process died) keeps its place for its patience, twice the
+// lease poll plus the limiter's timeout or a second (a day at most), and
+// is then passed over: what a dead waiter costs the others.
 func (l *Limiter) Acquire(ctx context.Context, key string, cost float64) (Lease, error) {
 	ls := Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}
 	if err := l.checkLeases(); err != nil {
 		return ls, err
 	}
 	began := l.clock.now()
+	var ticket int64 // the waiter's place in key's line, once denied
 	err := l.acquiring(ctx, key, func() (bool, time.Duration, error) {
 		var err error
-		ls, err = l.tryAcquire(ctx, key, cost, l.clock.now(), began)
+		ls, err = l.tryAcquire(ctx, key, cost, l.clock.now(), began, ticket)
+		if err == nil && !ls.Allowed {
+			ticket, ls.At = ls.At, 0 // a place in line, not a lease
+		}
 		return ls.Allowed, ls.RetryAfter, err
 	})
+	if err != nil && ticket != 0 {
+		l.leaveLine(ctx, key, ticket)
+	}
 	return ls, err
 }
 
-// acquiring waits for key's line of l to reach the caller, and then calls
-// try until it grants a lease or fails, sleeping between tries until a
-// release on key, the retry that try returned, or l's lease poll. It
-// watches for releases only once a first try was denied, so that a lease
-// granted at once costs one store call; the try after the watch began
-// sees every release since.
+// patience is how long a waiter keeps its place in a key's line after
+// each try: it asks again within a lease poll, after a try that may take
+// up to the limiter's timeout; a day at most.
+func (l *Limiter) patience() time.Duration {
+	const most = 24 * time.Hour
+	poll, timeout := min(l.leasePoll, most), min(l.timeout, most)
+	return min(2*poll+max(timeout, time.Second), most)
+}
+
+// leaveLine takes the waiter of ticket out of key's line, for an Acquire
+// that stopped waiting: even after ctx ended, within the limiter's timeout
+// or a second. A leaving that fails costs the others the waiter's
+// patience at most; nobody to tell.
+func (l *Limiter) leaveLine(ctx context.Context, key string, ticket int64) {
+	ctx, cancel := givingBack(ctx, l.mem != nil, l.timeout)
+	defer cancel()
+	var d Decision
+	_ = l.decide(ctx, key, engine.Op{Verb: engine.VerbLeave, Now: l.clock.now(), At: ticket}, decided(&d))
+}
+
+// acquiring calls try until it grants a lease or fails, sleeping between
+// tries until key's watcher tells of a slot that may be free, the retry
+// that try returned, or l's lease poll. It watches only once a first try
+// was denied, so that a lease granted at once costs one store call; the
+// try after the watch began sees everything since.
 func (l *Limiter) acquiring(ctx context.Context, key string, try func() (granted bool, retry time.Duration, err error)) error {
-	turn := l.queue.join(key)
-	defer l.queue.leave(key, turn)
-	select {
-	case <-turn.head:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 	granted, retry, err := try()
 	if err != nil || granted {
 		return err
@@ -204,17 +232,18 @@ func (l *Limiter) checkLeases() error {
 	return nil
 }
 
-// A ReleaseWatcher is a [Store] that tells waiters when a lease is
-// released, so that [Limiter.Acquire] sleeps until a release instead of
-// polling. MemStore tells the waiters of its process; the Redis store
-// publishes each release on a channel (Redis pub/sub), the PostgreSQL
-// store with NOTIFY, so that waiters in every process that shares the
-// store are woken.
+// A ReleaseWatcher is a [Store] that tells waiters when a slot may be
+// free, so that [Limiter.Acquire] sleeps until then instead of polling.
+// MemStore tells the waiters of its process; the Redis store publishes on
+// a channel (Redis pub/sub), the PostgreSQL store with NOTIFY, so that
+// waiters in every process that shares the store are woken.
 type ReleaseWatcher interface {
 	// WatchReleases sends on c, without blocking (a full channel has a
-	// wake-up pending already), after each release of a lease on key,
-	// from any limiter sharing the store, until stop is called. A
-	// spurious send is allowed; a missed one costs the waiter a poll.
+	// wake-up pending already), after each decision on key that may let
+	// a waiter in ([engine.Params.Frees]: a lease released, a waiter
+	// served or leaving the line), from any limiter sharing the store,
+	// until stop is called. A spurious send is allowed; a missed one
+	// costs the waiter a poll.
 	// It returns an error if the store cannot watch now; ctx bounds the
 	// setting up only.
 	WatchReleases(ctx context.Context, key string, c chan<- struct{}) (stop func(), err error)

@@ -26,7 +26,6 @@ type Limiter struct {
 	timeout  time.Duration // bounds each remote store call; 0 is none
 	lateness time.Duration // how late a reserved turn may be acted on
 
-	queue     waitQueue     // Acquire's waiters, per key
 	leasePoll time.Duration // how long Acquire waits at most before asking again
 }
 
@@ -118,7 +117,7 @@ func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.De
 // decide decides op on key into *d, which is zero.
 func (l *Limiter) decide(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
-	usual := l.params.Usual(op.Verb, op.Cost, op.Now)
+	usual := l.params.Usual(op.Verb, op.Cost, op.Now) && op.At == 0 && op.MaxDelay == 0
 	if !usual {
 		if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
 			d.Limit = l.params.Limit

@@ -118,10 +118,10 @@ func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb 
 }
 
 // decide runs op, whose Now is set, on every limit as one decision, into
-// gd, which is zero. A cancel names each limit's booking in booked, the
-// decision that booked it. ln is for the observers of the concurrency
+// gd, which is zero. at, if not nil, is each limit's op.At: a cancel's
+// booking, a waiter's ticket. ln is for the observers of the concurrency
 // limits.
-func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, booked *GroupDecision, ln note) error {
+func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, at []int64, ln note) error {
 	n := len(g.limits)
 	if len(keys) != n {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), n)
@@ -135,8 +135,8 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		// Field by field, in place: no literal built aside and copied.
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
-		if booked != nil {
-			o.Op.At = booked.Limits()[i].At
+		if at != nil {
+			o.Op.At = at[i]
 		}
 	}
 	return g.apply(ctx, gd, ops, g.limits, ln)
@@ -246,9 +246,13 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
 	}
+	var booked [engine.MaxGroup]int64
+	for i, e := range r.Limits() {
+		booked[i] = e.At
+	}
 	var d GroupDecision
 	// At most once, as Reservation.Cancel.
-	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &r.GroupDecision, note{})
+	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, booked[:len(r.keys)], note{})
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all

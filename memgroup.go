@@ -26,11 +26,11 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []engine.GroupOp, each []en
 	return d, err
 }
 
-// releasedIn wakes the watchers of the leases that a group decision each
-// on ops released, if it released any.
+// releasedIn wakes the watchers of the keys on which a group decision each
+// on ops may let a waiter in ([engine.Params.Frees]).
 func (m *MemStore) releasedIn(ops []engine.GroupOp, each []engine.Decision) {
 	for i := range ops {
-		if o := &ops[i]; o.Op.Verb == engine.VerbCancel && o.Params.Kind == engine.KindConcurrency && each[i].Allowed {
+		if o := &ops[i]; o.Params.Frees(&o.Op, &each[i]) {
 			m.released(o.Key)
 		}
 	}
@@ -56,6 +56,9 @@ func (m *MemStore) applyGroup(ops []engine.GroupOp, each []engine.Decision, d *e
 	}
 	if ops[0].Op.Verb == engine.VerbAllow {
 		g.allow(m, ops, each, d)
+		if d.Allowed {
+			m.releasedIn(ops, each) // a waiter served: the next may be first
+		}
 		return nil
 	}
 	*d, err = engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
@@ -162,7 +165,7 @@ func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decisi
 				k.state = engine.State{}
 				k.at, _ = k.sh.load(k.id, o.Params, o.Op.Now, &k.state) // loaded once: no conflict
 				each[i] = engine.Decision{}
-				o.Params.Decide(&k.state, engine.Op{Verb: engine.VerbCheck, Now: o.Op.Now}, &each[i])
+				o.Params.Decide(&k.state, engine.Op{Verb: engine.VerbCheck, Now: o.Op.Now, At: o.Op.At}, &each[i])
 			}
 		}
 	}

@@ -172,11 +172,11 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 	return nil
 }
 
-// releasedBy wakes the watchers of key if the decision d on op released a
-// lease. apply, on the usual path of every decision, does not: its callers
-// that may release call this after it.
+// releasedBy wakes the watchers of key if the decision d on op may let a
+// waiter in ([engine.Params.Frees]). apply, on the usual path of every
+// decision, does not: its callers that may free a slot call this after it.
 func (m *MemStore) releasedBy(key string, p *engine.Params, op engine.Op, d *engine.Decision) {
-	if op.Verb == engine.VerbCancel && d.Allowed && p.Kind == engine.KindConcurrency {
+	if p.Frees(&op, d) {
 		m.released(key)
 	}
 }

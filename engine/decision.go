@@ -34,6 +34,10 @@ const (
 	// names a new expiry, Params.Interval from now at the earliest, which
 	// Decision.At returns: the lease's identity from then on.
 	VerbExtend
+	// VerbLeave takes the waiter whose ticket Op.At names out of the
+	// concurrency limit's line, as a caller that stops waiting does;
+	// Allowed reports whether it was waiting.
+	VerbLeave
 )
 
 // String returns the verb's name as used in error messages.
@@ -53,6 +57,8 @@ func (v Verb) String() string {
 		return "at most"
 	case VerbExtend:
 		return "extend"
+	case VerbLeave:
+		return "leave"
 	}
 	return "verb(" + strconv.Itoa(int(v)) + ")"
 }
@@ -67,14 +73,20 @@ type Op struct {
 	// to 2^62 (in 2116). A store that uses its own clock ignores it.
 	Now int64
 	// MaxDelay is, for VerbReserve, the longest the caller will wait for
-	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years).
+	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years). For
+	// VerbAllow on the concurrency limit, it is the caller's patience: a
+	// denied caller with a patience above zero waits in the key's line,
+	// and keeps its place while it asks again within its patience.
 	MaxDelay int64
 	// At is, for VerbCancel, the instant the reservation was booked for, as
 	// its Decision.At gave it: on the clock of the store that booked it.
 	// For VerbReserve it is the earliest instant to book, zero for none:
 	// a group of limits books each of them at one common instant. For a
 	// release (VerbCancel) or VerbExtend on the concurrency limit, it is
-	// the lease's identity, its Decision.At.
+	// the lease's identity, its Decision.At; for VerbAllow, VerbCheck and
+	// VerbLeave on the concurrency limit, the caller's ticket in the key's
+	// line, as a denied VerbAllow's Decision.At gave it (0 for none):
+	// from 0 to 2^53.
 	At int64
 }
 
@@ -87,7 +99,8 @@ type State struct {
 	// the Unix epoch.
 	Time int64
 	// A is the leaky bucket's level, the token bucket's tokens in use (so
-	// that zero is a full bucket), or the current window's count.
+	// that zero is a full bucket), the current window's count, or the
+	// latest ticket a concurrency limit's line handed out.
 	A float64
 	// B is the sliding counter's previous window count.
 	B float64
@@ -95,18 +108,20 @@ type State struct {
 	// nanoseconds since the Unix epoch; zero when the key is not blocked.
 	Until int64
 	// Log holds the sliding log's admitted requests, oldest first, or the
-	// concurrency limit's live leases, earliest expiry first. Step may
-	// reuse its storage.
+	// concurrency limit's live leases, earliest expiry first, and then its
+	// waiters, first come first. Step may reuse its storage.
 	Log []Entry
 }
 
-// Entry is one admitted request in a sliding log, or one lease of a
-// concurrency limit.
+// Entry is one admitted request in a sliding log, or one lease or one
+// waiter of a concurrency limit.
 type Entry struct {
-	// Time is when the request was admitted, or when the lease expires, in
-	// nanoseconds since the Unix epoch.
+	// Time is when the request was admitted, when the lease expires, or
+	// when the waiter leaves the line unless it asks again, in nanoseconds
+	// since the Unix epoch.
 	Time int64
-	// Cost is what it consumed, or holds.
+	// Cost is what the request consumed or the lease holds; for a waiter,
+	// minus its ticket.
 	Cost float64
 }
 
@@ -141,7 +156,9 @@ type Decision struct {
 	// it from a later booking, so it cannot be given back. For VerbAllow
 	// and VerbExtend on the concurrency limit, it is the lease's expiry,
 	// its identity, which a release or an extension hands back; zero when
-	// no lease was taken.
+	// no lease was taken. For a denied VerbAllow on the concurrency limit
+	// with a patience (Op.MaxDelay), it is the caller's ticket in the
+	// key's line, which its next try hands back; zero if the line was full.
 	At int64
 	// Granted is, for VerbAtMost, the cost admitted and recorded.
 	Granted float64

@@ -105,8 +105,11 @@ func DecideGroup(ops []GroupOp, decide func(i int, op Op) (Decision, error), eac
 	var latest time.Duration // until every limit would admit
 	all := true
 	for i, g := range ops {
-		check := g.Op
-		check.Verb, check.MaxDelay, check.At = VerbCheck, 0, 0
+		check := g.Op // a concurrency limit's check keeps its ticket, At
+		check.Verb, check.MaxDelay = VerbCheck, 0
+		if first.Verb == VerbReserve {
+			check.At = 0
+		}
 		if err := run(i, check); err != nil {
 			return Decision{}, err
 		}

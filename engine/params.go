@@ -109,6 +109,9 @@ const (
 	// or a nanosecond after the key's latest, which only 2^60 leases
 	// taken faster than the clock moves could push past 2^62 + 2^61.
 	maxLeaseAt = maxTime + 2*maxSpan
+	// maxTicket bounds a ticket in a concurrency limit's line: the
+	// integers a float64 holds exactly.
+	maxTicket = 1 << 53
 )
 
 // String formats p for logs.
@@ -181,7 +184,7 @@ func (p *Params) invalid(why string) error {
 // Check reports whether op can run under p, as Step checks it: op.Now
 // with [CheckTime], the rest with [Params.CheckOp].
 func (p *Params) Check(op Op) error {
-	if p.Usual(op.Verb, op.Cost, op.Now) {
+	if p.Usual(op.Verb, op.Cost, op.Now) && op.At == 0 && op.MaxDelay == 0 {
 		return nil
 	}
 	return p.check(op)
@@ -209,7 +212,7 @@ func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
 // and [ErrUnsupported] for an unknown verb or one the algorithm does not
 // run: a fill-up of another algorithm than the leaky bucket, a reservation
 // or cancel of a window algorithm, a reservation, fill-up or partial grant
-// of the concurrency limit, an extension of any other.
+// of the concurrency limit, an extension or a leaving of any other.
 func (p *Params) CheckCost(verb Verb, cost float64) error {
 	if !(cost >= 0) || math.IsInf(cost, 0) {
 		return fmt.Errorf("%w: %v", ErrInvalidCost, cost)
@@ -229,9 +232,9 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 		if !p.Reservable() {
 			return fmt.Errorf("%w: %v does not support reservations", ErrUnsupported, p.Kind)
 		}
-	case VerbExtend:
+	case VerbExtend, VerbLeave:
 		if p.Kind != KindConcurrency {
-			return fmt.Errorf("%w: %v holds no leases to extend", ErrUnsupported, p.Kind)
+			return fmt.Errorf("%w: %v holds no leases to %v", ErrUnsupported, p.Kind, verb)
 		}
 	case VerbAtMost:
 		if p.Kind == KindConcurrency {
@@ -254,10 +257,11 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 // CheckOp reports whether op can run under p, as Step checks it, except
 // for op.Now, which only a store deciding by the caller's clock checks
 // (with [CheckTime]): the verb and cost as [Params.CheckCost] does, a
-// reservation's MaxDelay (0 to 2^60 ns) and the At of a reservation or a
-// cancel (0 to 2^62 + 2^60 ns) or of a lease's release or extension (0 to
-// 2^62 + 2^61 ns), with errors wrapping [ErrInvalidDelay] and
-// [ErrTimeOutOfRange].
+// reservation's MaxDelay and a concurrency limit's patience (0 to 2^60
+// ns), the At of a reservation or a cancel (0 to 2^62 + 2^60 ns) or of a
+// lease's release or extension (0 to 2^62 + 2^61 ns), and a ticket (0 to
+// 2^53), with errors wrapping [ErrInvalidDelay], [ErrTimeOutOfRange] and
+// [ErrInvalidConfig].
 //
 // A cost above the limit is reported last, after every other error, so
 // that [Params.Overflows] can tell an op that is otherwise valid.
@@ -266,9 +270,13 @@ func (p *Params) CheckOp(op Op) error {
 	if err != nil && !errors.Is(err, ErrCostExceedsLimit) {
 		return err
 	}
+	waits := p.Kind == KindConcurrency && op.Verb == VerbAllow // a patience is a wait
+	ticket := p.Kind == KindConcurrency && (op.Verb == VerbAllow || op.Verb == VerbCheck || op.Verb == VerbLeave)
 	switch {
-	case op.Verb == VerbReserve && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
+	case (op.Verb == VerbReserve || waits) && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
 		return fmt.Errorf("%w: %v is not between 0 and %v", ErrInvalidDelay, time.Duration(op.MaxDelay), time.Duration(maxSpan))
+	case ticket && (op.At < 0 || op.At > maxTicket):
+		return fmt.Errorf("%w: ticket %d is not between 0 and 2^53", ErrInvalidConfig, op.At)
 	case p.Kind == KindConcurrency && (op.Verb == VerbCancel || op.Verb == VerbExtend) && (op.At < 0 || op.At > maxLeaseAt):
 		return fmt.Errorf("%w: lease instant %d ns", ErrTimeOutOfRange, op.At)
 	case p.Kind != KindConcurrency && (op.Verb == VerbCancel || op.Verb == VerbReserve) && (op.At < 0 || op.At > maxTime+maxSpan):
@@ -395,19 +403,32 @@ func (p *Params) settle(s *State, verb Verb, d *Decision) {
 // Records reports whether a decision *d on an op of verb changed the key's
 // state, so that a store writes the state back: a fill-up always does; an
 // admission, a booked reservation, a cancel that gave its cost back (or
-// released a lease), an extended lease and a partial grant of something
-// do; so does a denied Allow or reservation under a penalty or with
-// denials counted; a check never does.
+// released a lease), an extended lease, a waiter's leaving and a partial
+// grant of something do; so does a denied Allow or reservation under a
+// penalty or with denials counted, and a denied Allow that waits in a
+// concurrency limit's line (its Decision.At is its ticket); a check never
+// does.
 func (p *Params) Records(verb Verb, d *Decision) bool {
 	switch verb {
-	case VerbAllow, VerbReserve:
+	case VerbAllow:
+		return d.Allowed || d.Blocked || p.CountDenied || d.At != 0
+	case VerbReserve:
 		return d.Allowed || d.Blocked || p.CountDenied
 	case VerbFill:
 		return true
 	case VerbAtMost:
 		return d.Granted > 0
 	}
-	return (verb == VerbCancel || verb == VerbExtend) && d.Allowed
+	return (verb == VerbCancel || verb == VerbExtend || verb == VerbLeave) && d.Allowed
+}
+
+// Frees reports whether a decision *d on op may let a waiter of p's
+// concurrency limit in: a lease released, a waiter leaving the line, or a
+// waiter served, after which the next may be first. A store that tells
+// waiters of releases tells them after each such decision.
+func (p *Params) Frees(op *Op, d *Decision) bool {
+	return p.Kind == KindConcurrency && d.Allowed &&
+		(op.Verb == VerbCancel || op.Verb == VerbLeave || op.Verb == VerbAllow && op.At != 0)
 }
 
 // slack is the amount below which float differences are rounding noise.

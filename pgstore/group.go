@@ -148,11 +148,16 @@ func (g *group) decide(ctx context.Context, speculate bool) (d engine.Decision, 
 func (g *group) begin(ctx context.Context) error {
 	g.checks = g.checks[:0]
 	// DecideGroup decides cancels (releases) and extensions as they come,
-	// each limit by its own rule, and checks nothing first.
+	// each limit by its own rule, and checks nothing first. Its checks
+	// keep each op's At, a concurrency limit's ticket in line, but a
+	// reservation's earliest instant.
 	if first := g.ops[0].Op; first.Verb != engine.VerbCancel && first.Verb != engine.VerbExtend {
 		for i, o := range g.ops {
 			check := o.Op
-			check.Verb, check.MaxDelay, check.At = engine.VerbCheck, 0, 0
+			check.Verb, check.MaxDelay = engine.VerbCheck, 0
+			if first.Verb == engine.VerbReserve {
+				check.At = 0
+			}
 			g.checks = append(g.checks, call{i: i, op: check})
 		}
 	}

@@ -11,6 +11,15 @@ import (
 	"github.com/sluice-go/sluice/pgstore"
 )
 
+// BenchmarkLease takes and releases a lease on one key, one statement
+// each, on a server the benchmark starts: the cost of a lease that never
+// waits, taken with TryAcquire, and with Acquire, which listens for the
+// key's releases only once denied.
+func BenchmarkLease(b *testing.B) {
+	st, _ := newStore(b, newPool(b, testserver.StartPostgres(b).URL, 2))
+	leaseproc.TakeAndRelease(b, st)
+}
+
 // BenchmarkLeaseHandoff measures the time from a release through one
 // store to the lease of a waiter in Acquire through another (another
 // pool, as another process would have), on a server the benchmark starts:

@@ -51,6 +51,20 @@ func TestLeasesAcrossProcessesNeverExceedTheLimit(t *testing.T) {
 	require.LessOrEqual(t, most, leaseproc.Limit, "leases held at once at %d ns", at)
 }
 
+// TestWaitersAcrossProcessesAreServedInArrivalOrder pins the line across
+// processes: waiters that join one after the other, each in the next of
+// 3 processes (woken by the store alone: their polls last an hour), are
+// granted the slot in the order they joined, as the grants' lease
+// identities, which grow with each grant, tell.
+func TestWaitersAcrossProcessesAreServedInArrivalOrder(t *testing.T) {
+	url := testserver.StartPostgres(t).URL
+	st, table := newStore(t, newPool(t, url, 2))
+	lim, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(st))
+	require.NoError(t, err)
+	order := leaseproc.Order(t, lim, helperURL+"="+url, helperTable+"="+table)
+	require.Equal(t, leaseproc.Arrivals(), order)
+}
+
 // TestSlotOfAKilledHolderComesBackAtItsExpiry pins what a holder killed
 // with SIGKILL costs: its lease holds the slot until it expires, and no
 // longer than that and leaseproc.KeeperSlack; the waiter's lease is

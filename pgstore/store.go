@@ -31,15 +31,18 @@ import (
 // Wait), its cancel and a partial grant (AllowAtMost) are one such
 // statement each too, and so are the concurrency limit's acquisition,
 // release (VerbCancel) and extension (VerbExtend) of a lease, whose
-// identity (Decision.At) the statement returns. CanAccept (VerbCheck) is
+// identity (Decision.At) the statement returns, and a waiter's place in
+// the key's line (its ticket, Decision.At of a denied acquisition with a
+// patience) and its leaving (VerbLeave). CanAccept (VerbCheck) is
 // a plain SELECT and writes nothing. Every algorithm and verb is
 // supported, as Step supports them: a verb an algorithm does not run
 // gives an error wrapping [sluice.ErrUnsupported] before any round trip.
 //
-// A release that frees a lease notifies the table's channel (NOTIFY) in
-// the same statement, sent with its commit, and the store implements
-// [sluice.ReleaseWatcher], so that waiters in Acquire, in every process
-// that shares the table, are woken by the release: see
+// A decision that may let a waiter in ([engine.Params.Frees]: a release
+// that frees a lease, a waiter leaving the line or served) notifies the
+// table's channel (NOTIFY) in the same statement, sent with its commit,
+// and the store implements [sluice.ReleaseWatcher], so that waiters in
+// Acquire, in every process that shares the table, are woken by it: see
 // [Store.WatchReleases]. The store then listens on a connection of its
 // own, which [Store.Close] closes.
 //
@@ -218,7 +221,8 @@ func statement(stmts *statementSet, callerClock bool, key string, p *engine.Para
 
 // scanDecision reads the decision that the statement of verb on key under
 // p returned. The concurrency limit's upsert returns one column more,
-// which notifies a release (sqlgen's released), and is skipped.
+// which notifies a release or a waiter's leaving or serving (sqlgen's
+// released), and is skipped.
 func scanDecision(row pgx.Row, key string, p *engine.Params, verb engine.Verb) (engine.Decision, error) {
 	d := engine.Decision{Limit: p.Limit}
 	var retry, reset, delay int64

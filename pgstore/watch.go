@@ -21,15 +21,17 @@ import (
 var _ sluice.ReleaseWatcher = (*Store)(nil)
 
 // WatchReleases sends on c, without blocking (a full channel has a
-// wake-up pending already), after each release of a lease on key made
-// through any store on the same table, in any process, until stop is
-// called. It implements [sluice.ReleaseWatcher], so that
-// [sluice.Limiter.Acquire] and [sluice.Group.Acquire] sleep until a
-// release rather than poll.
+// wake-up pending already), after each decision on key that may let a
+// waiter in ([engine.Params.Frees]: a release of a lease, a waiter
+// leaving the key's line or served) made through any store on the same
+// table, in any process, until stop is called. It implements
+// [sluice.ReleaseWatcher], so that [sluice.Limiter.Acquire] and
+// [sluice.Group.Acquire] sleep until a release rather than poll.
 //
-// A release that frees a lease notifies the table's channel (PostgreSQL's
-// NOTIFY) from the statement that releases it, so that the notification
-// is sent when the release commits, and only then, alone or with the
+// Such a decision (a release that frees a lease, an allowed VerbLeave, an
+// admitted VerbAllow with a ticket) notifies the table's channel
+// (PostgreSQL's NOTIFY) from its own statement, so that the notification
+// is sent when the decision commits, and only then, alone or with the
 // group's transaction: a process killed just after its release committed
 // has sent the notification with it. The store listens on one connection
 // of its own, which the first call takes from the pool for good (a store

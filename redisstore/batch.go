@@ -84,7 +84,7 @@ func (s *Store) ApplyBatch(ctx context.Context, reqs []Request) []Result {
 			}
 			s.reload.failed(err)
 			d, err := outcome(r.Key, r.Params, r.Op.Verb, reply, err)
-			if err == nil && s.acks.records(r.Op.Verb) && r.Params.Records(r.Op.Verb, &d) {
+			if err == nil && s.acks.records(r.Op.Verb) && judged(r.Params, r.Op.Verb, &d) {
 				err = s.acks.verdict(keyName(r.Key), c.wait)
 			}
 			if err == nil {

@@ -28,7 +28,7 @@ const (
 // args returns the input of a call deciding one op under p.
 func (s *Store) args(p *engine.Params, op engine.Op) string {
 	var b [opSize + limitSize]byte
-	s.putOp(b[:opSize], op)
+	s.putOp(b[:opSize], op, p.Kind == engine.KindConcurrency)
 	putLimit(b[opSize:], p, op)
 	return string(b[:])
 }
@@ -37,7 +37,11 @@ func (s *Store) args(p *engine.Params, op engine.Op) string {
 // their verb, time and maximum delay.
 func (s *Store) groupArgs(ops []engine.GroupOp) string {
 	var b [opSize + engine.MaxGroup*limitSize]byte
-	s.putOp(b[:opSize], ops[0].Op)
+	waits := false // whether a limit has a line to wait in
+	for _, g := range ops {
+		waits = waits || g.Params.Kind == engine.KindConcurrency
+	}
+	s.putOp(b[:opSize], ops[0].Op, waits)
 	for i, g := range ops {
 		putLimit(b[opSize+i*limitSize:], g.Params, g.Op)
 	}
@@ -45,15 +49,16 @@ func (s *Store) groupArgs(ops []engine.GroupOp) string {
 }
 
 // putOp packs the op's fields into b: verb, clock, now, the TTL margin and
-// a reservation's MaxDelay.
-func (s *Store) putOp(b []byte, op engine.Op) {
+// a reservation's MaxDelay or, if waits (the op decides a concurrency
+// limit), an acquisition's patience.
+func (s *Store) putOp(b []byte, op engine.Op, waits bool) {
 	b[0] = byte(op.Verb)
 	var now, maxDelay int64
 	if s.callerClock {
 		b[1] = 1
 		now = op.Now
 	}
-	if op.Verb == engine.VerbReserve {
+	if op.Verb == engine.VerbReserve || op.Verb == engine.VerbAllow && waits {
 		maxDelay = op.MaxDelay
 	}
 	sec, nsec := split(now)
@@ -63,7 +68,8 @@ func (s *Store) putOp(b []byte, op engine.Op) {
 
 // putLimit packs a limit's fields into b: its Params, and the op's cost
 // and instant (the At of a reservation, a cancel, or a lease's release or
-// extension), both checked in range.
+// extension, or the ticket of a concurrency limit's acquisition, check or
+// leaving, which goes as an instant does), both checked in range.
 func putLimit(b []byte, p *engine.Params, op engine.Op) {
 	b[0] = byte(p.Kind)
 	if p.IntervalRefill || p.Anchored {
@@ -76,6 +82,10 @@ func putLimit(b []byte, p *engine.Params, op engine.Op) {
 	switch op.Verb {
 	case engine.VerbReserve, engine.VerbCancel, engine.VerbExtend:
 		at = op.At
+	case engine.VerbAllow, engine.VerbCheck, engine.VerbLeave:
+		if p.Kind == engine.KindConcurrency {
+			at = op.At
+		}
 	}
 	atSec, atNsec := split(at)
 	penSec, penNsec := split(p.Penalty)
@@ -102,8 +112,10 @@ func split(ns int64) (sec, nsec float64) {
 // reservation that waits (waitsBit), the seconds and nanoseconds of its
 // delay and of its instant; for an instant without a wait (instantBit: a
 // concurrency limit's lease taken or extended, whose Decision.At is its
-// expiry and Delay zero), the seconds and nanoseconds of the instant; for
-// a partial grant (always), the cost granted. A group's reply is the index
+// expiry and Delay zero, or a denied acquisition's place in the limit's
+// line, whose Decision.At is its ticket, split as nanoseconds are), the
+// seconds and nanoseconds of the instant; for a partial grant (always),
+// the cost granted. A group's reply is the index
 // of the limit the group's decision is made from (from 1), then the
 // group's record and each limit's. A key conflict is 128, the stored
 // kind's byte and the key's index (from 1).
@@ -119,6 +131,9 @@ const (
 	waitSize       = 4 * 8
 	instantSize    = 2 * 8
 	grantSize      = 8
+
+	// maxTicket is the latest ticket a concurrency limit's line hands out.
+	maxTicket = 1 << 53
 )
 
 // decode turns the script's reply to op under p on key into a decision. A
@@ -199,8 +214,8 @@ func conflictError(key string, stored engine.Kind, p *engine.Params) error {
 // alone has an instant without a wait. why is empty if the record is well
 // formed, and else says what is wrong: an unknown status, a waiting
 // reservation of another verb or of a denial, an instant without a wait
-// anywhere but on a lease taken or extended, a record cut short, times out
-// of range.
+// anywhere but on a lease taken or extended or a denied acquisition's
+// ticket, a record cut short, times or a ticket out of range.
 func record(b string, verb engine.Verb, grant, leases bool) (d engine.Decision, rest string, why string) {
 	if len(b) < recordSize {
 		return d, "", ": record cut short"
@@ -212,7 +227,7 @@ func record(b string, verb engine.Verb, grant, leases bool) (d engine.Decision, 
 		return d, "", ": unknown status"
 	case waits && (verb != engine.VerbReserve || !allowed):
 		return d, "", ": a wait where none can be"
-	case holds && (waits || !leases || (verb != engine.VerbAllow && verb != engine.VerbExtend) || !allowed):
+	case holds && (waits || !leases || !(verb == engine.VerbAllow || verb == engine.VerbExtend && allowed)):
 		return d, "", ": an instant where none can be"
 	}
 	n := 6
@@ -251,10 +266,13 @@ func record(b string, verb engine.Verb, grant, leases bool) (d engine.Decision, 
 	}
 	if holds {
 		// A lease's expiry: now plus its time to live at the earliest,
-		// after the epoch.
+		// after the epoch; or a denied acquisition's ticket, from 1.
 		at, ok := instant(x[next], x[next+1])
-		if !ok || at <= 0 {
+		switch {
+		case !ok || at <= 0:
 			return d, "", ": lease out of range"
+		case !allowed && at > maxTicket:
+			return d, "", ": ticket out of range"
 		}
 		d.At = at
 		next += 2

@@ -125,7 +125,8 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 var leases = &engine.Params{Kind: engine.KindConcurrency, Limit: 2, Interval: int64(time.Minute), MaxEntries: 4}
 
 // TestDecodeReadsALeasesInstant reads the instant of a lease taken or
-// extended, which has no delay: Decision.At alone, after the durations.
+// extended, which has no delay, and a denied acquisition's ticket in the
+// limit's line: Decision.At alone, after the durations.
 func TestDecodeReadsALeasesInstant(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -141,6 +142,12 @@ func TestDecodeReadsALeasesInstant(t *testing.T) {
 			engine.Decision{Allowed: true, Limit: 2, Remaining: 2}},
 		{"Full", engine.VerbAllow, reply(0, 2, 0, 59, 7, 60, 0),
 			engine.Decision{Limit: 2, Used: 2, RetryAfter: 59e9 + 7, ResetAfter: time.Minute}},
+		{"InLine", engine.VerbAllow, reply(8, 2, 0, 59, 7, 60, 0, 0, 3),
+			engine.Decision{Limit: 2, Used: 2, RetryAfter: 59e9 + 7, ResetAfter: time.Minute, At: 3}},
+		{"LastTicket", engine.VerbAllow, reply(8, 2, 0, 59, 7, 60, 0, 9007199, 254740992),
+			engine.Decision{Limit: 2, Used: 2, RetryAfter: 59e9 + 7, ResetAfter: time.Minute, At: 1 << 53}},
+		{"Left", engine.VerbLeave, reply(1, 2, 0, 0, 0, 60, 0),
+			engine.Decision{Allowed: true, Limit: 2, Used: 2, ResetAfter: time.Minute}},
 		{"Released", engine.VerbCancel, reply(1, 1, 1, 0, 0, 60, 0),
 			engine.Decision{Allowed: true, Limit: 2, Used: 1, Remaining: 1, ResetAfter: time.Minute}},
 		{"ReleasedTwice", engine.VerbCancel, reply(0, 1, 1, 0, 0, 60, 0),
@@ -158,7 +165,8 @@ func TestDecodeReadsALeasesInstant(t *testing.T) {
 }
 
 // TestDecodeRejectsInconsistentLeases requires an error for an instant
-// without a wait where no lease is taken or extended, or out of range.
+// without a wait where no lease is taken or extended and no denied
+// acquisition waits in line, or out of range.
 func TestDecodeRejectsInconsistentLeases(t *testing.T) {
 	holds := func(status byte, atS, atN float64) string { return reply(status, 1, 1, 0, 0, 60, 0, atS, atN) }
 	allow, extend := engine.VerbAllow, engine.VerbExtend
@@ -169,7 +177,10 @@ func TestDecodeRejectsInconsistentLeases(t *testing.T) {
 		"InstantOfACheck":     {engine.VerbCheck, holds(9, 60, 0)},
 		"InstantOfARelease":   {engine.VerbCancel, holds(9, 60, 0)},
 		"InstantOfAReserve":   {engine.VerbReserve, holds(9, 60, 0)},
-		"InstantOfADenial":    {allow, holds(8, 60, 0)},
+		"TicketBeyond2To53":   {allow, holds(8, 9007199, 254740993)},
+		"ZeroTicket":          {allow, holds(8, 0, 0)},
+		"InstantOfALeaving":   {engine.VerbLeave, holds(9, 60, 0)},
+		"TicketOfALeaving":    {engine.VerbLeave, holds(8, 0, 1)},
 		"DeniedExtension":     {extend, holds(8, 60, 0)},
 		"InstantAndAWait":     {allow, reply(13, 1, 1, 0, 0, 60, 0, 1, 0, 60, 0, 60, 0)},
 		"InstantCutShort":     {allow, holds(9, 60, 0)[:57]},

@@ -29,16 +29,23 @@
 //
 // The concurrency limit ([sluice.NewConcurrencyLimit]) keeps a key's live
 // leases in its value, at most MaxEntries, with the latest expiry it
-// handed out. Taking a lease (VerbAllow), releasing it (VerbCancel) and
-// extending it (VerbExtend) are one call each, alone or in a group. A
-// lease's identity is its expiry, Decision.At, an instant on the clock
-// the function decided by: any process releases or extends the lease by
-// passing it back unchanged.
+// handed out, and its line of waiters, served in the order they joined
+// it, with the latest ticket it handed out. Taking a lease (VerbAllow),
+// releasing it (VerbCancel), extending it (VerbExtend) and leaving the
+// line (VerbLeave) are one call each, alone or in a group (but for
+// leaving). A lease's identity is its expiry, Decision.At, an instant on
+// the clock the function decided by: any process releases or extends the
+// lease by passing it back unchanged. A denied acquisition with a
+// patience (Op.MaxDelay) waits in line: its Decision.At is its ticket,
+// which its next try and its leaving pass back as Op.At. The key lives
+// until its last lease's expiry and its last waiter's deadline.
 //
 // Waiters for a lease ([sluice.Limiter.Acquire], [sluice.Group.Acquire])
 // sleep until a release, in any process: the function that releases a
-// lease publishes it (SPUBLISH) in the same call, on a sharded channel
-// named as the key's Redis name, and [Store.WatchReleases] subscribes to
+// lease, takes a waiter out of the line or serves one, whose successor
+// may now be first (engine.Params.Frees), publishes it (SPUBLISH) in the
+// same call, on a sharded channel named as the key's Redis name, and
+// [Store.WatchReleases] subscribes to
 // it (SSUBSCRIBE), sharing a connection per server, or per slot in a
 // Cluster. From one store's Release to the lease of a waiter in another,
 // on a local Redis: a median under 0.1 ms and a p99 under 0.2 ms, against

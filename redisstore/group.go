@@ -76,15 +76,17 @@ func (s *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []eng
 }
 
 // recorded reports whether the group decision d may have recorded on any
-// of its keys: an admission, cancel (release) or extension that records on
-// one, or a limit's denial that records (a penalty, a counted denial). A
-// limit that would have admitted on its own, in a group that denied,
-// recorded nothing ([engine.DecideGroup]); a cancel or an extension runs
-// on each limit by its own rule, whatever the group's decision.
+// of its keys what its acknowledgements are judged on: an admission,
+// cancel (release) or extension that records on one, or a limit's denial
+// that records (a penalty, a counted denial; not a waiter's place in a
+// concurrency limit's line, see judged). A limit that would have admitted
+// on its own, in a group that denied, recorded nothing
+// ([engine.DecideGroup]); a cancel or an extension runs on each limit by
+// its own rule, whatever the group's decision.
 func recorded(ops []engine.GroupOp, d engine.Decision, each []engine.Decision) bool {
 	for i, o := range ops {
 		counts := d.Allowed || !each[i].Allowed || o.Op.Verb == engine.VerbCancel || o.Op.Verb == engine.VerbExtend
-		if counts && o.Params.Records(o.Op.Verb, &each[i]) {
+		if counts && judged(o.Params, o.Op.Verb, &each[i]) {
 			return true
 		}
 	}

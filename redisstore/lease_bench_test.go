@@ -39,30 +39,7 @@ func benchStores(b *testing.B, addr string, n int) []*redisstore.Store {
 // TryAcquire, and with Acquire, which subscribes to the key's releases
 // only once denied.
 func BenchmarkLease(b *testing.B) {
-	st := benchStores(b, testserver.StartRedis(b).Addr, 1)[0]
-	lim, err := sluice.NewConcurrencyLimit(4, time.Minute, sluice.WithStore(st))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	for _, verb := range []string{"TryAcquire", "Acquire"} {
-		b.Run("verb="+verb, func(b *testing.B) {
-			take := lim.TryAcquire
-			if verb == "Acquire" {
-				take = lim.Acquire
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				lease, err := take(ctx, "k", 1)
-				if err != nil || !lease.Allowed {
-					b.Fatal(err, lease.Allowed)
-				}
-				if err := lease.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	leaseproc.TakeAndRelease(b, benchStores(b, testserver.StartRedis(b).Addr, 1)[0])
 }
 
 // BenchmarkLeaseHandoff measures the time from a release through one

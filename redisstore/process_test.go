@@ -61,6 +61,29 @@ func TestLeasesAcrossProcessesNeverExceedTheLimit(t *testing.T) {
 	require.LessOrEqual(t, most, leaseproc.Limit, "leases held at once at %d ns", at)
 }
 
+// TestWaitersAcrossProcessesAreServedInArrivalOrder pins the line across
+// processes: waiters that join one after the other, each in the next of
+// 3 processes (woken by the store alone: their polls last an hour), are
+// granted the slot in the order they joined, as the grants' lease
+// identities, which grow with each grant, tell; on either clock.
+func TestWaitersAcrossProcessesAreServedInArrivalOrder(t *testing.T) {
+	addr := testserver.StartRedis(t).Addr
+	for _, clock := range []string{"server", "caller"} {
+		t.Run(clock, func(t *testing.T) {
+			prefix := fmt.Sprintf("test:%s:%d:", t.Name(), time.Now().UnixNano())
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { c.Close() })
+			st, err := redisstore.New(c, storeOptions(prefix, clock)...)
+			require.NoError(t, err)
+			t.Cleanup(func() { st.Close() })
+			lim, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(st))
+			require.NoError(t, err)
+			order := leaseproc.Order(t, lim, helperAddr+"="+addr, helperPrefix+"="+prefix, helperClock+"="+clock)
+			require.Equal(t, leaseproc.Arrivals(), order)
+		})
+	}
+}
+
 // TestSlotsOfAKilledHolderComeBackAtTheirExpiry pins what a holder killed
 // with SIGKILL while it holds every slot costs: its leases hold the slots
 // until they expire, and no longer than that and leaseproc.KeeperSlack.

@@ -17,8 +17,8 @@ import (
 // the Go side's checks, verbs they do not decide and algorithms they do
 // not know: each is refused with an error wrapping sluice.ErrUnsupported,
 // and nothing is recorded, never decided as some other verb. An extension
-// is a verb of the concurrency limit alone, which in turn takes no
-// fill-up, reservation or partial grant.
+// and a leaving of the line are verbs of the concurrency limit alone,
+// which in turn takes no fill-up, reservation or partial grant.
 func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
 	t.Cleanup(func() { c.Close() })
@@ -35,10 +35,12 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		verb engine.Verb
 	}{
 		{"VerbZero", gcra, 0},
-		{"VerbEight", gcra, 8},
+		{"VerbNine", gcra, 9},
+		{"VerbNineOfLeases", leases, 9},
 		{"VerbTwoHundred", gcra, 200},
 		{"UnknownAlgorithm", unknown, engine.VerbAllow},
 		{"ExtensionOfAGCRA", gcra, engine.VerbExtend},
+		{"LeavingOfAGCRA", gcra, engine.VerbLeave},
 		{"FillUpOfLeases", leases, engine.VerbFill},
 		{"ReservationOfLeases", leases, engine.VerbReserve},
 		{"PartialGrantOfLeases", leases, engine.VerbAtMost},
@@ -52,7 +54,7 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		})
 	}
 
-	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, 8} {
+	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, engine.VerbLeave, 9} {
 		t.Run(fmt.Sprintf("GroupOfVerb%d", verb), func(t *testing.T) {
 			ops := []engine.GroupOp{
 				{Key: "g1", Params: gcra, Op: engine.Op{Verb: verb, Cost: 1, Now: now}},
@@ -72,6 +74,15 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		_, err := st.call(ctx, lib.group, []string{"l1", "l2"}, st.groupArgs(ops))
 		require.ErrorIs(t, scriptError(engine.VerbReserve, groupName(ops), err), sluice.ErrUnsupported)
 		require.Zero(t, c.Exists(ctx, "l1", "l2").Val(), "nothing recorded, not even the first limit's")
+	})
+	t.Run("GroupLeavingOfLeases", func(t *testing.T) {
+		ops := []engine.GroupOp{
+			{Key: "m1", Params: leases, Op: engine.Op{Verb: engine.VerbLeave, Now: now, At: 1}},
+			{Key: "m2", Params: leases, Op: engine.Op{Verb: engine.VerbLeave, Now: now, At: 1}},
+		}
+		_, err := st.call(ctx, lib.group, []string{"m1", "m2"}, st.groupArgs(ops))
+		require.ErrorIs(t, scriptError(engine.VerbLeave, groupName(ops), err), sluice.ErrUnsupported)
+		require.Zero(t, c.Exists(ctx, "m1", "m2").Val(), "nothing recorded")
 	})
 	t.Run("GroupWithAnUnknownAlgorithm", func(t *testing.T) {
 		ops := []engine.GroupOp{

@@ -47,8 +47,12 @@ type acks struct {
 // error wrapping [ErrNotReplicated]: it was recorded on the master all the
 // same. A decision that records nothing (a check, a denial without a
 // penalty or counted denials, a group denied) comes without that error:
-// it has nothing to lose. timeout must be shorter than the client's
-// ReadTimeout, which bounds the wait for the reply.
+// it has nothing to lose. Nor does a concurrency limit's denial that
+// takes or keeps a waiter's place in the key's line: a place lost with
+// its master costs the waiter its turn, never a slot beyond the limit,
+// and a waiter, unlike a holder, cannot act on a denial that might not
+// stand. timeout must be shorter than the client's ReadTimeout, which
+// bounds the wait for the reply.
 func WithReplicaAcks(n int, timeout time.Duration) Option {
 	return optionFunc(func(s *Store) error {
 		ms := timeout.Truncate(time.Millisecond)
@@ -121,10 +125,19 @@ func (a acks) verdict(what string, wait *redis.IntCmd) error {
 func (s *Store) applyAcked(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	reply, wait, err := s.runAcked(ctx, []string{s.Key(key)}, lib.apply, s.args(p, op))
 	d, err := outcome(key, p, op.Verb, reply, err)
-	if err == nil && p.Records(op.Verb, &d) {
+	if err == nil && judged(p, op.Verb, &d) {
 		err = s.acks.verdict(keyName(key), wait)
 	}
 	return d, err
+}
+
+// judged reports whether a decision d on verb under p is given a verdict
+// on its acknowledgements: whether it recorded ([engine.Params.Records]),
+// unless it is a concurrency limit's denial, which records only a
+// waiter's place in line (see [WithReplicaAcks]).
+func judged(p *engine.Params, verb engine.Verb, d *engine.Decision) bool {
+	inLine := p.Kind == engine.KindConcurrency && verb == engine.VerbAllow && !d.Allowed
+	return !inLine && p.Records(verb, d)
 }
 
 // runAcked runs fn of the library on the Redis keys names, which share a

@@ -119,10 +119,12 @@ func (s *Store) Key(key string) string {
 // Every verb is one call: a reservation (VerbReserve), the cancel
 // that gives it back and a partial grant (VerbAtMost) as much as an
 // allow, and so are a concurrency limit's lease (VerbAllow), its release
-// (VerbCancel) and its extension (VerbExtend). In server-clock mode a
-// reservation's or a lease's Decision.At is an instant on the Redis
+// (VerbCancel), its extension (VerbExtend), a wait in its line (a denied
+// VerbAllow with a patience, Op.MaxDelay, whose Decision.At is the
+// waiter's ticket) and a waiter's leaving (VerbLeave). In server-clock
+// mode a reservation's or a lease's Decision.At is an instant on the Redis
 // server's clock, and the op.At of a cancel, a release or an extension is
-// compared on that clock as it is.
+// compared on that clock as it is; a ticket is a number, on no clock.
 //
 // Invalid Params and ops are reported without contacting Redis, as
 // [engine.Params.Step] reports them; Params whose longest span is 2^53 ns

@@ -23,12 +23,14 @@ var _ sluice.ReleaseWatcher = (*Store)(nil)
 // WatchReleases sends on c, without blocking (a full channel has a
 // wake-up pending already), after each release of a lease on key made
 // through any store that shares the key's Redis name, in any process,
-// until stop is called. It implements [sluice.ReleaseWatcher], so that
-// [sluice.Limiter.Acquire] and [sluice.Group.Acquire] sleep until a
-// release rather than poll.
+// and after each waiter that leaves the key's line or is served from it
+// (engine.Params.Frees), until stop is called. It implements
+// [sluice.ReleaseWatcher], so that [sluice.Limiter.Acquire] and
+// [sluice.Group.Acquire] sleep until a release rather than poll.
 //
 // The function call that releases a lease, alone or in a group, publishes
-// the release (SPUBLISH, Redis 7's sharded pub/sub) on the channel named
+// the release (SPUBLISH, Redis 7's sharded pub/sub), as does one that
+// takes a waiter out of the line or serves one, on the channel named
 // as the key's Redis name ([Store.Key]): the notice goes out if and only
 // if the release is made, in the same atomic step, and stays in the key's
 // slot, so that it reaches the subscribers of the master that serves the

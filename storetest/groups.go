@@ -76,6 +76,7 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 			reservable = reservable && p.Reservable()
 		}
 		spec := map[string]engine.State{}
+		tickets := map[string][]int64{} // each concurrency limit's waiters
 		var booked [][]engine.GroupOp
 		now := base + int64(trace)*int64(24*time.Hour)
 		for step := range 80 {
@@ -89,11 +90,18 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 				op.Verb = engine.VerbCheck
 			case r < 5 && reservable:
 				op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(4*int64(time.Second))
+			case r < 8:
+				// A waiter's: its concurrency limits' tickets and its
+				// patience, which the others ignore.
+				op.MaxDelay = 1 + rng.Int64N(4*int64(time.Second))
 			}
 			ops := make([]engine.GroupOp, len(order))
 			for j, i := range order {
 				c := op
 				c.Cost = min(randomCost(rng, limits[i]), limits[i].Limit)
+				if t := tickets[keys[i]]; len(t) > 0 && op.MaxDelay > 0 && op.Verb == engine.VerbAllow && rng.IntN(4) > 0 {
+					c.At = t[rng.IntN(len(t))]
+				}
 				ops[j] = engine.GroupOp{Key: keys[i], Params: &limits[i], Op: c}
 			}
 			if r := rng.IntN(10); r < 2 && len(booked) > 0 {
@@ -145,6 +153,11 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 				}
 				booked = append(booked, cancels)
 			}
+			for i, g := range ops {
+				if g.Op.Verb == engine.VerbAllow && !want[i].Allowed && want[i].At != 0 {
+					tickets[g.Key] = append(tickets[g.Key], want[i].At)
+				}
+			}
 			if held := groupLeases(ops, want, rng); held != nil {
 				booked = append(booked, held)
 			}
@@ -163,7 +176,7 @@ func groupLeases(ops []engine.GroupOp, each []engine.Decision, rng *rand.Rand) [
 	}
 	var held []engine.GroupOp
 	for i, g := range ops {
-		if g.Params.Kind == engine.KindConcurrency && g.Op.Verb != engine.VerbCancel && each[i].At != 0 {
+		if g.Params.Kind == engine.KindConcurrency && g.Op.Verb != engine.VerbCancel && each[i].Allowed && each[i].At != 0 {
 			g.Op = engine.Op{Verb: verb, Cost: g.Op.Cost, At: each[i].At}
 			held = append(held, g)
 		}

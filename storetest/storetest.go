@@ -176,6 +176,7 @@ func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefi
 		keys := []string{fmt.Sprintf("%sa%d", keyPrefix, trace), fmt.Sprintf("%sb%d", keyPrefix, trace)}
 		spec := specStore{states: map[string]engine.State{}, expires: map[string]int64{}, exact: exact}
 		booked := map[string][]engine.Op{} // each key's booked reservations, as cancels
+		tickets := map[string][]int64{}    // each key's waiters' tickets, in line or not
 		if trace > 0 {
 			now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
 		}
@@ -192,9 +193,16 @@ func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefi
 				continue
 			}
 			op := randomOp(rng, p, now, booked[key])
+			if p.Kind == engine.KindConcurrency {
+				waitInLine(rng, p, &op, tickets[key])
+			}
 			got, err := st.Apply(ctx, key, &p, op)
 			where := fmt.Sprintf("seed %d step %d key %s op %+v", seed, step, key, op)
-			if want := spec.apply(t, p, key, op, got, err, where); want.At != 0 {
+			switch want := spec.apply(t, p, key, op, got, err, where); {
+			case want.At == 0:
+			case op.Verb == engine.VerbAllow && !want.Allowed:
+				tickets[key] = append(tickets[key], want.At) // a place in line
+			default:
 				// A booking, or a lease taken or extended: what a cancel (a
 				// release) names.
 				booked[key] = append(booked[key], engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
@@ -253,6 +261,38 @@ func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) en
 		}
 	}
 	return op
+}
+
+// waitInLine makes some of a concurrency limit's admissions and checks
+// those of a waiter in the key's line: with a patience, and a ticket from
+// tickets, the latest mostly, or none, or one never handed out; it makes
+// some of its ops a waiter's leaving. An invalid patience or ticket
+// sometimes, for an error to match.
+func waitInLine(rng *rand.Rand, p engine.Params, op *engine.Op, tickets []int64) {
+	if op.Verb != engine.VerbAllow && op.Verb != engine.VerbCheck || rng.IntN(3) == 0 {
+		return
+	}
+	switch r := rng.IntN(10); {
+	case len(tickets) == 0 || r < 2:
+	case r < 6:
+		op.At = tickets[len(tickets)-1]
+	case r < 9:
+		op.At = tickets[rng.IntN(len(tickets))]
+	default:
+		op.At = tickets[len(tickets)-1] + 1
+	}
+	if op.Verb == engine.VerbAllow {
+		op.MaxDelay = 1 + rng.Int64N(2*p.Interval)
+		if rng.IntN(8) == 0 {
+			op.Verb, op.Cost, op.MaxDelay = engine.VerbLeave, 0, 0
+		}
+	}
+	if rng.IntN(50) == 0 {
+		op.At = -1 - rng.Int64N(3)
+	}
+	if rng.IntN(50) == 0 && op.Verb == engine.VerbAllow {
+		op.MaxDelay = -1
+	}
 }
 
 // randomDelay draws a reservation's maximum delay: none, around the

@@ -89,3 +89,32 @@ func Poll(lim *sluice.Limiter, key string, interval time.Duration) (sluice.Lease
 		time.Sleep(interval)
 	}
 }
+
+// TakeAndRelease measures a lease that never waits on one key of st: taken
+// with TryAcquire, and with Acquire, which watches for releases only once
+// denied, then released, one store call each.
+func TakeAndRelease(b *testing.B, st sluice.Store) {
+	lim, err := sluice.NewConcurrencyLimit(4, time.Minute, sluice.WithStore(st))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, verb := range []string{"TryAcquire", "Acquire"} {
+		b.Run("verb="+verb, func(b *testing.B) {
+			take := lim.TryAcquire
+			if verb == "Acquire" {
+				take = lim.Acquire
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				lease, err := take(ctx, "k", 1)
+				if err != nil || !lease.Allowed {
+					b.Fatal(err, lease.Allowed)
+				}
+				if err := lease.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ import (
 
 // The environment of a helper process.
 const (
-	envMode  = "SLUICE_LEASEPROC_MODE"  // "holders" or "keeper"
+	envMode  = "SLUICE_LEASEPROC_MODE"  // "holders", "waiters" or "keeper"
 	envOut   = "SLUICE_LEASEPROC_OUT"   // the holders' record
 	envSlots = "SLUICE_LEASEPROC_SLOTS" // the keeper's leases
 )
@@ -90,6 +90,8 @@ func runHelper(mode string, open func(ctx context.Context) (sluice.Store, func()
 	switch mode {
 	case "holders":
 		return hold(ctx, st, os.Getenv(envOut))
+	case "waiters":
+		return waitInTurn(ctx, st)
 	case "keeper":
 		slots, err := strconv.Atoi(os.Getenv(envSlots))
 		if err != nil {

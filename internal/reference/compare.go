@@ -169,14 +169,18 @@ func verbInvariants(op engine.Op, d engine.Decision) error {
 // leaseInvariants checks the fields of a concurrency limit's decision
 // that depend on the verb, in place of [verbInvariants]: no Delay and no
 // Granted ever; RetryAfter zero iff an acquisition or a check is admitted,
-// and always for a release or an extension, which have nothing to retry;
-// an At only for a lease taken (an admitted acquisition of a cost above
-// zero) or extended, at least Interval after now, and then the latest
-// identity the key handed out, so that ResetAfter reaches it exactly.
+// and always for a release, an extension or a leaving, which have nothing
+// to retry; an At only for a lease taken (an admitted acquisition of a
+// cost above zero) or extended, at least Interval after now, and then the
+// latest identity the key handed out, so that ResetAfter reaches it at
+// least (exactly, unless a waiter's deadline lies later); or for a denied
+// acquisition with a patience, which waits in the line: a ticket from 1
+// to 2^53, and a deadline a patience from now, which ResetAfter reaches at
+// least.
 func leaseInvariants(p engine.Params, op engine.Op, d engine.Decision) error {
 	var takes bool // whether the decision hands out an identity
 	switch op.Verb {
-	case engine.VerbCancel, engine.VerbExtend:
+	case engine.VerbCancel, engine.VerbExtend, engine.VerbLeave:
 		if d.RetryAfter != 0 {
 			return fmt.Errorf("RetryAfter = %v for a %v", d.RetryAfter, op.Verb)
 		}
@@ -187,14 +191,19 @@ func leaseInvariants(p engine.Params, op engine.Op, d engine.Decision) error {
 		}
 		takes = op.Verb == engine.VerbAllow && d.Allowed && op.Cost > 0
 	}
+	waits := op.Verb == engine.VerbAllow && !d.Allowed && d.At != 0
 	switch {
 	case d.Delay != 0 || d.Granted != 0:
 		return fmt.Errorf("Delay = %v, Granted = %v for a lease's %v", d.Delay, d.Granted, op.Verb)
-	case !takes && d.At != 0:
+	case waits && (op.MaxDelay <= 0 || d.At < 1 || d.At > 1<<53):
+		return fmt.Errorf("ticket %d for a %v denied with a patience of %v", d.At, op.Verb, time.Duration(op.MaxDelay))
+	case waits && int64(d.ResetAfter) < op.MaxDelay:
+		return fmt.Errorf("ResetAfter = %v, but the waiter stays in line %v from now", d.ResetAfter, time.Duration(op.MaxDelay))
+	case !takes && !waits && d.At != 0:
 		return fmt.Errorf("At = %d for a %v that took no lease (allowed %v, cost %v)", d.At, op.Verb, d.Allowed, op.Cost)
 	case takes && d.At < op.Now+p.Interval:
 		return fmt.Errorf("At = %d for a lease taken at %d with a time to live of %v", d.At, op.Now, time.Duration(p.Interval))
-	case takes && int64(d.ResetAfter) != d.At-op.Now:
+	case takes && int64(d.ResetAfter) < d.At-op.Now:
 		return fmt.Errorf("ResetAfter = %v, but the lease handed out expires %v from now", d.ResetAfter, time.Duration(d.At-op.Now))
 	}
 	return nil

@@ -26,7 +26,9 @@ type Model interface {
 	// and returns the exact decision. It records what the Store contract
 	// says a decision records ([Records]): a fill-up, an admission, a
 	// booked reservation, a cancel that gave its cost back (or released a
-	// lease), an extended lease, a partial grant of more than zero.
+	// lease), an extended lease, a partial grant of more than zero, a
+	// denied acquisition that waits in a concurrency limit's line, a
+	// waiter's leaving.
 	Apply(op engine.Op) Decision
 	// Reset forgets the key.
 	Reset()
@@ -65,7 +67,8 @@ type Decision struct {
 	// caller may act, in nanoseconds, and At that instant when Delay is
 	// positive (zero otherwise). For a lease taken or extended (the
 	// concurrency limit's VerbAllow and VerbExtend), At is its identity,
-	// its expiry, and Delay zero.
+	// its expiry, and Delay zero; for a denied VerbAllow of the
+	// concurrency limit that waits in its line, At is the waiter's ticket.
 	Delay, At int64
 	// Granted is, for VerbAtMost, the cost admitted: the whole cost, the
 	// most whole units less than it that fit, or zero.
@@ -75,13 +78,17 @@ type Decision struct {
 // Records reports whether a decision d on verb changes the key's state,
 // as the Store contract defines it: a fill-up always; an admission, a
 // booked reservation, a cancel that gave its cost back (or released a
-// lease) and an extension of a lease when Allowed; a partial grant when
-// it granted more than zero; a check or a denial never.
+// lease), an extension of a lease and a waiter's leaving the concurrency
+// limit's line when Allowed; a denied acquisition when it waits in that
+// line (its At is its ticket); a partial grant when it granted more than
+// zero; a check or another denial never.
 func Records(verb engine.Verb, d Decision) bool {
 	switch verb {
 	case engine.VerbFill:
 		return true
-	case engine.VerbAllow, engine.VerbReserve, engine.VerbCancel, engine.VerbExtend:
+	case engine.VerbAllow:
+		return d.Allowed || d.At != 0
+	case engine.VerbReserve, engine.VerbCancel, engine.VerbExtend, engine.VerbLeave:
 		return d.Allowed
 	case engine.VerbAtMost:
 		return d.Granted > 0

@@ -3,8 +3,8 @@
 --
 -- Depends on: prelude, time, and every algorithm: meter, gcra,
 -- intervalrefill, fixedwindow, slidinglog, slidingcounter, leases.
--- Translates: Params.decide, decideKind, settle, describe and Records,
--- and Params.CheckCost's verbs of the concurrency limit
+-- Translates: Params.decide, decideKind, settle, describe, Records and
+-- Frees, and Params.CheckCost's verbs of the concurrency limit
 -- (engine/params.go), and Params.decideStrict and fillUp
 -- (engine/strict.go).
 
@@ -29,22 +29,35 @@ end
 
 -- decides reports whether the limit in use decides verb, as far as
 -- Params.CheckCost tells leases from the rest: only the concurrency limit
--- extends, and it neither fills up, reserves nor grants part of a cost.
--- The Go side refuses the others first; the library refuses them too,
--- rather than decide them as another verb.
+-- extends and has a line to leave, and it neither fills up, reserves nor
+-- grants part of a cost. The Go side refuses the others first; the
+-- library refuses them too, rather than decide them as another verb.
 local function decides(verb)
   if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
-  return verb ~= EXTEND
+  return verb ~= EXTEND and verb ~= LEAVE
 end
 
 -- records is Go's Params.Records: whether the decision made on verb
 -- changed the key's state, so that it is written back.
 local function records(verb)
   if verb == FILL then return true end
-  if verb == ALLOW or verb == RESERVE then return dAllowed or dBlocked or countDenied end
-  if verb == CANCEL or verb == EXTEND then return dAllowed end
+  -- A denied Allow with an instant waits in a concurrency limit's line: At
+  -- is its ticket.
+  if verb == ALLOW then return dAllowed or dBlocked or countDenied or dAS ~= 0 or dAN ~= 0 end
+  if verb == RESERVE then return dAllowed or dBlocked or countDenied end
+  if verb == CANCEL or verb == EXTEND or verb == LEAVE then return dAllowed end
   if verb == ATMOST then return dGranted > 0 end
   return false
+end
+
+-- frees is Go's Params.Frees: whether the decision made on verb, with the
+-- op's instant (atS, atN), may let a waiter of the concurrency limit in
+-- use in: a lease released, a waiter leaving the line, or a waiter (an
+-- Allow with a ticket) served, after which the next may be first. The
+-- caller tells the key's waiters (io's released) after writing the key.
+local function frees(verb, atS, atN)
+  return kind == CONCURRENCY and dAllowed and
+    (verb == CANCEL or verb == LEAVE or verb == ALLOW and (atS ~= 0 or atN ~= 0))
 end
 
 -- decideKind is Go's decideKind on a zero Decision: the algorithm, its

@@ -1,8 +1,8 @@
 -- group: one decision over several keys, each limit on its own key, the
 -- library's function group.
 --
--- Depends on: prelude (begin), time, decide, io (load, write, released,
--- reply).
+-- Depends on: prelude (begin), time, decide (decide, records, frees), io
+-- (load, write, released, reply).
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
 -- in one pass for an Allow as MemStore's group does (memgroup.go).
 
@@ -124,11 +124,15 @@ local function combine(n)
 end
 
 -- allowAll decides an Allow in one pass, as the memory store does: an
--- Allow admits exactly when a check of it would, so every limit is decided
--- as Allow on its state, and what each made is kept only where
+-- Allow admits exactly when a check of it would (DecideGroup's check
+-- keeps a concurrency limit's ticket, and a waiter's patience changes
+-- what a denial records, not whether it admits), so every limit is
+-- decided as Allow on its state, and what each made is kept only where
 -- DecideGroup's second pass would run that same Allow: everywhere if all
--- admit, else on the limits that deny. The others check a zero cost on
--- their key as it was.
+-- admit, else on the limits that deny, where a concurrency limit's waiter
+-- takes or keeps its place in line. The others check a zero cost on their
+-- key as it was, with their ticket. A waiter served is told to its key's
+-- waiters, the next of whom may now be first.
 local function allowAll(n)
   local all = true
   for i = 1, n do
@@ -142,10 +146,11 @@ local function allowAll(n)
       restore(made[i])
       resume(each[i])
       keep(i, ALLOW)
+      if frees(ALLOW, atSs[i], atNs[i]) then released(i) end
     else
       -- Admitted by this limit, not by the group: its decision
       -- describes the key as the request leaves it, untouched.
-      run(i, CHECK, 0, 0, 0, 0, 0)
+      run(i, CHECK, 0, atSs[i], atNs[i], 0, 0)
     end
   end
   return combine(n)
@@ -186,24 +191,27 @@ local function decideAll(n)
     -- released is told to its key's waiters.
     for i = 1, n do
       run(i, verb, costs[i], atSs[i], atNs[i], 0, 0)
-      if verb == CANCEL and kind == CONCURRENCY and dAllowed then released(i) end
+      if frees(verb, atSs[i], atNs[i]) then released(i) end
     end
     return combine(n)
   elseif verb == ALLOW then
     return allowAll(n)
   end
-  -- Check every limit; latest is until every one would admit.
+  -- Check every limit, with its instant (a concurrency limit's ticket)
+  -- but for a reservation; latest is until every one would admit.
   local all = true
   local lS, lN = 0, 0
   for i = 1, n do
-    run(i, CHECK, costs[i], 0, 0, 0, 0)
+    local atS, atN = atSs[i], atNs[i]
+    if verb == RESERVE then atS, atN = 0, 0 end
+    run(i, CHECK, costs[i], atS, atN, 0, 0)
     all = all and each[i].allowed
     lS, lN = tmax(lS, lN, each[i].rS, each[i].rN)
   end
   if verb == RESERVE then return reserveAll(n, lS, lN) end
   -- A check decides as Allow would, recording nothing.
   for i = 1, n do
-    if not all and each[i].allowed then run(i, CHECK, 0, 0, 0, 0, 0) end
+    if not all and each[i].allowed then run(i, CHECK, 0, atSs[i], atNs[i], 0, 0) end
   end
   return combine(n)
 end

@@ -14,16 +14,22 @@
 -- is blocked by a penalty, the kind has 128 added and the header is
 -- followed by the block's end (State.Until) as seconds and nanoseconds
 -- ('<dd'); then the sliding log's entries, oldest first, or the
--- concurrency limit's leases, earliest expiry first.
+-- concurrency limit's leases, earliest expiry first, and its waiters,
+-- first come first (A is the latest ticket its line handed out). The key
+-- lives until its state is fresh again (Decision.ResetAfter): for the
+-- concurrency limit, until its high-water mark and its waiters' deadlines
+-- have passed.
 --
 -- A decision's reply is a record: a status byte (1 if allowed, plus 2 if
 -- blocked, plus 4 if a reservation waits, plus 8 if it has an instant but
--- no wait: a lease taken or extended), then doubles: used, remaining,
--- retry after and reset after (each as seconds and nanoseconds); for a
+-- no wait: a lease taken or extended, or a denied acquisition's place in
+-- the concurrency limit's line), then doubles: used, remaining, retry
+-- after and reset after (each as seconds and nanoseconds); for a
 -- reservation that waits, its delay and its instant (Decision.At) as
 -- seconds and nanoseconds pairs; for an instant without a wait, the
--- instant (Decision.At, the lease's expiry) as seconds and nanoseconds;
--- for a partial grant (the verb at most), the cost granted. A group's
+-- instant (Decision.At: the lease's expiry, or the waiter's ticket, which
+-- is split as nanoseconds are) as seconds and nanoseconds; for a partial
+-- grant (the verb at most), the cost granted. A group's
 -- reply is a byte, the index of the limit whose decision the group's is
 -- made from, then the group's record and each limit's. On a key conflict, the reply is packed as '<BBB': 128,
 -- the stored kind, the index of the key.
@@ -79,14 +85,16 @@ local function write(i, present)
   return true
 end
 
--- released tells the waiters of key i that a lease on it was released:
--- SPUBLISH on the sharded channel named as the key itself, with an empty
--- message, so that the waiters subscribed to it (Store.WatchReleases, in
--- any process) try again. Channels and keys are separate namespaces, and
--- a channel hashes to its slot as a key of the same name does: the
--- notice stays in the key's slot, which a Cluster requires of a function
--- (a channel of another slot fails the call), and goes out only if the
--- call that released the lease completes, in the same atomic step.
+-- released tells the waiters of key i that a lease on it was released,
+-- or that its line moved (a waiter left it or was served, decide's
+-- frees): SPUBLISH on the sharded channel named as the key itself, with
+-- an empty message, so that the waiters subscribed to it
+-- (Store.WatchReleases, in any process) try again. Channels and keys are
+-- separate namespaces, and a channel hashes to its slot as a key of the
+-- same name does: the notice stays in the key's slot, which a Cluster
+-- requires of a function (a channel of another slot fails the call), and
+-- goes out only if the call that released the lease (or moved the line)
+-- completes, in the same atomic step.
 local function released(i)
   call('SPUBLISH', keys[i], '')
 end
@@ -99,7 +107,7 @@ local function reply(grant)
   if dBlocked then status = status + 2 end
   local waits = dWS > 0 or dWN > 0
   if waits then status = status + 4 end
-  local instant = not waits and (dAS ~= 0 or dAN ~= 0) -- a lease's expiry
+  local instant = not waits and (dAS ~= 0 or dAN ~= 0) -- a lease's expiry, a ticket
   if instant then status = status + 8 end
   local r = pack('<Bdddddd', status, dUsed, dRemaining, dRS, dRN, dES, dEN)
   if waits then r = r .. pack('<dddd', dWS, dWN, dAS, dAN) end

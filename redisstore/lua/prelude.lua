@@ -10,14 +10,16 @@
 -- A call's input, its one argument: the op's fields (struct format
 -- '<BBddddd'): verb, clock (1 for the caller's), now in seconds and
 -- nanoseconds, the TTL margin in milliseconds (the callers' clock skew),
--- and a reservation's MaxDelay in seconds and nanoseconds; then, for each
--- key, its limit's ('<BBBddddddddd'): kind, variant, counted denials (1 for
+-- and a reservation's MaxDelay or a concurrency limit's waiter's patience
+-- in seconds and nanoseconds; then, for each key, its limit's
+-- ('<BBBddddddddd'): kind, variant, counted denials (1 for
 -- Params.CountDenied), limit, interval, amount, max entries, cost, the op's
 -- instant (Op.At: a cancel's reservation, the instant before which a
--- reservation is not booked, or the expiry of the lease that a release or
--- an extension names) in seconds and nanoseconds, and the penalty in
--- seconds and nanoseconds. Packed doubles read back exactly and without
--- parsing text.
+-- reservation is not booked, the expiry of the lease that a release or an
+-- extension names, or a waiter's ticket in a concurrency limit's line) in
+-- seconds and nanoseconds, and the penalty in seconds and nanoseconds. A
+-- ticket (at most 2^53) goes as seconds and nanoseconds too, as if it were
+-- nanoseconds. Packed doubles read back exactly and without parsing text.
 --
 -- Kinds and verbs are engine.Kind and engine.Verb as numbers. The variant
 -- is 1 for the token bucket's interval refill and anchored fixed windows.
@@ -25,10 +27,10 @@
 -- for every limit the call decides, and a cancel's or an extension's
 -- instant is on the server's clock, as the reply that booked the
 -- reservation or took the lease gave it. The Go side has validated all;
--- the library still refuses a verb or kind it does not know, and an
--- extension of a limit other than the concurrency limit or a verb the
--- concurrency limit does not decide, with an error reply starting
--- "UNSUPPORTED".
+-- the library still refuses a verb or kind it does not know, an
+-- extension or a leaving of a limit other than the concurrency limit, and
+-- a verb the concurrency limit does not decide, with an error reply
+-- starting "UNSUPPORTED".
 --
 -- Lua numbers are doubles, like Go's float64: amounts go through the same
 -- operations in the same order as in Go, so they come out bit-identical.
@@ -46,7 +48,7 @@
 -- time).
 
 local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER, CONCURRENCY = 1, 2, 3, 4, 5, 6, 7 -- engine.Kind
-local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST, EXTEND = 1, 2, 3, 4, 5, 6, 7 -- engine.Verb
+local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST, EXTEND, LEAVE = 1, 2, 3, 4, 5, 6, 7, 8 -- engine.Verb
 local TOLERANCE = 2^-48
 local MAX_SPAN = 2^60
 local EXACT = 2^53 -- doubles hold every integer up to here
@@ -73,18 +75,19 @@ local verb, nowS, nowN, marginMs, delayS, delayN
 
 -- The limit being decided: its Params, set by use, its algorithm's step
 -- function and fill-up, and its key's state (Time as stS, stN; A; B; the
--- sliding log's entries or the concurrency limit's leases; Until as stUS,
--- stUN, zero for none).
+-- sliding log's entries or the concurrency limit's leases and waiters;
+-- Until as stUS, stUN, zero for none).
 --
 -- A step is a function of the verb, the cost, the op's instant (Op.At)
--- and a reservation's maximum delay (pairs), since a decision may run
--- several of them (a partial grant, a penalty, a group); each updates the
--- state as the Go step does (clearing Until where Go writes a whole new
--- State), and returns: allowed, used (before clamping), the instants retry
--- and reset as pairs (nil for zero), for a booked reservation that waits
--- the instant it may act, and the instant a cancel gives it back by or
--- the expiry of a lease taken or extended (Decision.At, nil for none), as
--- pairs, and GCRA's remaining. A fill-up,
+-- and a reservation's maximum delay or a waiter's patience (pairs), since
+-- a decision may run several of them (a partial grant, a penalty, a
+-- group); each updates the state as the Go step does (clearing Until
+-- where Go writes a whole new State), and returns: allowed, used (before
+-- clamping), the instants retry and reset as pairs (nil for zero), for a
+-- booked reservation that waits the instant it may act, and the instant a
+-- cancel gives it back by, the expiry of a lease taken or extended or a
+-- waiter's ticket (Decision.At, nil for none), as pairs, and GCRA's
+-- remaining. A fill-up,
 -- for counted denials, fills the key up to its limit at now (the fixed
 -- window and the sliding log have none: an Allow of what is left fills
 -- them).

@@ -1,7 +1,7 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin), arith (fmin), decide, io (load, write,
--- released, reply).
+-- Depends on: prelude (begin), arith (fmin), decide (decide, records,
+-- frees), io (load, write, released, reply).
 -- Translates: Params.Decide (engine/params.go), and Params.stepAtMost,
 -- fits and grant (engine/atmost.go).
 
@@ -43,7 +43,7 @@ end
 local function apply(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
-  if verb < ALLOW or verb > EXTEND then
+  if verb < ALLOW or verb > LEAVE then
     return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
   end
   local cost, atS, atN = use(1)
@@ -61,8 +61,9 @@ local function apply(ks, args)
   end
   if records(verb) then
     write(1, present)
-    -- A release that released a live lease: records(CANCEL) is dAllowed.
-    if verb == CANCEL and kind == CONCURRENCY then released(1) end
+    -- A lease released, a waiter that left the line or was served: each
+    -- records. (The kind first: a rate limit's decision calls nothing more.)
+    if kind == CONCURRENCY and frees(verb, atS, atN) then released(1) end
   end
   return reply(verb == ATMOST)
 end

@@ -9,6 +9,7 @@ package sqlgen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluice-go/sluice/engine"
@@ -92,8 +93,9 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 	}
 	apply := "VerbAllow, VerbFill, VerbReserve and VerbCancel: an upsert of the key's row, returning the decision"
 	if v.Kind == engine.KindConcurrency {
-		apply = "VerbAllow (an acquisition), VerbCancel (a release) and VerbExtend: an upsert of the key's row, returning the decision" +
-			" and one column more, released, which notifies the release of a lease (pg_notify, sent at the commit) on" +
+		apply = "VerbAllow (an acquisition, or a waiter's try), VerbCancel (a release), VerbExtend and VerbLeave (a waiter" +
+			" leaving the line): an upsert of the key's row, returning the decision and one column more, released, which" +
+			" notifies a release of a lease, a waiter's leaving or a waiter served (pg_notify, sent at the commit) on" +
 			" sqlfile.Channel, which the store replaces with its table's channel, quoted, with the hexadecimal SHA-256 of the key" +
 			" as the payload"
 	}
@@ -103,6 +105,11 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 		sqlfile.Check:  "VerbCheck: a SELECT, writing nothing.",
 	}[s]
 	params := parameters
+	if v.Kind == engine.KindConcurrency {
+		params = slices.Clone(parameters)
+		params[10] = "$11 int8: Op.MaxDelay, ns: a VerbAllow's patience in line"
+		params[11] = "$12 int8: Op.At: a lease's expiry (VerbCancel, VerbExtend), or a waiter's ticket (0 for none)"
+	}
 	if callerClock {
 		params = append(params[:len(params):len(params)], "$15 int8: Op.Now, ns since the epoch")
 	}

@@ -60,6 +60,16 @@ type algorithm struct {
 	fill func(rem string) [5]string
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
+	// records is what the step records besides what every algorithm's
+	// does (see decision), as a condition on the decision's columns
+	// named prefix followed by allowed and at; nil for nothing more.
+	records func(prefix string) string
+	// fresh, if not nil, are steps that decide as steps do from the
+	// fresh state (t0, a0 and b0 zero, lt and lc empty), defining every
+	// column that the decision and the state read: those of the chain
+	// that the upsert runs for a new key's row on every request, which
+	// the shorter they are, the sooner it runs.
+	fresh []string
 	// The state the step returns for a recorded request.
 	time, a, b, logTimes, logCosts string
 	// source names, for the files' headers, the function that writes
@@ -76,6 +86,7 @@ var (
 	verbCancel  = verbSQL(engine.VerbCancel)
 	verbAtMost  = verbSQL(engine.VerbAtMost)
 	verbExtend  = verbSQL(engine.VerbExtend)
+	verbLeave   = verbSQL(engine.VerbLeave)
 )
 
 func verbSQL(v engine.Verb) string { return strconv.Itoa(int(v)) }
@@ -86,6 +97,9 @@ var (
 	sqlTolerance = "'" + strconv.FormatFloat(arith.Tolerance, 'g', -1, 64) + "'::float8"
 	// maxSpan is the engine's bound on computed durations.
 	maxSpan = strconv.FormatInt(arith.MaxSpan, 10)
+	// maxTicket is the engine's bound on a ticket in a concurrency
+	// limit's line, 2^53, as a float8 like State.A.
+	maxTicket = "'" + strconv.FormatInt(1<<53, 10) + "'::float8"
 )
 
 const (
@@ -511,75 +525,196 @@ func slidingLog() algorithm {
 	}
 }
 
-// leases is Params.stepLeases, the concurrency limit, with leaseAt and
-// leaseSum. The leases are the log's two arrays, of expiries and of
-// costs, earliest expiry first; t0 is the latest expiry the key handed
-// out, its mark. A release (VerbCancel) and an extension (VerbExtend)
-// name a lease by its expiry, booked_at (Op.At); the other verbs that
-// reach the statement, VerbAllow and VerbCheck, acquire one.
+// leases is Params.stepLeases, the concurrency limit, with splitLeases,
+// place, waiting, leaseAt and leaseSum. The log's two arrays hold the
+// leases, earliest expiry first (a lease's time is its expiry, its cost
+// what it holds), and then the line of waiters, first come first (a
+// waiter's time is its deadline, its cost minus its ticket). t0 is the
+// latest expiry the key handed out, its mark; a0 the latest ticket. A
+// release (VerbCancel) and an extension (VerbExtend) name a lease by its
+// expiry, booked_at (Op.At); an acquisition (VerbAllow), a check
+// (VerbCheck) and a leaving (VerbLeave) name a waiter by its ticket,
+// booked_at too (0 for none); max_delay is an acquisition's patience.
+//
+// A statement's time goes mostly to setting up its expressions, each
+// operator, subscript and subquery, whether it runs or not: the steps are
+// few, and compute each value once, and the upsert's chain for a new key's
+// row, which it runs on every request, has steps of its own (fresh). The
+// line is most often empty: the steps then run none of the subqueries that
+// look through it (place, waiting), nor those that look through the leases
+// where the log's first or last entry answers.
 func leases() algorithm {
 	// named is Go's case VerbCancel, VerbExtend: an op naming a lease.
 	named := "verb IN (" + verbCancel + ", " + verbExtend + ")"
+	// acquires is Go's default case: VerbAllow and VerbCheck.
+	acquires := "verb IN (" + verbAllow + ", " + verbCheck + ")"
+	// log is the log as the op found it, each entry e(t, c, i): its
+	// time, its cost and its index, from 1. The line is its entries of a
+	// cost below zero (a lease's is above zero): a waiter's deadline,
+	// minus its ticket, and its place in the log.
+	const log = "unnest(lt, lc) WITH ORDINALITY AS e(t, c, i)"
+	// isAhead is, over the waiters still waiting, place's test that one
+	// is ahead of the op's: before its place, or anywhere if it has none.
+	const isAhead = "mine_at IS NULL OR e.i < mine_at"
+	// stays is, over log, waiting's test that a waiter stays in line:
+	// its deadline has not passed, and it does not leave now (its ticket
+	// is not out_ticket).
+	const stays = "e.c < 0 AND e.t > now AND -e.c <> out_ticket::float8"
 	return algorithm{
 		source: "leases (sql.go), from engine.Params.stepLeases (engine/leases.go)",
 		steps: []string{
-			// live: the leases after the leading ones that expired.
-			`cardinality(lt) AS n0,
-			coalesce((SELECT min(e.i) FROM unnest(lt) WITH ORDINALITY AS e(t, i) WHERE e.t > now), cardinality(lt) + 1)::int4 AS first_live`,
-			"lt[first_live:n0] AS live_t, lc[first_live:n0] AS live_c, n0 - first_live + 1 AS n",
-			// held: leaseAt, the index in live of the lease that an op
-			// naming one names, NULL for none (Go's i < 0). For an
-			// acquisition, the live leases' cost, and over_entries, Go's
-			// over: how many leases are to expire before one more is
-			// live (-1 for a cost of zero, which takes none).
-			`CASE WHEN ` + named + ` THEN (SELECT min(e.i) FROM unnest(live_t) WITH ORDINALITY AS e(t, i) WHERE e.t = booked_at)::int4 END AS held,
+			// split: splitLeases, and Go's held, in one pass over the log.
+			// split[1]: the leases are the log's entries up to the last of
+			// a cost not below zero; the line is the rest. split[2]: held
+			// is the leases after the leading ones that expired, from the
+			// first entry that is a live lease or a waiter on (the leases
+			// come first); past the log's end for none. A log that is
+			// empty, or ends with a lease and starts with a live one (the
+			// most common), needs no pass. ticket: the ticket the op
+			// names, which place and waiting look for; none (0) for an op
+			// naming a lease.
+			`CASE WHEN coalesce(lc[cardinality(lc)] >= 0 AND lt[1] > now, true) THEN ARRAY[cardinality(lc), 1]
+				ELSE (SELECT ARRAY[coalesce(max(e.i) FILTER (WHERE e.c >= 0), 0), coalesce(min(e.i) FILTER (WHERE e.t > now OR e.c < 0), cardinality(lt) + 1)]::int4[]
+					FROM ` + log + `) END AS split,
+			CASE WHEN ` + named + ` THEN 0::int8 ELSE booked_at END AS ticket`,
+			// live: Go's held. has_line: whether the log holds a line.
+			// mine_at: place, the op's place in the log, that of the
+			// waiter with its ticket (a line hands a ticket out once, and
+			// a ticket is above zero) if it is still waiting; NULL for
+			// none (Go's mine is false).
+			`lt[split[2]:split[1]] AS live_t, lc[split[2]:split[1]] AS live_c,
+			split[1] < cardinality(lc) AS has_line,
+			CASE WHEN lt[array_position(lc, -ticket::float8)] > now THEN array_position(lc, -ticket::float8) END AS mine_at`,
+			// lease_i: leaseAt, the index in live of the lease that an op
+			// naming one names, NULL for none (Go's i < 0). The live
+			// leases' cost, and over_entries, Go's over: how many leases
+			// are to expire before one more is live (-1 for a cost of
+			// zero, which takes none). place, in one pass over the line
+			// (none over an empty one): place[1], how many waiters are
+			// ahead of the op, and place[2], the earliest of their
+			// deadlines (0 for none); place[3], the latest deadline of the
+			// waiters still waiting but the op's (NULL for none).
+			`CASE WHEN ` + named + ` THEN array_position(live_t, booked_at) END AS lease_i,
 			` + leaseSum("live_c") + ` AS live_sum,
-			CASE WHEN cost = 0 THEN -1 ELSE n - maxe END AS over_entries`,
-			"live_sum + cost - lim AS excess",
-			"CASE WHEN " + named + " THEN held IS NOT NULL ELSE excess <= slack AND over_entries < 0 END AS ok",
-			// moves: whether the mark moves, to the expiry handed out: an
+			CASE WHEN cost = 0 THEN -1 ELSE cardinality(live_t) - maxe END AS over_entries,
+			mine_at IS NOT NULL AS mine,
+			CASE WHEN has_line THEN (SELECT ARRAY[count(*) FILTER (WHERE ` + isAhead + `), coalesce(min(e.t) FILTER (WHERE ` + isAhead + `), 0),
+				max(e.t) FILTER (WHERE e.i IS DISTINCT FROM mine_at)] FROM ` + log + ` WHERE e.c < 0 AND e.t > now) ELSE '{0, 0, NULL}'::int8[] END AS place`,
+			// excess: Go's x. ahead: place[1]. room: the leases alone
+			// admit the cost. An acquisition is admitted if no waiter is
+			// ahead of it too; a leaving is allowed if its ticket waits.
+			// tickets: those handed out, none once the key is fresh again
+			// (its mark has passed and no waiter waits: neither the op's
+			// nor any ahead of it, every one if it has no place).
+			`live_sum + cost - lim AS excess,
+			place[1] AS ahead,
+			CASE WHEN t0 <= now AND NOT mine AND place[1] = 0 THEN 0::float8 ELSE a0 END AS tickets,
+			live_sum + cost - lim <= slack AND over_entries < 0 AS room,
+			CASE WHEN ` + named + ` THEN lease_i IS NOT NULL WHEN verb = ` + verbLeave + ` THEN mine
+				ELSE live_sum + cost - lim <= slack AND over_entries < 0 AND place[1] = 0 END AS ok`,
+			// mark: the mark moves to the expiry handed out: an
 			// extension's, an admitted cost's (a check's too, whose
-			// ResetAfter counts to it). kept: the live leases but the one
-			// released or extended.
-			`ok AND (verb = ` + verbExtend + ` OR NOT (` + named + `) AND cost > 0) AS moves,
-			CASE WHEN ` + named + ` AND ok THEN live_t[1:held - 1] || live_t[held + 1:n] END AS kept_t,
-			CASE WHEN ` + named + ` AND ok THEN live_c[1:held - 1] || live_c[held + 1:n] END AS kept_c`,
-			"CASE WHEN moves THEN greatest(now + iv, t0 + 1) ELSE t0 END AS mark",
-			// The leases the op leaves (s.Log), when it records: kept, and
-			// an extended lease last, at its new expiry; the live ones and
-			// the new lease; the log as it was for an admission of no cost.
-			`CASE WHEN NOT ok THEN lt WHEN verb = ` + verbCancel + ` THEN kept_t WHEN verb = ` + verbExtend + ` THEN kept_t || mark
-				WHEN cost > 0 THEN live_t || mark ELSE lt END AS leases_t,
-			CASE WHEN NOT ok THEN lc WHEN verb = ` + verbCancel + ` THEN kept_c WHEN verb = ` + verbExtend + ` THEN kept_c || live_c[held]
-				WHEN cost > 0 THEN live_c || cost ELSE lc END AS leases_c`,
-			// The sum: of the leases left after a release or an extension
-			// (of the live ones if it named none); of the live ones and the
-			// cost admitted, by fill. Denied, admitted once enough of the
-			// earliest leases have expired, and at least over_entries + 1
-			// of them: the running sum of (excess, -cost1, -cost2, ...)
-			// subtracts in Go's order, and lease i + 1 is Go's live[i].
-			`CASE WHEN ` + named + ` AND ok THEN ` + leaseSum("leases_c") + ` WHEN ` + named + ` THEN live_sum
-				WHEN ok THEN ` + fill("live_sum") + ` ELSE live_sum END AS used,
-			CASE WHEN ok OR ` + named + ` THEN 0 ELSE coalesce((SELECT ` + after("r.t") + ` FROM (
-				SELECT e.t, e.i, sum(e.v) OVER (ORDER BY e.i ROWS UNBOUNDED PRECEDING) AS run FROM (
-					SELECT NULL::int8, 0::int8, excess
-					UNION ALL SELECT u.t, u.i, -u.c FROM unnest(live_t, live_c) WITH ORDINALITY AS u(t, c, i)
-				) AS e(t, i, v)) AS r
-				WHERE r.i > 0 AND r.i - 1 >= over_entries AND r.run <= slack ORDER BY r.i LIMIT 1), 0) END AS retry`,
+			// ResetAfter counts to it). adds: whether the op adds a lease,
+			// at the mark, an extension's or an admission's. leases: the
+			// live leases but the one released or extended (kept in Go),
+			// or all of them. A denied VerbAllow with a patience
+			// waits: it keeps its place (waits), or joins the line with
+			// the next ticket (joins) while fewer than maxe wait and
+			// tickets up to 2^53 last. out_ticket: Go's gone, the ticket
+			// that leaves the line, an admitted acquisition's (a check's,
+			// as the acquisition would) or a leaving's (0 for none).
+			`CASE WHEN ok AND (verb = ` + verbExtend + ` OR ` + acquires + ` AND cost > 0) THEN greatest(now + iv, t0 + 1) ELSE t0 END AS mark,
+			ok AND (verb = ` + verbExtend + ` OR verb = ` + verbAllow + ` AND cost > 0) AS adds,
+			CASE WHEN ` + named + ` AND ok THEN live_t[:lease_i - 1] || live_t[lease_i + 1:] ELSE live_t END AS leases_t,
+			CASE WHEN ` + named + ` AND ok THEN live_c[:lease_i - 1] || live_c[lease_i + 1:] ELSE live_c END AS leases_c,
+			NOT ok AND verb = ` + verbAllow + ` AND max_delay > 0 AND mine AS waits,
+			NOT ok AND verb = ` + verbAllow + ` AND max_delay > 0 AND NOT mine AND ahead < maxe AND tickets < ` + maxTicket + ` AS joins,
+			CASE WHEN ok AND verb IN (` + verbAllow + `, ` + verbCheck + `, ` + verbLeave + `) THEN ticket ELSE 0::int8 END AS out_ticket`,
+			// waiting: the waiters still waiting, in order, but the one
+			// that leaves; the one that waits on with its new deadline
+			// (none without a line).
+			`CASE WHEN has_line THEN ARRAY(SELECT CASE WHEN waits AND -e.c = ticket::float8 THEN now + max_delay ELSE e.t END
+				FROM ` + log + ` WHERE ` + stays + ` ORDER BY e.i) ELSE '{}'::int8[] END AS wait_t,
+			CASE WHEN has_line THEN ARRAY(SELECT e.c FROM ` + log + ` WHERE ` + stays + ` ORDER BY e.i) ELSE '{}'::float8[] END AS wait_c`,
+			// The log (s.Log) when the op records: the leases, and the one
+			// it adds last (an extended lease at its new expiry, with its
+			// cost; an admission's), then the line, where a waiter that
+			// joins comes last; as it was for an admission of no cost
+			// that did not wait in line. The sum: of the leases left after
+			// a release or an extension (of the live ones if it named
+			// none), kept's and then the extended lease's, as Go adds
+			// them; of the live ones and the cost admitted, by fill. Denied, an
+			// acquisition is admitted once enough of the earliest leases
+			// have expired, and at least over_entries + 1 of them (the
+			// running sum of (excess - cost1, -cost2, ...) subtracts in
+			// Go's order, and lease i is Go's held[i - 1]), and once the
+			// first of the waiters ahead could have left. The key is fresh
+			// again once its mark and the deadlines of the line as the op
+			// leaves it have passed (a check's, as the acquisition would):
+			// the others' still waiting, a waiter's that waits on or
+			// joins, the op's own if it neither leaves nor waits on
+			// (greatest ignores NULLs).
+			`CASE WHEN adds THEN leases_t || mark || wait_t WHEN joins THEN leases_t || wait_t || (now + max_delay)
+				WHEN verb = ` + verbAllow + ` AND ok AND NOT mine THEN lt ELSE leases_t || wait_t END AS log_t,
+			CASE WHEN adds THEN leases_c || CASE WHEN verb = ` + verbExtend + ` THEN live_c[lease_i] ELSE cost END || wait_c
+				WHEN joins THEN leases_c || wait_c || -(tickets + 1) WHEN verb = ` + verbAllow + ` AND ok AND NOT mine THEN lc
+				ELSE leases_c || wait_c END AS log_c,
+			CASE WHEN NOT ok THEN live_sum WHEN ` + named + ` THEN ` + leaseSum("leases_c") + ` + CASE WHEN verb = ` + verbExtend + ` THEN live_c[lease_i] ELSE 0 END
+				WHEN ` + acquires + ` THEN ` + fill("live_sum") + ` ELSE live_sum END AS used,
+			CASE WHEN ok OR NOT (` + acquires + `) THEN 0 ELSE ` + after(`greatest(place[2], CASE WHEN room THEN 0 ELSE coalesce((SELECT r.t FROM (
+				SELECT e.t, e.i, sum(CASE WHEN e.i = 1 THEN excess - e.c ELSE -e.c END) OVER (ORDER BY e.i ROWS UNBOUNDED PRECEDING) AS run
+				FROM unnest(live_t, live_c) WITH ORDINALITY AS e(t, c, i)) AS r
+				WHERE r.i - 1 >= over_entries AND r.run <= slack ORDER BY r.i LIMIT 1), 0) END)`) + ` END AS retry,
+			greatest(mark, CASE WHEN joins OR waits THEN now + max_delay END, place[3],
+				CASE WHEN mine AND out_ticket = 0 AND NOT waits THEN lt[mine_at] END) AS fresh_at`,
+		},
+		// The steps from the fresh state: no lease and no line, the mark
+		// and the tickets handed out zero, so that tickets is zero, no
+		// waiter is ahead and none is the op's (mine, waits); Go's sum is
+		// 0 and its over -MaxEntries (-1 for a cost of zero). Nothing to
+		// release, extend or leave: ok admits an acquisition alone; mark,
+		// adds, joins, used and retry are as above with no lease and no
+		// line (retry is after(0)). The log: the lease added, or the
+		// waiter that joins, with the first ticket; the key is fresh
+		// again after the mark and that waiter's deadline.
+		fresh: []string{
+			`0::float8 AS tickets, false AS mine, false AS waits, 0::int8 AS ticket,
+			NOT (` + named + ` OR verb = ` + verbLeave + `) AND 0::float8 + cost - lim <= slack AND (cost = 0 OR maxe > 0) AS ok`,
+			`CASE WHEN ok AND ` + acquires + ` AND cost > 0 THEN greatest(now + iv, 1) ELSE 0::int8 END AS mark,
+			ok AND verb = ` + verbAllow + ` AND cost > 0 AS adds,
+			NOT ok AND verb = ` + verbAllow + ` AND max_delay > 0 AND maxe > 0 AS joins,
+			CASE WHEN ok AND ` + acquires + ` THEN ` + fill("0::float8") + ` ELSE 0::float8 END AS used,
+			CASE WHEN ok OR NOT (` + acquires + `) THEN 0 ELSE ` + after("0::int8") + ` END AS retry`,
+			`CASE WHEN adds THEN ARRAY[mark] WHEN joins THEN ARRAY[now + max_delay] ELSE '{}'::int8[] END AS log_t,
+			CASE WHEN adds THEN ARRAY[cost] WHEN joins THEN ARRAY[-(tickets + 1)] ELSE '{}'::float8[] END AS log_c,
+			greatest(mark, CASE WHEN joins THEN now + max_delay END) AS fresh_at`,
 		},
 		allowed: "ok",
 		used:    "used",
 		retry:   "retry",
-		reset:   after("mark"),
+		reset:   after("fresh_at"),
 		// The lease's identity: an acquisition's new lease, an extended
-		// one's new expiry; a check takes none.
-		at:   "CASE WHEN moves AND verb IN (" + verbAllow + ", " + verbExtend + ") THEN mark ELSE 0 END",
-		time: "mark", a: "a0", b: "b0", logTimes: "leases_t", logCosts: "leases_c",
+		// one's new expiry; a check takes none. A waiter's ticket: its
+		// own, or the next.
+		at: "CASE WHEN adds THEN mark WHEN waits THEN ticket WHEN joins THEN (tickets + 1)::int8 ELSE 0 END",
+		// Params.Records: a leaving that was allowed, and a denied
+		// acquisition that waits in line (its Decision.At is its ticket).
+		records: func(prefix string) string {
+			return "verb = " + verbLeave + " AND " + prefix + "allowed OR verb = " + verbAllow + " AND " + prefix + "at <> 0"
+		},
+		// The latest ticket: the next one, handed out; those handed out,
+		// after an admission that writes the log (none if the key was
+		// fresh again).
+		time: "mark", b: "b0", logTimes: "log_t", logCosts: "log_c",
+		a: "CASE WHEN joins THEN tickets + 1 WHEN verb = " + verbAllow + " AND ok AND (cost > 0 OR mine) THEN tickets ELSE a0 END",
 	}
 }
 
 // leaseSum is the engine's leaseSum: the costs in the float8 array costs
-// added in their order, from zero, as Go adds them.
+// added in their order, from zero, as Go adds them. Zero or one lease, the
+// most common, needs no subquery: the sum of one cost is that cost, which
+// is above zero (0 + c is c).
 func leaseSum(costs string) string {
-	return "coalesce((SELECT sum(e.c ORDER BY e.i) FROM unnest(" + costs + ") WITH ORDINALITY AS e(c, i)), 0)"
+	return "(CASE cardinality(" + costs + ") WHEN 0 THEN 0::float8 WHEN 1 THEN " + costs + "[1]" +
+		" ELSE (SELECT sum(e.c ORDER BY e.i) FROM unnest(" + costs + ") WITH ORDINALITY AS e(c, i)) END)"
 }

@@ -38,9 +38,10 @@ var (
 // sqlfile.Table (and the channel sqlfile.Channel).
 type Statements struct {
 	// Apply decides VerbAllow, VerbFill, VerbReserve, VerbCancel and
-	// VerbExtend: the atomic upsert. The concurrency limit's returns one
-	// column more, after the decision's: released, which notifies a
-	// release (see released).
+	// VerbExtend, and the concurrency limit's VerbLeave: the atomic
+	// upsert. The concurrency limit's returns one column more, after the
+	// decision's: released, which notifies a release, or a waiter that
+	// left its line or was served (see released).
 	Apply  string
 	AtMost string // VerbAtMost: the same, trying several costs; "" for a variant without it
 	Check  string // VerbCheck: a plain SELECT
@@ -139,6 +140,15 @@ func Build(v sqlfile.Variant, callerClock bool) Statements {
 		}
 		return "(SELECT * FROM " + chain(dec.steps, request(state, "p"), chainColumns, reads+" "+pick) + " WHERE " + pick + ") AS x"
 	}
+	// requestedFresh is requested from the fresh state, by the
+	// algorithm's fresh steps if it has them (a lenient variant's).
+	requestedFresh := requested
+	if alg.fresh != nil && v.Strict == sqlfile.Lenient {
+		steps := slices.Concat(alg.fresh, alg.decision("d_"))
+		requestedFresh = func(state, reads string) string {
+			return chain(steps, request(state, "p"), chainColumns, reads)
+		}
+	}
 	// atMost is stepAtMost: the allowance left (a zero-cost check, which
 	// a block does not change, and which describes a blocked key), then
 	// the candidates in the order Go tries them, each decided as a
@@ -211,7 +221,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	if v.Kind == engine.KindConcurrency {
 		returning += ",\n\t" + released
 	}
-	upsert := func(decide func(state, reads string) string, values string) string {
+	upsert := func(decideFresh, decide func(state, reads string) string, values string) string {
 		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
@@ -221,7 +231,7 @@ ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
 FROM %[6]s)
 WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
-			table, columns, written(absent, values), decide(freshState, "key "+written(absent, values)),
+			table, columns, written(absent, values), decideFresh(freshState, "key "+written(absent, values)),
 			written(asWas, values), decide(rowState, written(asWas, values)),
 			kind, nowForWhere(callerClock), returning)
 	}
@@ -231,14 +241,14 @@ RETURNING %[9]s`,
 	}
 	checked = "WHERE " + checked
 	stmts := Statements{
-		Apply: upsert(requested, values),
+		Apply: upsert(requestedFresh, requested, values),
 		Check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true).steps,
 			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
 			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked) + "\n" + checked,
 	}
 	if slices.Contains(v.Statements(), sqlfile.AtMost) {
 		// A partial grant of nothing is not admitted, though its check is.
-		stmts.AtMost = upsert(atMost, strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
+		stmts.AtMost = upsert(atMost, atMost, strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
 	}
 	return stmts
 }
@@ -337,7 +347,8 @@ func defined(step string) []string {
 // followed by allowed, used, retry, reset, delay, at, remaining and
 // granted, and whether the step functions record it, in prefix +
 // "recorded" (Params.Records for a lenient variant: a release and an
-// extension, as a cancel, record iff allowed).
+// extension, as a cancel, record iff allowed; and what alg.records adds,
+// the concurrency limit's leaving and waiting in line).
 func (alg algorithm) decision(prefix string) []string {
 	remaining := "lim - " + prefix + "used"
 	if alg.remaining != nil {
@@ -350,13 +361,17 @@ func (alg algorithm) decision(prefix string) []string {
 	case alg.at != "":
 		at = alg.at
 	}
+	records := ""
+	if alg.records != nil {
+		records = " OR " + alg.records(prefix)
+	}
 	return []string{
 		fmt.Sprintf("%[1]s AS %[7]sallowed, least(greatest(%[2]s, 0), lim) AS %[7]sused, %[3]s AS %[7]sretry, %[4]s AS %[7]sreset, %[5]s AS %[7]sdelay, %[6]s AS %[7]sat",
 			alg.allowed, alg.used, alg.retry, alg.reset, delay, at, prefix),
 		fmt.Sprintf(`%[1]s AS %[7]sremaining,
 			CASE WHEN verb = %[2]s AND %[7]sallowed THEN cost ELSE 0::float8 END AS %[7]sgranted,
-			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s, %[8]s) AND %[7]sallowed OR verb = %[2]s AND %[7]sallowed AND cost > 0 AS %[7]srecorded`,
-			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel, prefix, verbExtend),
+			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s, %[8]s) AND %[7]sallowed OR verb = %[2]s AND %[7]sallowed AND cost > 0%[9]s AS %[7]srecorded`,
+			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel, prefix, verbExtend, records),
 	}
 }
 
@@ -374,8 +389,11 @@ func decisionValues(blocked string) string {
 }
 
 // released is the column that the concurrency limit's upsert returns
-// after the decision: when the statement released a lease (a VerbCancel
-// allowed), it notifies sqlfile.Channel of the release, and is NULL.
+// after the decision: when the decision may let a waiter in
+// (Params.Frees: a lease released, a VerbCancel allowed; a waiter that
+// left the line, a VerbLeave allowed; or a waiter served, a VerbAllow
+// with a ticket, $12, admitted, after which the next may be first), it
+// notifies sqlfile.Channel, and is NULL.
 // pg_notify is transactional: the notification is sent when the
 // statement's transaction commits (a group's, or the statement's own),
 // and never if it rolls back, so that no release goes untold and none is
@@ -383,7 +401,8 @@ func decisionValues(blocked string) string {
 // key's UTF-8 bytes, 64 bytes whatever the key (which may be long, while
 // a payload must be shorter than 8,000 bytes); watchers compute it in Go
 // to match it.
-var released = "CASE WHEN last_allowed AND $2::int2 = " + verbCancel + " THEN " + notifyRelease("key") + " END AS released"
+var released = "CASE WHEN last_allowed AND ($2::int2 IN (" + verbCancel + ", " + verbLeave + ") OR $2::int2 = " + verbAllow +
+	" AND $12::int8 <> 0) THEN " + notifyRelease("key") + " END AS released"
 
 // notifyRelease is the notice of a release of a lease of the key key (a
 // column or a parameter) on sqlfile.Channel, whose payload is the key's

@@ -265,6 +265,28 @@ func (b *builder) extend(at int64) engine.Op {
 }
 
 // limit is the Params' limit.
+// wait is an acquisition of cost by the waiter of ticket (0 for none)
+// with patience, which a denial lines up.
+func (b *builder) wait(cost float64, ticket, patience int64) engine.Op {
+	op := b.allow(cost)
+	op.At, op.MaxDelay = ticket, patience
+	return op
+}
+
+// checkAs is a check of cost by the waiter of ticket.
+func (b *builder) checkAs(cost float64, ticket int64) engine.Op {
+	op := b.check(cost)
+	op.At = ticket
+	return op
+}
+
+// leave takes the waiter of ticket out of line.
+func (b *builder) leave(ticket int64) engine.Op {
+	op := b.op(engine.VerbLeave, 0)
+	op.At = ticket
+	return op
+}
+
 func (b *builder) limit() float64 { return b.c.Params.Limit }
 
 // interval is the Params' interval.

@@ -28,6 +28,9 @@ type recipe struct {
 // any interval, so that a block's end is never a window's or a refill's.
 const penalty = int64(1500 * time.Millisecond)
 
+// patience is a waiter's in the concurrency limit's line.
+const patience = int64(20 * time.Millisecond)
+
 func withPenalty(p *engine.Params)        { p.Penalty = penalty }
 func withCountDenied(p *engine.Params)    { p.CountDenied = true }
 func withLongestPenalty(p *engine.Params) { p.Penalty = maxSpan }
@@ -555,6 +558,131 @@ var recipes = []recipe{
 		b.deny(b.extend(maxTime + 2*maxSpan))
 		b.refuse(b.extend(maxTime+2*maxSpan+1), engine.ErrTimeOutOfRange)
 	}},
+	// The line of a concurrency limit's waiters.
+	{verb: "allow", rule: "line-serves-waiters-in-the-order-they-joined", applies: leases, everywhere: true, build: func(b *builder) {
+		all := b.limit()
+		held := b.admit(b.wait(all, 0, patience)).At
+		first := b.deny(b.wait(all, 0, patience)).At
+		second := b.deny(b.wait(all, 0, patience)).At
+		b.expect(first == 1 && second == 2, "tickets 1 and 2")
+		b.now += 5
+		b.admit(b.release(held))
+		b.expect(int64(b.deny(b.wait(all, second, patience)).RetryAfter) == patience-5, "told to retry when the first could have left")
+		b.deny(b.allow(1))
+		b.deny(b.check(0))
+		b.admit(b.checkAs(all, first))
+		held = b.admit(b.wait(all, first, patience)).At
+		b.now++
+		b.deny(b.wait(all, second, patience))
+		b.admit(b.release(held))
+		b.admit(b.wait(1, second, patience))
+		b.admit(b.check(0))
+	}},
+	{verb: "allow", rule: "line-keeps-a-place-asked-for-within-its-patience", applies: leases, build: func(b *builder) {
+		held := b.admit(b.allow(b.limit())).At
+		first := b.deny(b.wait(1, 0, patience)).At
+		b.now++
+		second := b.deny(b.wait(1, 0, patience)).At
+		b.now += patience - 2
+		b.expect(b.deny(b.wait(1, first, patience)).At == first, "its place kept")
+		b.now++
+		b.expect(b.deny(b.wait(1, second, patience)).At == second, "its place kept, at the first's old deadline")
+		b.admit(b.release(held))
+		b.deny(b.wait(1, second, patience))
+		b.admit(b.wait(1, first, 1))
+	}},
+	{verb: "allow", rule: "line-passes-over-a-waiter-at-its-deadline", applies: leases, everywhere: true, build: func(b *builder) {
+		all := b.limit()
+		held := b.admit(b.allow(all)).At
+		gone := b.deny(b.wait(all, 0, patience)).At
+		b.now++
+		next := b.deny(b.wait(all, 0, patience)).At
+		b.admit(b.release(held))
+		b.now += patience - 2
+		b.deny(b.wait(all, next, patience))
+		b.now++
+		b.admit(b.wait(all, next, patience))
+		b.expect(b.deny(b.wait(all, gone, patience)).At == next+1, "a waiter that came back late joins again, last")
+	}},
+	{verb: "allow", rule: "line-is-bounded-by-max-entries", applies: leases, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		for i := range b.c.Params.MaxEntries {
+			b.expect(b.deny(b.wait(1, 0, patience)).At == int64(i+1), "the next ticket")
+		}
+		b.expect(b.deny(b.wait(1, 0, patience)).At == 0, "no place in a full line")
+		b.now += patience
+		b.expect(b.deny(b.wait(1, 0, patience)).At == int64(b.c.Params.MaxEntries+1), "a place once the line has left")
+	}},
+	{verb: "allow", rule: "a-served-waiter-of-no-cost-leaves-the-line", applies: leases, build: func(b *builder) {
+		held := b.admit(b.allow(b.limit())).At
+		first := b.deny(b.wait(1, 0, patience)).At
+		second := b.deny(b.wait(1, 0, patience)).At
+		b.expect(b.admit(b.wait(0, first, patience)).At == 0, "served, no lease taken")
+		b.admit(b.release(held))
+		b.admit(b.wait(1, second, patience))
+	}},
+	{verb: "allow", rule: "line-keeps-the-key-until-its-last-deadline", applies: leases, everywhere: true, build: func(b *builder) {
+		held := b.admit(b.allow(b.limit())).At
+		long := b.interval() + 100
+		w := b.deny(b.wait(1, 0, long))
+		b.expect(int64(w.ResetAfter) == long, "until the waiter's deadline")
+		b.now = held
+		b.admit(b.wait(1, w.At, long))
+		b.now += b.interval()
+		b.deny(b.leave(w.At))
+		b.admit(b.allow(1))
+	}},
+	{verb: "allow", rule: "tickets-start-again-on-a-fresh-key", applies: leases, everywhere: true, build: func(b *builder) {
+		held := b.admit(b.allow(b.limit())).At
+		b.expect(b.deny(b.wait(1, 0, patience)).At == 1, "ticket 1")
+		b.expect(b.deny(b.wait(1, 0, patience)).At == 2, "ticket 2")
+		b.now = held - 1 // the waiters gone, the lease not yet
+		b.expect(b.deny(b.wait(1, 0, patience)).At == 3, "ticket 3: the key is not fresh")
+		b.now = held + patience // fresh again, kept or forgotten
+		b.deny(b.leave(1))
+		b.admit(b.allow(b.limit()))
+		b.expect(b.deny(b.wait(1, 0, patience)).At == 1, "ticket 1 again")
+	}},
+	{verb: "allow", rule: "line-counts-every-deadline-after-leases-expire-ahead-of-it", applies: leases, build: func(b *builder) {
+		half := b.limit() / 2
+		b.admit(b.allow(half))
+		b.now += 50
+		late := b.admit(b.allow(half)).At
+		long := b.deny(b.wait(b.limit(), 0, 2*b.interval()))
+		b.now = late - 10 // the first lease has expired: the log is rewritten
+		short := b.deny(b.wait(b.limit(), 0, 5))
+		b.expect(short.ResetAfter == long.ResetAfter-time.Duration(late-10-(late-b.interval())), "until the first waiter's deadline")
+		b.expect(b.deny(b.wait(b.limit(), long.At, 5)).ResetAfter == 10, "until the lease's expiry, the first waiter's old deadline gone")
+	}},
+	{verb: "leave", rule: "takes-the-waiter-out-of-line", applies: leases, everywhere: true, build: func(b *builder) {
+		held := b.admit(b.allow(b.limit())).At
+		first := b.deny(b.wait(1, 0, patience)).At
+		second := b.deny(b.wait(1, 0, patience)).At
+		b.admit(b.leave(first))
+		b.deny(b.leave(first))
+		b.deny(b.leave(second + 1))
+		b.deny(b.leave(0))
+		b.admit(b.release(held))
+		b.admit(b.wait(1, second, patience))
+		b.deny(b.leave(second))
+	}},
+	{verb: "leave", rule: "is-unsupported", applies: notLeases, build: func(b *builder) {
+		b.refuse(b.leave(1), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "allow", rule: "ticket-beyond-2-to-the-53-is-refused", applies: leases, build: func(b *builder) {
+		b.admit(b.wait(1, 1<<53, patience))
+		b.refuse(b.wait(1, 1<<53+1, patience), engine.ErrInvalidConfig)
+		b.refuse(b.wait(1, -1, patience), engine.ErrInvalidConfig)
+		b.refuse(b.checkAs(1, -1), engine.ErrInvalidConfig)
+		b.refuse(b.leave(1<<53+1), engine.ErrInvalidConfig)
+	}},
+	{verb: "allow", rule: "patience-beyond-2-to-the-60-ns-is-refused", applies: leases, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.expect(int64(b.deny(b.wait(1, 0, maxSpan)).ResetAfter) == maxSpan, "waits as long as it says")
+		b.refuse(b.wait(1, 0, maxSpan+1), engine.ErrInvalidDelay)
+		b.refuse(b.wait(1, 0, -1), engine.ErrInvalidDelay)
+	}},
 	{verb: "allow", rule: "penalty-is-invalid", applies: leases, with: withPenalty, build: func(b *builder) {
 		b.refuse(b.allow(1), engine.ErrInvalidConfig)
 	}},
@@ -563,7 +691,7 @@ var recipes = []recipe{
 	}},
 	{verb: "unknown-verb", rule: "is-unsupported", build: func(b *builder) {
 		b.refuse(b.op(0, 1), engine.ErrUnsupported)
-		b.refuse(b.op(engine.VerbExtend+1, 1), engine.ErrUnsupported)
+		b.refuse(b.op(engine.VerbLeave+1, 1), engine.ErrUnsupported)
 		b.admit(b.allow(b.limit()))
 	}},
 
