@@ -65,8 +65,8 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now,
 // store: the store keeps the key's line, and a lease goes to the first in
 // it, so that a large lease is not passed over for ever by small ones.
 //
-// A waiter is woken when a lease on key is released or a waiter ahead is
-// served or leaves, if the store tells of them ([ReleaseWatcher]:
+// A waiter is woken when a lease on key is released, or a waiter ahead
+// leaves or is served with room left, if the store tells of them ([ReleaseWatcher]:
 // MemStore, and the Redis and PostgreSQL stores), or else when the
 // earliest lease held expires; in any case it asks again after
 // [WithLeasePoll] at the latest, which bounds what a lost wake-up costs.
@@ -241,11 +241,10 @@ type ReleaseWatcher interface {
 	// WatchReleases sends on c, without blocking (a full channel has a
 	// wake-up pending already), after each decision on key that may let
 	// a waiter in ([engine.Params.Frees]: a lease released, a waiter
-	// served or leaving the line), from any limiter sharing the store,
-	// until stop is called. A spurious send is allowed; a missed one
-	// costs the waiter a poll.
-	// It returns an error if the store cannot watch now; ctx bounds the
-	// setting up only.
+	// leaving the line or served with room left), from any limiter
+	// sharing the store, until stop is called. A spurious send is
+	// allowed; a missed one costs the waiter a poll. It returns an error
+	// if the store cannot watch now; ctx bounds the setting up only.
 	WatchReleases(ctx context.Context, key string, c chan<- struct{}) (stop func(), err error)
 }
 

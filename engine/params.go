@@ -424,11 +424,12 @@ func (p *Params) Records(verb Verb, d *Decision) bool {
 
 // Frees reports whether a decision *d on op may let a waiter of p's
 // concurrency limit in: a lease released, a waiter leaving the line, or a
-// waiter served, after which the next may be first. A store that tells
-// waiters of releases tells them after each such decision.
+// waiter served with room left, after which the next may be first and
+// fit. A store that tells waiters of releases tells them after each such
+// decision.
 func (p *Params) Frees(op *Op, d *Decision) bool {
 	return p.Kind == KindConcurrency && d.Allowed &&
-		(op.Verb == VerbCancel || op.Verb == VerbLeave || op.Verb == VerbAllow && op.At != 0)
+		(op.Verb == VerbCancel || op.Verb == VerbLeave || op.Verb == VerbAllow && op.At != 0 && d.Remaining > 0)
 }
 
 // slack is the amount below which float differences are rounding noise.

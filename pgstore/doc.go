@@ -21,10 +21,11 @@
 // Reservations, their cancels and partial grants are one statement each
 // too, and so are the concurrency limit's acquisitions, releases and
 // extensions of leases, and its waiters' places in line. A release (or a
-// waiter leaving the line, or served) notifies the waiters of every
-// process sharing the table (NOTIFY, with the decision's commit), so that
-// [sluice.Limiter.Acquire] sleeps until one rather than poll; close the
-// store ([Store.Close]) to close the connection it listens on. The guide,
-// docs/postgresql.md in the repository, describes the schema, the clock,
-// pruning, performance, and when to choose PostgreSQL over Redis.
+// waiter leaving the line, or served with room left) notifies the waiters
+// of every process sharing the table (NOTIFY, with the decision's
+// commit), so that [sluice.Limiter.Acquire] sleeps until one rather than
+// poll; close the store ([Store.Close]) to close the connection it
+// listens on. The guide, docs/postgresql.md in the repository, describes
+// the schema, the clock, pruning, performance, and when to choose
+// PostgreSQL over Redis.
 package pgstore

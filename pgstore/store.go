@@ -39,12 +39,12 @@ import (
 // gives an error wrapping [sluice.ErrUnsupported] before any round trip.
 //
 // A decision that may let a waiter in ([engine.Params.Frees]: a release
-// that frees a lease, a waiter leaving the line or served) notifies the
-// table's channel (NOTIFY) in the same statement, sent with its commit,
-// and the store implements [sluice.ReleaseWatcher], so that waiters in
-// Acquire, in every process that shares the table, are woken by it: see
-// [Store.WatchReleases]. The store then listens on a connection of its
-// own, which [Store.Close] closes.
+// that frees a lease, a waiter leaving the line or served with room left)
+// notifies the table's channel (NOTIFY) in the same statement, sent with
+// its commit, and the store implements [sluice.ReleaseWatcher], so that
+// waiters in Acquire, in every process that shares the table, are woken
+// by it: see [Store.WatchReleases]. The store then listens on a
+// connection of its own, which [Store.Close] closes.
 //
 // Statements run outside transactions, at the server's default isolation
 // level, which must be READ COMMITTED (PostgreSQL's default): under

@@ -42,15 +42,15 @@
 //
 // Waiters for a lease ([sluice.Limiter.Acquire], [sluice.Group.Acquire])
 // sleep until a release, in any process: the function that releases a
-// lease, takes a waiter out of the line or serves one, whose successor
-// may now be first (engine.Params.Frees), publishes it (SPUBLISH) in the
-// same call, on a sharded channel named as the key's Redis name, and
-// [Store.WatchReleases] subscribes to
-// it (SSUBSCRIBE), sharing a connection per server, or per slot in a
-// Cluster. From one store's Release to the lease of a waiter in another,
-// on a local Redis: a median under 0.1 ms and a p99 under 0.2 ms, against
-// 10.5 ms for a waiter that asks every 10 ms (BenchmarkLeaseHandoff).
-// [Store.Close] ends the subscriptions.
+// lease, takes a waiter out of the line or serves one with room left,
+// whose successor may now be first (engine.Params.Frees), publishes it
+// (SPUBLISH) in the same call, on a sharded channel named as the key's
+// Redis name, and [Store.WatchReleases] subscribes to it (SSUBSCRIBE),
+// sharing a connection per server, or per slot in a Cluster. From one
+// store's Release to the lease of a waiter in another, on a local Redis:
+// a median of 0.16 ms and a p99 of 0.25 ms, against 10.5 ms for a
+// waiter that asks every 10 ms (BenchmarkLeaseHandoff). [Store.Close]
+// ends the subscriptions.
 //
 // Penalties ([sluice.WithPenalty]) and counted denials
 // ([sluice.WithCountDenied]) run in the same call as the algorithm.

@@ -288,8 +288,9 @@ func TestGroupLineIsBitIdenticalToDecideGroup(t *testing.T) {
 }
 
 // TestLineMovesWakeTheWaiters requires that a waiter leaving the line and
-// a waiter served, alone or in a group, wake the key's watchers in
-// another process, as a release does: the next waiter may now be first.
+// a waiter served with room left, alone or in a group, wake the key's
+// watchers in another process, as a release does: the next waiter may
+// now be first, and fit.
 func TestLineMovesWakeTheWaiters(t *testing.T) {
 	for _, dep := range deployments {
 		t.Run(dep.name, func(t *testing.T) {
@@ -323,16 +324,16 @@ func TestLineMovesWakeTheWaiters(t *testing.T) {
 			require.True(t, apply("k", engine.Op{Verb: engine.VerbCancel, Cost: 1, At: held.At}).Allowed)
 			receive(t, woken, "wake-up by a release")
 			require.True(t, apply("k", engine.Op{Verb: engine.VerbAllow, At: first.At, MaxDelay: patience}).Allowed)
-			receive(t, woken, "wake-up by a waiter served")
+			receive(t, woken, "wake-up by a waiter served with room left (a cost of zero)")
 
 			// In a group: a rate limit and the concurrency limit.
 			rate := engine.Params{Kind: engine.KindGCRA, Limit: 1000, Interval: int64(time.Second)}
 			keys := []string{"{g}:rate", "{g}:running"}
-			group := func(verb engine.Verb, ats ...int64) (engine.Decision, []engine.Decision) {
+			group := func(verb engine.Verb, cost float64, at int64) (engine.Decision, []engine.Decision) {
 				t.Helper()
 				ops := []engine.GroupOp{
-					{Key: keys[0], Params: &rate, Op: engine.Op{Verb: verb, Cost: 1, MaxDelay: patience}},
-					{Key: keys[1], Params: &p, Op: engine.Op{Verb: verb, Cost: 1, MaxDelay: patience, At: ats[0]}},
+					{Key: keys[0], Params: &rate, Op: engine.Op{Verb: verb, Cost: cost, MaxDelay: patience}},
+					{Key: keys[1], Params: &p, Op: engine.Op{Verb: verb, Cost: cost, MaxDelay: patience, At: at}},
 				}
 				if verb == engine.VerbCancel {
 					ops = ops[1:]
@@ -342,21 +343,21 @@ func TestLineMovesWakeTheWaiters(t *testing.T) {
 				require.NoError(t, err)
 				return d, each
 			}
-			d, each := group(engine.VerbAllow, 0)
+			d, each := group(engine.VerbAllow, 1, 0)
 			require.True(t, d.Allowed)
 			lease := each[1].At
-			d, each = group(engine.VerbAllow, 0)
+			d, each = group(engine.VerbAllow, 0.5, 0)
 			require.False(t, d.Allowed)
 			require.Zero(t, d.At, "the group's decision holds no ticket")
 			ticket := each[1].At
 			require.Equal(t, int64(1), ticket, "the concurrency limit's ticket")
 			woken = watch(keys[1])
-			d, _ = group(engine.VerbCancel, lease)
+			d, _ = group(engine.VerbCancel, 1, lease)
 			require.True(t, d.Allowed)
 			receive(t, woken, "wake-up by a group's release")
-			d, _ = group(engine.VerbAllow, ticket)
+			d, _ = group(engine.VerbAllow, 0.5, ticket)
 			require.True(t, d.Allowed, "the head of the line is served")
-			receive(t, woken, "wake-up by a group's waiter served")
+			receive(t, woken, "wake-up by a group's waiter served with room left")
 		})
 	}
 }

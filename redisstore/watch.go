@@ -30,15 +30,15 @@ var _ sluice.ReleaseWatcher = (*Store)(nil)
 //
 // The function call that releases a lease, alone or in a group, publishes
 // the release (SPUBLISH, Redis 7's sharded pub/sub), as does one that
-// takes a waiter out of the line or serves one, on the channel named
-// as the key's Redis name ([Store.Key]): the notice goes out if and only
-// if the release is made, in the same atomic step, and stays in the key's
-// slot, so that it reaches the subscribers of the master that serves the
-// key on a single server, behind Sentinel and in a Cluster alike. A reset
-// ([Store.Reset]) is published too. WatchReleases subscribes (SSUBSCRIBE)
-// and returns once Redis has confirmed the subscription, so that a
-// release made after it returns wakes c: the first watcher of a key waits
-// one round trip for it.
+// takes a waiter out of the line or serves one with room left, on the
+// channel named as the key's Redis name ([Store.Key]): the notice goes
+// out if and only if the release is made, in the same atomic step, and
+// stays in the key's slot, so that it reaches the subscribers of the
+// master that serves the key on a single server, behind Sentinel and in a
+// Cluster alike. A reset ([Store.Reset]) is published too. WatchReleases
+// subscribes (SSUBSCRIBE) and returns once Redis has confirmed the
+// subscription, so that a release made after it returns wakes c: the
+// first watcher of a key waits one round trip for it.
 //
 // Watchers share subscriptions: the watchers of one key share its
 // channel, which is unsubscribed when the last of them stops, and the

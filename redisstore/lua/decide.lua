@@ -53,11 +53,12 @@ end
 -- frees is Go's Params.Frees: whether the decision made on verb, with the
 -- op's instant (atS, atN), may let a waiter of the concurrency limit in
 -- use in: a lease released, a waiter leaving the line, or a waiter (an
--- Allow with a ticket) served, after which the next may be first. The
--- caller tells the key's waiters (io's released) after writing the key.
+-- Allow with a ticket) served with room left, after which the next may be
+-- first and fit. The caller tells the key's waiters (io's released) after
+-- writing the key.
 local function frees(verb, atS, atN)
   return kind == CONCURRENCY and dAllowed and
-    (verb == CANCEL or verb == LEAVE or verb == ALLOW and (atS ~= 0 or atN ~= 0))
+    (verb == CANCEL or verb == LEAVE or verb == ALLOW and (atS ~= 0 or atN ~= 0) and dRemaining > 0)
 end
 
 -- decideKind is Go's decideKind on a zero Decision: the algorithm, its

@@ -391,8 +391,9 @@ func decisionValues(blocked string) string {
 // released is the column that the concurrency limit's upsert returns
 // after the decision: when the decision may let a waiter in
 // (Params.Frees: a lease released, a VerbCancel allowed; a waiter that
-// left the line, a VerbLeave allowed; or a waiter served, a VerbAllow
-// with a ticket, $12, admitted, after which the next may be first), it
+// left the line, a VerbLeave allowed; or a waiter served with room left,
+// a VerbAllow with a ticket, $12, admitted with last_remaining above
+// zero, after which the next may be first and fit), it
 // notifies sqlfile.Channel, and is NULL.
 // pg_notify is transactional: the notification is sent when the
 // statement's transaction commits (a group's, or the statement's own),
@@ -402,7 +403,7 @@ func decisionValues(blocked string) string {
 // a payload must be shorter than 8,000 bytes); watchers compute it in Go
 // to match it.
 var released = "CASE WHEN last_allowed AND ($2::int2 IN (" + verbCancel + ", " + verbLeave + ") OR $2::int2 = " + verbAllow +
-	" AND $12::int8 <> 0) THEN " + notifyRelease("key") + " END AS released"
+	" AND $12::int8 <> 0 AND last_remaining > 0) THEN " + notifyRelease("key") + " END AS released"
 
 // notifyRelease is the notice of a release of a lease of the key key (a
 // column or a parameter) on sqlfile.Channel, whose payload is the key's
