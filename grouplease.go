@@ -34,7 +34,7 @@ func (g *Group) TryAcquire(ctx context.Context, keys []string, cost float64) (Gr
 // tryAcquire is TryAcquire at now, for an Acquire that began at began and
 // holds tickets in its concurrency limits' lines (0 for none), or for
 // none if began is negative.
-func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now, began int64, tickets []int64) (GroupLease, error) {
+func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now, began int64, tickets *[engine.MaxGroup]int64) (GroupLease, error) {
 	gl := GroupLease{g: g, keys: keys, cost: cost}
 	first := g.firstLeases()
 	if first < 0 {
@@ -65,17 +65,20 @@ func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (Group
 	}
 	gl := GroupLease{g: g, keys: keys, cost: cost}
 	began := g.first.clock.now()
-	var ticketsIn [engine.MaxGroup]int64 // each concurrency limit's place in line
-	tickets := ticketsIn[:len(keys)]
+	var tickets [engine.MaxGroup]int64 // each concurrency limit's place in line
 	err := g.limits[i].acquiring(ctx, keys[i], func() (bool, time.Duration, error) {
 		var err error
-		gl, err = g.tryAcquire(ctx, keys, cost, g.first.clock.now(), began, tickets)
-		if err == nil && !gl.Allowed {
+		gl, err = g.tryAcquire(ctx, keys, cost, g.first.clock.now(), began, &tickets)
+		switch {
+		case err != nil:
+		case !gl.Allowed:
 			for j, e := range gl.Limits() {
 				if e.At != 0 { // a place in line, not a lease
 					tickets[j], gl.Limits()[j].At = e.At, 0
 				}
 			}
+		case g.mem != nil:
+			g.served(keys, &tickets, gl.Limits())
 		}
 		return gl.Allowed, gl.RetryAfter, err
 	})
@@ -146,6 +149,19 @@ func (gl *GroupLease) end(ctx context.Context, verb engine.Verb) error {
 		return fmt.Errorf("%w: %q", ErrNotHeld, gl.keys)
 	}
 	return nil
+}
+
+// served wakes, in memory, the watchers of each key whose line a granted
+// group served a waiter of tickets from with room left
+// ([engine.Params.Frees]); a remote store tells them itself. The group
+// path of MemStore leaves it to its callers, off the path of Group.Allow.
+func (g *Group) served(keys []string, tickets *[engine.MaxGroup]int64, each []Decision) {
+	for j, l := range g.limits {
+		op := engine.Op{Verb: engine.VerbAllow, At: tickets[j]}
+		if l.params.Frees(&op, (*engine.Decision)(&each[j])) {
+			g.mem.released(keys[j])
+		}
+	}
 }
 
 // firstLeases returns the index of g's first concurrency limit, or -1.

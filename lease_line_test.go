@@ -52,15 +52,24 @@ func TestWaitersOfDifferentLimitersAreServedInArrivalOrder(t *testing.T) {
 			synctest.Wait() // in line before the next comes
 		}
 		require.NoError(t, held.Release(ctx))
-		for want := range waiters {
-			synctest.Wait()
-			got := <-order
-			require.Equal(t, want, got, "served in arrival order")
-			synctest.Wait()
-			require.Empty(t, order, "one at a time")
-			require.NoError(t, leases[got].Release(ctx))
-		}
+		requireServedInArrivalOrder(t, order, waiters, func(i int) error { return leases[i].Release(ctx) })
 	})
+}
+
+// requireServedInArrivalOrder requires, in a synctest bubble, that
+// waiters who came in the order of their indexes, each of which tells its
+// index on order once served, are served one at a time in that order,
+// giving each one's slot back with release.
+func requireServedInArrivalOrder(t *testing.T, order <-chan int, waiters int, release func(i int) error) {
+	t.Helper()
+	for want := range waiters {
+		synctest.Wait()
+		got := <-order
+		require.Equal(t, want, got, "served in arrival order")
+		synctest.Wait()
+		require.Empty(t, order, "one at a time: the next waits for a slot")
+		require.NoError(t, release(got))
+	}
 }
 
 // TestTryAcquireDoesNotPassWaiters requires that a lease that would fit
@@ -151,12 +160,7 @@ func TestGroupWaitersAreServedInArrivalOrder(t *testing.T) {
 			synctest.Wait()
 		}
 		require.NoError(t, held.Release(ctx))
-		for want := range waiters {
-			synctest.Wait()
-			got := <-order
-			require.Equal(t, want, got, "served in arrival order")
-			require.NoError(t, leases[got].Release(ctx))
-		}
+		requireServedInArrivalOrder(t, order, waiters, func(i int) error { return leases[i].Release(ctx) })
 	})
 }
 
@@ -178,4 +182,45 @@ func TestWaitersOfAnyPollAndTimeoutWaitInLine(t *testing.T) {
 		require.NoError(t, held.Release(ctx))
 		require.NoError(t, <-got, "in line, and served")
 	})
+}
+
+// TestAWaiterServedWithRoomLeftWakesTheNext frees room for two waiters in
+// one release and requires both served at once, alone and in a group:
+// whichever asks first, the second is woken by the first one's service
+// if not by the release, rather than by its poll.
+func TestAWaiterServedWithRoomLeftWakesTheNext(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "in a group"}[grouped], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				st, lims := limitersOnOneStore(t, 1, 2)
+				rate, err := sluice.NewGCRA(sluice.PerSecond(1000), 10, sluice.WithStore(st))
+				require.NoError(t, err)
+				g, err := sluice.NewGroup(rate, lims[0])
+				require.NoError(t, err)
+				acquire := func() error {
+					if grouped {
+						_, err := g.Acquire(ctx, []string{"r", "k"}, 1)
+						return err
+					}
+					_, err := lims[0].Acquire(ctx, "k", 1)
+					return err
+				}
+				held, err := lims[0].TryAcquire(ctx, "k", 2)
+				require.NoError(t, err)
+				began := time.Now()
+				served := make(chan time.Duration, 2)
+				for range 2 {
+					go func() {
+						require.NoError(t, acquire())
+						served <- time.Since(began)
+					}()
+					synctest.Wait()
+				}
+				require.NoError(t, held.Release(ctx))
+				require.Zero(t, <-served)
+				require.Zero(t, <-served, "the second at once, not at its poll")
+			})
+		})
+	}
 }

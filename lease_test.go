@@ -76,14 +76,7 @@ func TestWaitersAcquireInArrivalOrder(t *testing.T) {
 			synctest.Wait() // waiting, in line, before the next comes
 		}
 		require.NoError(t, first.Release(ctx))
-		for want := range costs {
-			synctest.Wait()
-			got := <-order
-			require.Equal(t, want, got, "served in arrival order")
-			synctest.Wait()
-			require.Empty(t, order, "one at a time: the next waits for a release")
-			require.NoError(t, leases[got].Release(ctx))
-		}
+		requireServedInArrivalOrder(t, order, len(costs), func(i int) error { return leases[i].Release(ctx) })
 	})
 }
 

@@ -118,10 +118,10 @@ func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb 
 }
 
 // decide runs op, whose Now is set, on every limit as one decision, into
-// gd, which is zero. at, if not nil, is each limit's op.At: a cancel's
+// gd, which is zero. at, if not nil, holds each limit's op.At: a cancel's
 // booking, a waiter's ticket. ln is for the observers of the concurrency
 // limits.
-func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, at []int64, ln note) error {
+func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op engine.Op, at *[engine.MaxGroup]int64, ln note) error {
 	n := len(g.limits)
 	if len(keys) != n {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidKey, len(keys), n)
@@ -252,7 +252,7 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 	}
 	var d GroupDecision
 	// At most once, as Reservation.Cancel.
-	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, booked[:len(r.keys)], note{})
+	return g.decide(ctx, &d, r.keys, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now}, &booked, note{})
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all

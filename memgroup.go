@@ -23,6 +23,9 @@ func (m *MemStore) ApplyGroup(_ context.Context, ops []engine.GroupOp, each []en
 	clear(each) // decided into in place
 	var d engine.Decision
 	err := m.applyGroup(ops, each, &d)
+	if err == nil && d.Allowed && ops[0].Op.Verb == engine.VerbAllow {
+		m.releasedIn(ops, each) // a waiter served: the next may be first
+	}
 	return d, err
 }
 
@@ -55,10 +58,7 @@ func (m *MemStore) applyGroup(ops []engine.GroupOp, each []engine.Decision, d *e
 		}
 	}
 	if ops[0].Op.Verb == engine.VerbAllow {
-		g.allow(m, ops, each, d)
-		if d.Allowed {
-			m.releasedIn(ops, each) // a waiter served: the next may be first
-		}
+		g.allow(m, ops, each, d) // a waiter served wakes the next in ApplyGroup, or Group.Acquire
 		return nil
 	}
 	*d, err = engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
