@@ -48,21 +48,9 @@ func BenchmarkLease(b *testing.B) {
 // (Acquire), against a waiter that polls every millisecond. It reports
 // the median and 99th percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
-	for _, mode := range []string{"wake", "poll=1ms"} {
-		b.Run("mode="+mode, func(b *testing.B) {
-			ctx := context.Background()
-			observe, denials := leaseproc.Denials()
-			lim, err := sluice.NewConcurrencyLimit(1, time.Minute, observe)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer lim.Close()
-			take := func() (sluice.Lease, error) { return lim.TryAcquire(ctx, "k", 1) }
-			if mode == "wake" {
-				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return lim.Acquire(ctx, "k", 1) }, denials, 2)
-			} else {
-				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return leaseproc.Poll(lim, "k", time.Millisecond) }, denials, 1)
-			}
-		})
-	}
+	leaseproc.Handoffs(b, time.Millisecond, func(b *testing.B) (sluice.Store, sluice.Store) {
+		st := sluice.NewMemStore(sluice.MemStoreConfig{})
+		b.Cleanup(func() { st.Close() })
+		return st, st
+	})
 }

@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -28,30 +27,13 @@ func BenchmarkLease(b *testing.B) {
 // percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
 	url := testserver.StartPostgres(b).URL
-	for _, mode := range []string{"wake", "poll=10ms"} {
-		b.Run("mode="+mode, func(b *testing.B) {
-			ctx := context.Background()
-			holderStore, table := newStore(b, newPool(b, url, 2))
-			waiterStore, err := pgstore.New(newPool(b, url, 2), pgstore.WithTable(table))
-			if err != nil {
-				b.Fatal(err)
-			}
-			closeAfter(b, waiterStore)
-			holder, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(holderStore))
-			if err != nil {
-				b.Fatal(err)
-			}
-			observe, denials := leaseproc.Denials()
-			waiter, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(waiterStore), observe)
-			if err != nil {
-				b.Fatal(err)
-			}
-			take := func() (sluice.Lease, error) { return holder.TryAcquire(ctx, "k", 1) }
-			if mode == "wake" {
-				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return waiter.Acquire(ctx, "k", 1) }, denials, 2)
-			} else {
-				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return leaseproc.Poll(waiter, "k", 10*time.Millisecond) }, denials, 1)
-			}
-		})
-	}
+	leaseproc.Handoffs(b, 10*time.Millisecond, func(b *testing.B) (sluice.Store, sluice.Store) {
+		holder, table := newStore(b, newPool(b, url, 2))
+		waiter, err := pgstore.New(newPool(b, url, 2), pgstore.WithTable(table))
+		if err != nil {
+			b.Fatal(err)
+		}
+		closeAfter(b, waiter)
+		return holder, waiter
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 )
 
@@ -79,19 +80,7 @@ func listening(t *testing.T, ctx context.Context, conn *pgx.Conn, table string) 
 			return pid, at
 		}
 		require.ErrorIs(t, err, pgx.ErrNoRows)
-		wait(t, ctx, tick.C, "listening backend")
-	}
-}
-
-// wait waits for a value on c until ctx ends, failing t then.
-func wait[T any](t *testing.T, ctx context.Context, c <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("no %s before the test's deadline", what)
-		panic("unreachable")
+		leaseproc.Receive(t, ctx, tick.C, "listening backend")
 	}
 }
 
@@ -145,7 +134,7 @@ func TestCloseEndsTheListenerAndItsConnection(t *testing.T) {
 		if n == 0 {
 			break // the backend ended with its connection
 		}
-		wait(t, ctx, tick.C, "end of the listening backend")
+		leaseproc.Receive(t, ctx, tick.C, "end of the listening backend")
 	}
 }
 
@@ -221,9 +210,9 @@ func TestWatchThatEndsWhileConnectingLeavesNoWatcher(t *testing.T) {
 				_, err := st.WatchReleases(ctx, "k", make(chan struct{}, 1))
 				errc <- err
 			}()
-			wait(t, deadline, h.accepted, "attempt to connect")
+			leaseproc.Receive(t, deadline, h.accepted, "attempt to connect")
 			tc.end(t, st, cancel)
-			require.ErrorIs(t, wait(t, deadline, errc, "end of the watch"), tc.want)
+			require.ErrorIs(t, leaseproc.Receive(t, deadline, errc, "end of the watch"), tc.want)
 			st.releases.mu.Lock()
 			require.Empty(t, st.releases.watchers)
 			st.releases.mu.Unlock()
@@ -265,7 +254,7 @@ func TestListenerChecksASilentConnectionAndKeepsIt(t *testing.T) {
 	}
 	require.Empty(t, c, "a check wakes no one")
 	release(t, ctx, st, "k")
-	wait(t, ctx, c, "wake-up by the release")
+	leaseproc.Receive(t, ctx, c, "wake-up by the release")
 }
 
 // proxy forwards TCP connections to a server, and can go silent on the
@@ -387,7 +376,7 @@ func TestListenerReplacesAConnectionThatGoesSilent(t *testing.T) {
 	require.NoError(t, err)
 	defer stop()
 	p.silence()
-	wait(t, ctx, c, "wake-up by the new listener")
+	leaseproc.Receive(t, ctx, c, "wake-up by the new listener")
 	release(t, ctx, other, "k")
-	wait(t, ctx, c, "wake-up by the release")
+	leaseproc.Receive(t, ctx, c, "wake-up by the release")
 }

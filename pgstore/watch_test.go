@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
 )
@@ -40,30 +40,6 @@ func slots(t *testing.T, st *pgstore.Store, opts ...sluice.Option) *sluice.Limit
 	lim, err := sluice.NewConcurrencyLimit(1, hour, append([]sluice.Option{sluice.WithStore(st), sluice.WithLeasePoll(hour)}, opts...)...)
 	require.NoError(t, err)
 	return lim
-}
-
-// deniedLeases returns an option that observes a limiter's denied
-// acquisitions of leases, and the channel that tells of each: a waiter in
-// Acquire is waiting once it has been denied.
-func deniedLeases() (sluice.Option, <-chan struct{}) {
-	denied := make(chan struct{}, 16)
-	return sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
-		if e.Lease && e.Verb == engine.VerbAllow && e.Err == nil && !e.Decision.Allowed {
-			denied <- struct{}{}
-		}
-	})), denied
-}
-
-// receive waits for a value on c until ctx ends, failing t then.
-func receive[T any](t *testing.T, ctx context.Context, c <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("no %s before the test's deadline", what)
-		panic("unreachable")
-	}
 }
 
 // granted is what a waiter got: whether it got the slot, and its error.
@@ -150,14 +126,14 @@ func TestAcquireIsWokenByAReleaseThroughAnotherStore(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
 			release := tc.holder.hold(t, ctx, holder)
-			observe, denied := deniedLeases()
+			observe, denied := leaseproc.Denials()
 			wait := tc.waiter.waiter(t, waiter, observe)
 			got := make(chan granted, 1)
 			go func() { got <- wait(ctx) }()
-			receive(t, ctx, denied, "denial of the waiter")
-			receive(t, ctx, denied, "denial of the waiter, watching") // Acquire watches once denied, and asks again
+			leaseproc.Receive(t, ctx, denied, "denial of the waiter")
+			leaseproc.Receive(t, ctx, denied, "denial of the waiter, watching") // Acquire watches once denied, and asks again
 			require.NoError(t, release(ctx))
-			g := receive(t, ctx, got, "lease for the waiter")
+			g := leaseproc.Receive(t, ctx, got, "lease for the waiter")
 			require.NoError(t, g.err)
 			require.True(t, g.allowed)
 		})
@@ -179,7 +155,7 @@ func listenerPID(t *testing.T, ctx context.Context, conn *pgx.Conn, table string
 			return pid
 		}
 		require.ErrorIs(t, err, pgx.ErrNoRows)
-		receive(t, ctx, tick.C, "listening backend")
+		leaseproc.Receive(t, ctx, tick.C, "listening backend")
 	}
 }
 
@@ -194,12 +170,12 @@ func TestTerminatedListenerReconnectsAndWakesEveryWatcher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	release := asLease.hold(t, ctx, holder)
-	observe, denied := deniedLeases()
+	observe, denied := leaseproc.Denials()
 	wait := asLease.waiter(t, waiter, observe)
 	got := make(chan granted, 1)
 	go func() { got <- wait(ctx) }()
-	receive(t, ctx, denied, "denial of the waiter")
-	receive(t, ctx, denied, "denial of the waiter, watching") // Acquire watches once denied, and asks again
+	leaseproc.Receive(t, ctx, denied, "denial of the waiter")
+	leaseproc.Receive(t, ctx, denied, "denial of the waiter, watching") // Acquire watches once denied, and asks again
 
 	killer, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -210,11 +186,11 @@ func TestTerminatedListenerReconnectsAndWakesEveryWatcher(t *testing.T) {
 	require.True(t, killed)
 	// Nothing was released: only the listener, listening again, can
 	// have woken the waiter to be denied again.
-	receive(t, ctx, denied, "denial of the waiter woken by the new listener")
+	leaseproc.Receive(t, ctx, denied, "denial of the waiter woken by the new listener")
 	require.NotEqual(t, pid, listenerPID(t, ctx, killer, table, pid))
 
 	require.NoError(t, release(ctx))
-	g := receive(t, ctx, got, "lease for the waiter")
+	g := leaseproc.Receive(t, ctx, got, "lease for the waiter")
 	require.NoError(t, g.err)
 	require.True(t, g.allowed)
 }
@@ -320,7 +296,7 @@ func TestReleaseWakesItsWatcherWhateverTheNamesLength(t *testing.T) {
 		stop, err := waiter.WatchReleases(ctx, key, c)
 		require.NoError(t, err)
 		require.NoError(t, lease.Release(ctx))
-		receive(t, ctx, c, "wake-up by the release")
+		leaseproc.Receive(t, ctx, c, "wake-up by the release")
 		stop()
 	}
 }
@@ -338,17 +314,17 @@ func TestResetWakesTheWaiters(t *testing.T) {
 	held, err := slots(t, holder).TryAcquire(ctx, "k", 1)
 	require.NoError(t, err)
 	require.True(t, held.Allowed)
-	observe, denied := deniedLeases()
+	observe, denied := leaseproc.Denials()
 	lim := slots(t, waiter, observe)
 	got := make(chan granted, 1)
 	go func() {
 		lease, err := lim.Acquire(ctx, "k", 1)
 		got <- granted{lease.Allowed, err}
 	}()
-	receive(t, ctx, denied, "denial of the waiter")
-	receive(t, ctx, denied, "denial of the waiter, watching")
+	leaseproc.Receive(t, ctx, denied, "denial of the waiter")
+	leaseproc.Receive(t, ctx, denied, "denial of the waiter, watching")
 	require.NoError(t, holder.Reset(ctx, "k"))
-	g := receive(t, ctx, got, "lease for the waiter")
+	g := leaseproc.Receive(t, ctx, got, "lease for the waiter")
 	require.NoError(t, g.err)
 	require.True(t, g.allowed)
 
@@ -371,6 +347,6 @@ func TestResetWakesTheWaiters(t *testing.T) {
 	require.NoError(t, err)
 	defer stop2()
 	require.NoError(t, again.Release(ctx))
-	receive(t, ctx, c2, "notice of the release")
+	leaseproc.Receive(t, ctx, c2, "notice of the release")
 	require.Empty(t, c, "a rate limit's reset notifies nobody")
 }

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -49,25 +48,8 @@ func BenchmarkLease(b *testing.B) {
 // percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
 	addr := testserver.StartRedis(b).Addr
-	for _, mode := range []string{"wake", "poll=10ms"} {
-		b.Run("mode="+mode, func(b *testing.B) {
-			ctx := context.Background()
-			stores := benchStores(b, addr, 2)
-			holder, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(stores[0]))
-			if err != nil {
-				b.Fatal(err)
-			}
-			observe, denials := leaseproc.Denials()
-			waiter, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(stores[1]), observe)
-			if err != nil {
-				b.Fatal(err)
-			}
-			take := func() (sluice.Lease, error) { return holder.TryAcquire(ctx, "k", 1) }
-			if mode == "wake" {
-				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return waiter.Acquire(ctx, "k", 1) }, denials, 2)
-			} else {
-				leaseproc.Handoff(b, take, func() (sluice.Lease, error) { return leaseproc.Poll(waiter, "k", 10*time.Millisecond) }, denials, 1)
-			}
-		})
-	}
+	leaseproc.Handoffs(b, 10*time.Millisecond, func(b *testing.B) (sluice.Store, sluice.Store) {
+		stores := benchStores(b, addr, 2)
+		return stores[0], stores[1]
+	})
 }

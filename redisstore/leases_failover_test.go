@@ -162,7 +162,7 @@ func leasesThroughFailover(t *testing.T, acked bool) {
 		require.NoError(t, err)
 		return lim
 	}
-	observe, denied := denials()
+	observe, denied := leaseproc.Denials()
 	lim, limCut, watching := limitOn(st), limitOn(cut), limitOn(st, observe)
 
 	master := cluster.MasterOf(t, 0)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
-	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
 )
@@ -88,31 +88,12 @@ func sharedStores(t *testing.T, clients ...redis.UniversalClient) []*redisstore.
 	return stores
 }
 
-// denials returns an observer that sends the key of each lease it sees
-// denied, and the channel it sends on: a waiter in Acquire has asked the
-// store and is about to wait.
-func denials() (sluice.Option, <-chan string) {
-	denied := make(chan string, 64)
-	return sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
-		if e.Lease && e.Verb == engine.VerbAllow && e.Err == nil && !e.Decision.Allowed {
-			select {
-			case denied <- e.Key:
-			default:
-			}
-		}
-	})), denied
-}
-
 // receive returns what c brings, or fails t after wakeTimeout.
 func receive[T any](t *testing.T, c <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(wakeTimeout):
-		t.Fatalf("no %s within %v", what, wakeTimeout)
-		panic("unreachable")
-	}
+	ctx, cancel := context.WithTimeout(t.Context(), wakeTimeout)
+	defer cancel()
+	return leaseproc.Receive(t, ctx, c, what)
 }
 
 // keysOnEveryMaster returns a key whose Redis name st puts on each of the
@@ -147,7 +128,7 @@ func TestReleaseThroughAnotherStoreWakesTheWaiter(t *testing.T) {
 		t.Run(dep.name, func(t *testing.T) {
 			client, keysOf := dep.start(t)
 			stores := sharedStores(t, client(), client())
-			observe, denied := denials()
+			observe, denied := leaseproc.Denials()
 			holder, err := sluice.NewConcurrencyLimit(1, time.Hour, sluice.WithStore(stores[0]))
 			require.NoError(t, err)
 			waiter, err := sluice.NewConcurrencyLimit(1, time.Hour, sluice.WithStore(stores[1]),

@@ -11,20 +11,64 @@ import (
 )
 
 // Denials returns an option that observes a limiter's denied lease
-// acquisitions, and the channel that tells of each, without blocking.
-func Denials() (sluice.Option, <-chan struct{}) {
-	denied := make(chan struct{}, 64)
+// acquisitions, and the channel that tells the key of each, without
+// blocking (it holds 64): a waiter in Acquire has asked the store and is
+// about to wait.
+func Denials() (sluice.Option, <-chan string) {
+	denied := make(chan string, 64)
 	return sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
 		if e.Lease && e.Verb == engine.VerbAllow && e.Outcome == sluice.OutcomeDenied {
 			select {
-			case denied <- struct{}{}:
+			case denied <- e.Key:
 			default:
 			}
 		}
 	})), denied
 }
 
-// Handoff measures, b.N times, the time from the release of a slot's
+// Receive returns what c brings, or fails t once ctx ends: how the
+// stores' tests wait for a waiter's denial, a wake-up or a lease.
+func Receive[T any](t *testing.T, ctx context.Context, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("no %s: %v", what, context.Cause(ctx))
+		panic("unreachable")
+	}
+}
+
+// Handoffs measures the time from a release to the lease of the waiter
+// waiting for the slot (see handoff), in two modes: "wake", a waiter in
+// Acquire, woken by the store, and "poll=...", one that asks again
+// every so often. stores gives each mode the holder's store and the
+// waiter's (two clients of one server, as two processes would have).
+func Handoffs(b *testing.B, every time.Duration, stores func(b *testing.B) (holder, waiter sluice.Store)) {
+	for _, mode := range []string{"wake", "poll=" + every.String()} {
+		b.Run("mode="+mode, func(b *testing.B) {
+			ctx := context.Background()
+			holderStore, waiterStore := stores(b)
+			holder, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(holderStore))
+			if err != nil {
+				b.Fatal(err)
+			}
+			observe, denials := Denials()
+			waiter, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(waiterStore), observe)
+			if err != nil {
+				b.Fatal(err)
+			}
+			take := func() (sluice.Lease, error) { return holder.TryAcquire(ctx, "k", 1) }
+			if mode == "wake" {
+				handoff(b, take, func() (sluice.Lease, error) { return waiter.Acquire(ctx, "k", 1) }, denials, 2)
+			} else {
+				handoff(b, take, func() (sluice.Lease, error) { return poll(waiter, "k", every) }, denials, 1)
+			}
+		})
+	}
+}
+
+// handoff measures, b.N times, the time from the release of a slot's
 // lease to the lease of the waiter waiting for the slot, and reports
 // their median and 99th percentile. take takes the slot (the holder's
 // lease); wait waits for it (Acquire, or a poll of TryAcquire) on a
@@ -32,7 +76,7 @@ func Denials() (sluice.Option, <-chan struct{}) {
 // holder releases once the waiter was denied settled times: twice for
 // Acquire, which asks, and asks again once it watches for releases; once
 // for a poll.
-func Handoff(b *testing.B, take, wait func() (sluice.Lease, error), denials <-chan struct{}, settled int) {
+func handoff(b *testing.B, take, wait func() (sluice.Lease, error), denials <-chan string, settled int) {
 	ctx := context.Background()
 	type handoff struct {
 		at    time.Time
@@ -78,9 +122,9 @@ func Handoff(b *testing.B, take, wait func() (sluice.Lease, error), denials <-ch
 	b.ReportMetric(µs(handoffs[len(handoffs)*99/100]), "p99-µs")
 }
 
-// Poll waits for a lease of lim on key by asking again every interval:
-// the waiter Handoff compares Acquire with.
-func Poll(lim *sluice.Limiter, key string, interval time.Duration) (sluice.Lease, error) {
+// poll waits for a lease of lim on key by asking again every interval:
+// the waiter handoff compares Acquire with.
+func poll(lim *sluice.Limiter, key string, interval time.Duration) (sluice.Lease, error) {
 	for {
 		lease, err := lim.TryAcquire(context.Background(), key, 1)
 		if err != nil || lease.Allowed {

@@ -5,7 +5,9 @@
 // PostgreSQL stores' tests use it.
 //
 // A store's test package calls [Main] from its TestMain, with a function
-// that opens the store from the environment its tests pass on.
+// that opens the store from the environment its tests pass on. The
+// package also holds what every store's lease tests and benchmarks share:
+// [Denials], [Receive], [Handoffs] and [TakeAndRelease].
 package leaseproc
 
 import (
