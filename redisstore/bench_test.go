@@ -311,6 +311,9 @@ func BenchmarkServerTime(b *testing.B) {
 		{"SlidingCounter",
 			engine.Params{Kind: engine.KindSlidingCounter, Limit: 1e9, Interval: h},
 			engine.Params{Kind: engine.KindSlidingCounter, Limit: 1, Interval: h}},
+		{"Concurrency", // admitting: leases of a microsecond, expired by the key's next call
+			engine.Params{Kind: engine.KindConcurrency, Limit: 1e6, Interval: 1000, MaxEntries: 10},
+			engine.Params{Kind: engine.KindConcurrency, Limit: 1, Interval: h, MaxEntries: 10}},
 	} {
 		for _, mode := range []struct {
 			name string
