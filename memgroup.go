@@ -134,8 +134,9 @@ func (g *memGroup) unlock() {
 // decide runs op on key i's state and saves what it records.
 func (g *memGroup) decide(m *MemStore, ops []engine.GroupOp, i int, op engine.Op, d *engine.Decision) {
 	p, k := ops[i].Params, g.key(i)
+	carried := p.Carries(&k.state, &op)
 	p.Decide(&k.state, op, d)
-	if p.Records(op.Verb, d) {
+	if p.Records(op.Verb, d) || carried {
 		k.sh.resave(k.id, k.at, p, op.Now, &k.state, d, m.perShard)
 	}
 }
@@ -147,12 +148,14 @@ func (g *memGroup) decide(m *MemStore, ops []engine.GroupOp, i int, op engine.Op
 // cost instead, as DecideGroup does. It sets *d to the group's decision.
 func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decision, d *engine.Decision) {
 	all := true
+	var carried [engine.MaxGroup]bool
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
 		if o.Params.Kind.Logs() {
 			// Allow may reuse the log's storage: keep the stored one.
 			k.state.Log = slices.Clone(k.state.Log)
 		}
+		carried[i] = o.Params.Carries(&k.state, &o.Op)
 		o.Params.Decide(&k.state, o.Op, &each[i])
 		all = all && each[i].Allowed
 	}
@@ -171,7 +174,7 @@ func (g *memGroup) allow(m *MemStore, ops []engine.GroupOp, each []engine.Decisi
 	}
 	for i := range ops {
 		o, k := &ops[i], g.key(i)
-		if (all || !each[i].Allowed) && o.Params.Records(engine.VerbAllow, &each[i]) {
+		if (all || !each[i].Allowed) && (o.Params.Records(engine.VerbAllow, &each[i]) || carried[i]) {
 			k.sh.resave(k.id, k.at, o.Params, o.Op.Now, &k.state, &each[i], m.perShard)
 		}
 	}

@@ -81,7 +81,7 @@ type MemStoreConfig struct {
 // do not pass a line to and fro.
 type shard struct {
 	shardData
-	_ [(64 - unsafe.Sizeof(shardData{})%64) % 64]byte
+	_ [64 - unsafe.Sizeof(shardData{})%64]byte // never empty: a struct ending in one is padded
 }
 
 // A key is in at most one of a shard's tables: tats holds the GCRA keys,
@@ -93,6 +93,12 @@ type shardData struct {
 	logs   map[keyID][]engine.Entry // sliding log entries, beside their key's slot
 	blocks map[keyID]block          // the penalty blocks of keys blocked
 	now    int64                    // latest time seen, for sweeps
+
+	// primary is the emission interval of the GCRA keys in tats, which
+	// do not record it: the first a GCRA key was saved with. A GCRA key
+	// recorded with another lives in slots, with its interval (memgcra.go).
+	primary  int64
+	primaryA float64 // primary as State.A
 
 	evicted, evictedBlocked uint64 // keys evicted by MaxKeys, and those of them blocked
 }
@@ -164,8 +170,11 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 		d.Limit = p.Limit
 		return conflict(key, other, p.Kind)
 	}
+	a := s.A
 	p.Decide(&s, op, d)
-	if p.Records(op.Verb, d) {
+	// A denial records nothing, unless it carried a GCRA state over from
+	// another interval (engine.Params.Carries), which changed A.
+	if p.Records(op.Verb, d) || p.Kind == engine.KindGCRA && s.A != a {
 		sh.save(id, at, p, op.Now, &s, d, m.perShard)
 	}
 	sh.mu.Unlock()
@@ -195,11 +204,14 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 	if gcra {
 		i, ok := sh.tats.find(id)
 		if !ok {
-			return -1, claim(sh, &sh.slots, id, now)
+			return sh.loadOtherGCRA(id, now, s)
 		}
 		e := &sh.tats.slots[i]
 		e.used()
-		s.Time, at = e.expires, i
+		if e.expires <= now {
+			return i, 0 // fresh again, whatever its Params now: as if forgotten
+		}
+		s.Time, s.A, at = e.expires, sh.primaryA, i
 	} else {
 		i, ok := sh.slots.find(id)
 		switch {
@@ -210,6 +222,9 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 		}
 		e := &sh.slots.slots[i]
 		e.used()
+		if e.expires <= now {
+			return i, 0 // fresh again, whatever its Params now: as if forgotten
+		}
 		s.Time, s.A, s.B, at = e.time, e.a, e.b, i
 		if p.Kind.Logs() {
 			s.Log = sh.logs[id]
@@ -226,6 +241,14 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 // found it, or -1.
 func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
 	gcra := p.Kind == engine.KindGCRA
+	if gcra && s.A != sh.primaryA && !sh.primaryOf(s) {
+		sh.saveOtherGCRA(id, at, p, now, s, d, bound)
+		return
+	}
+	if at <= otherGCRA { // a GCRA key now recorded with the primary interval
+		sh.drop(false, slotOf(at))
+		at = -1
+	}
 	if d.ResetAfter <= 0 { // fresh again, as if absent
 		if at >= 0 {
 			sh.drop(gcra, at)
@@ -238,8 +261,7 @@ func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.S
 	}
 	expires := now + int64(d.ResetAfter)
 	if gcra {
-		// The TAT, s.Time, is when the key is fresh again: its expiry is
-		// its whole state.
+		// The TAT, s.Time, is when the key is fresh again: its expiry.
 		sh.tats.slots[at].expires = expires
 	} else {
 		e := &sh.slots.slots[at]
@@ -276,7 +298,7 @@ func (sh *shard) insert(gcra bool, id keyID, kind engine.Kind) int {
 // moved.
 func (sh *shard) resave(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
 	if p.Kind == engine.KindGCRA {
-		at = resolve(&sh.tats, id, at)
+		at = sh.resolveGCRA(id, at)
 	} else {
 		at = resolve(&sh.slots, id, at)
 	}

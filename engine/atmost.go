@@ -9,6 +9,7 @@ import (
 // allowance left now holds, and one less (a float allowance may round
 // either side of a whole number); one unit. Only the admission is recorded.
 func (p *Params) stepAtMost(s *State, op *Op, d *Decision) {
+	p.carryOnce(s, op)
 	whole := math.Ceil(op.Cost) - 1 // the most whole units less than cost
 	if op.Cost == 0 {
 		// Nothing to grant, and nothing recorded: what a check says, but

@@ -99,8 +99,10 @@ type State struct {
 	// the Unix epoch.
 	Time int64
 	// A is the leaky bucket's level, the token bucket's tokens in use (so
-	// that zero is a full bucket), the current window's count, or the
-	// latest ticket a concurrency limit's line handed out.
+	// that zero is a full bucket), the current window's count, the
+	// latest ticket a concurrency limit's line handed out, or the
+	// emission interval GCRA's Time was computed with (see "Limits that
+	// change" in the package doc).
 	A float64
 	// B is the sliding counter's previous window count.
 	B float64

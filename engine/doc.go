@@ -31,10 +31,13 @@
 //
 // Every algorithm except the sliding log keeps a fixed-shape [State]: one
 // int64 time in nanoseconds and at most two float64 amounts. The sliding log
-// also keeps a list of (time, cost) entries. The zero State is a fresh key:
-// a store may forget a key at any instant at which its state is
-// indistinguishable from fresh, and Step reports that instant as
-// now + Decision.ResetAfter.
+// also keeps a list of (time, cost) entries. The zero State is a fresh key.
+// Step reports when a key it recorded is fresh again, now +
+// Decision.ResetAfter: its expiry, which a store keeps with the state. From
+// its expiry on, a store treats the key as fresh, whether it has forgotten
+// it or not, and whatever Params the next request brings: under the Params
+// that recorded it the state then decides as a fresh one does, and under
+// others (see "Limits that change") every store must decide alike.
 //
 // Times are int64 nanoseconds since the Unix epoch. Stores must keep them
 // exact:
@@ -63,6 +66,42 @@
 // A store may report sluice.ErrKeyConflict when a key holds the state of a
 // different algorithm.
 //
+// # Limits that change
+//
+// Params travel with every request, so a key's limit may change from one
+// request to the next (a per-key limit, a tier changed, a configuration
+// reloaded). The rule, the same on every store: what a key has used
+// carries over, in units of cost, and the new limit decides from it at
+// once, until the key's expiry (see "State and time"), from which it is
+// fresh whatever the new limit. The buckets' level or tokens in use, a
+// window's count, the log's entries and the leases held are read as they
+// stand, under the new limit; the time since the state's point (a
+// bucket's last update, or the interval refill's last refill) counts at
+// the new rate. A window counted under another length counts in the
+// window of the new length that holds its start. GCRA's state is a time,
+// not a cost: it records the emission interval its theoretical arrival
+// time was computed with (State.A), and the first decision under another
+// interval converts the cost it holds, (TAT - now) / A units, to the new
+// interval at that instant, and records it (see [Params.Carries]): a GCRA
+// raised from 10/s to 100/s admits at 100/s at once, and one lowered
+// keeps what was used. A state written before the interval was recorded
+// (A zero) is read as computed with the current one. The algorithm and
+// its mode (Kind, Anchored, IntervalRefill) are the key's own: a limit
+// that changes them reads the state as it stands.
+//
+// Step cannot see a key's expiry: a decision under a new limit that
+// records nothing may tell a RetryAfter or ResetAfter past it, when the
+// key is fresh, and admits, earlier. Until the key's next recorded
+// decision they are upper bounds.
+//
+// Two limits in force for one key at once (a rolling deploy of a new
+// configuration) alternate without loss for GCRA, the buckets, the
+// sliding log and the concurrency limit, and for the windows when only
+// their limit differs. Two window lengths at once make a request that
+// flips between them count in a window of its own length, which the
+// other may take as past and forget: change a window's length under new
+// keys when both may be in force.
+//
 // # Clocks that step back
 //
 // A clock that steps backwards never loosens a limit: A request at an
@@ -79,5 +118,7 @@
 // and the sliding counter never return to an earlier window. No step moves
 // a key's state back in time, except a cancel, which gives a reservation's
 // cost back by moving the state to the line the key would have followed
-// without it, a nanosecond later.
+// without it, a nanosecond later, and a limit that changed (a GCRA's
+// theoretical arrival time converted to a shorter interval, a window's
+// start to the window of the new length that holds it).
 package engine

@@ -1,9 +1,5 @@
 package engine
 
-import (
-	"github.com/sluice-go/sluice/internal/arith"
-)
-
 func (p *Params) stepFixedWindow(s *State, op *Op, d *Decision) {
 	start, count := s.Time, s.A
 	switch {
@@ -12,9 +8,13 @@ func (p *Params) stepFixedWindow(s *State, op *Op, d *Decision) {
 			start, count = max(op.Now, start), 0
 		}
 	default:
-		// A clock that stepped back stays in the stored window.
-		if w := arith.FloorDiv(op.Now, p.Interval) * p.Interval; w > start {
-			start, count = w, 0
+		// A clock that stepped back stays in the stored window; a window
+		// counted under another length counts in the one that holds its
+		// start.
+		if w := alignedStart(op.Now, p.Interval); w != start {
+			if start = alignedStart(start, p.Interval); w > start {
+				start, count = w, 0
+			}
 		}
 	}
 	if count+op.Cost-p.Limit <= p.slack() {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+	"math/bits"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/arith"
@@ -8,8 +10,18 @@ import (
 
 func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 	t := p.Interval
+	stored := s.Time // the TAT, in p's interval
+	if s.A != float64(t) && s.A != 0 && stored > op.Now {
+		// A check decides as converted, and records nothing. (A strict or
+		// partial decision converts the state before its checks: see
+		// carryOnce.)
+		stored = p.carriedTAT(s, op.Now)
+		if op.Verb != VerbCheck {
+			s.Time, s.A = stored, float64(t)
+		}
+	}
 	tau := p.gcraNanos(p.Limit)
-	tat := max(s.Time, op.Now)
+	tat := max(stored, op.Now)
 	if op.Verb == VerbCancel {
 		// The reservation is the key's last booking iff the TAT is still
 		// the one it left: its instant plus the tolerance. It gives back
@@ -17,25 +29,29 @@ func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 		// nanosecond after its own: a booking of the freed turn then
 		// leaves another TAT, which this cancel, made again (retried on a
 		// lost reply), cannot mistake for its own.
-		if op.Now < op.At && s.Time == op.At+tau {
+		if op.Now < op.At && stored == op.At+tau {
 			d.Allowed = true
-			s.Time -= p.gcraNanos(op.Cost) - 1
+			s.Time, s.A = s.Time-(p.gcraNanos(op.Cost)-1), float64(t)
 			tat = max(s.Time, op.Now)
 		}
 	} else {
-		next := tat + p.gcraNanos(op.Cost)
+		c, whole := wholeNanos(op.Cost, t)
+		if !whole {
+			c = p.gcraNanos(op.Cost)
+		}
+		next := tat + c
 		allowAt := next - tau
 		later := op.Verb == VerbReserve && op.At > max(allowAt, op.Now)
 		if later {
 			// Booked no earlier than op.At, as an arrival then.
-			allowAt, next = op.At, max(s.Time, op.At)+p.gcraNanos(op.Cost)
+			allowAt, next = op.At, max(stored, op.At)+p.gcraNanos(op.Cost)
 		}
 		switch {
 		case op.Now >= allowAt:
 			d.Allowed = true
 			tat = next
 			if op.Verb != VerbCheck {
-				s.Time = tat
+				s.Time, s.A = tat, float64(t)
 			}
 		case op.Verb != VerbReserve:
 			d.RetryAfter = after(allowAt, op.Now)
@@ -50,7 +66,7 @@ func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 				d.At = 0
 			}
 			tat = next
-			s.Time = tat
+			s.Time, s.A = tat, float64(t)
 		default:
 			d.RetryAfter = after(allowAt-op.MaxDelay, op.Now)
 		}
@@ -65,5 +81,34 @@ func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 	d.ResetAfter = after(tat, op.Now)
 }
 
+// carryOnce converts a GCRA state for op, as the first of the steps it
+// makes, some of them checks, so that they all decide on the state the
+// store records (see Params.Carries).
+func (p *Params) carryOnce(s *State, op *Op) {
+	if p.Carries(s, op) {
+		s.Time, s.A = p.carriedTAT(s, op.Now), float64(p.Interval)
+	}
+}
+
+// carriedTAT returns the TAT of s, computed with another emission
+// interval, the State's A, carried over to p's at now, before it: the cost
+// it holds, (TAT - now) / A units, is kept, and takes p's interval per unit
+// from now on (at most maxSpan in all). See [Params.Carries].
+func (p *Params) carriedTAT(s *State, now int64) int64 {
+	backlog := float64(s.Time-now) / s.A * float64(p.Interval)
+	if backlog >= maxSpan {
+		return now + maxSpan
+	}
+	return now + int64(math.Round(backlog))
+}
+
 // gcraNanos converts an amount to nanoseconds at the emission interval.
 func (p *Params) gcraNanos(amount float64) int64 { return arith.Nanos(amount, p.Interval) }
+
+// wholeNanos returns amount*interval and true for a whole amount whose
+// product with the interval is below 2^53: the float product gcraNanos
+// rounds is then that of the integers, exactly, with nothing to round.
+func wholeNanos(amount float64, interval int64) (int64, bool) {
+	n := int64(amount)
+	return n * interval, float64(n) == amount && bits.Len64(uint64(n))+bits.Len64(uint64(interval)) <= 53
+}

@@ -320,8 +320,9 @@ func CheckTime(ns int64) error {
 // and the request, it returns the key's new state and the decision. It
 // never reads a clock and keeps no state of its own, so callers can keep
 // State wherever they like; a denied request and VerbCheck return s
-// unchanged. Every [Store] gives the same decisions as Step. An op that
-// [Params.Overflows] comes back decided, with its error.
+// unchanged, except a GCRA state carried over to p from another limit
+// (see [Params.Carries]). Every [Store] gives the same decisions as Step.
+// An op that [Params.Overflows] comes back decided, with its error.
 func (p Params) Step(s State, op Op) (State, Decision, error) {
 	if err := p.Validate(); err != nil {
 		return s, Decision{}, err
@@ -338,7 +339,8 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 // Decide is Step in place, for a store that keeps State in its own
 // memory: for p that Validate accepted and op that Check accepted (or that
 // Overflows), it updates *s when the decision records (see
-// [Params.Records]) and writes the decision into *d, which must be zero.
+// [Params.Records]) or carries a state over from another limit (see
+// [Params.Carries]), and writes the decision into *d, which must be zero.
 // A state that is fresh again becomes the zero State, so that keeping it
 // and forgetting the key are the same, even for a clock that later steps
 // back.
@@ -420,6 +422,17 @@ func (p *Params) Records(verb Verb, d *Decision) bool {
 		return d.Granted > 0
 	}
 	return (verb == VerbCancel || verb == VerbExtend || verb == VerbLeave) && d.Allowed
+}
+
+// Carries reports whether deciding op on s, a GCRA state whose theoretical
+// arrival time was computed with another emission interval (recorded in
+// its A) and is still ahead of op.Now, converts it to p's (see "Limits that
+// change" in the package doc). A store asks before it decides, and then
+// writes the state back after any decision but a check, whatever
+// [Params.Records] says: the conversion is made once, at the first
+// decision under the new limit, so that a raised limit applies at once.
+func (p *Params) Carries(s *State, op *Op) bool {
+	return p.Kind == KindGCRA && s.A != float64(p.Interval) && s.A != 0 && s.Time > op.Now && op.Verb != VerbCheck
 }
 
 // Frees reports whether a decision *d on op may let a waiter of p's

@@ -62,15 +62,7 @@ func (p *Params) record(log, live []Entry, op *Op) []Entry {
 
 func (p *Params) stepSlidingCounter(s *State, op *Op, d *Decision) {
 	w := p.Interval
-	start, cur, prev := s.Time, s.A, s.B
-	if ws := arith.FloorDiv(op.Now, w) * w; ws > start {
-		if ws-start == w {
-			prev = cur
-		} else {
-			prev = 0
-		}
-		start, cur = ws, 0
-	}
+	start, cur, prev := p.counterWindow(s, op.Now)
 	elapsed := max(op.Now-start, 0)
 	estimate := cur + prev*float64(w-elapsed)/float64(w)
 	if at := p.counterAdmitAt(start, cur, prev, op.Cost); start+elapsed >= at {
@@ -91,6 +83,31 @@ func (p *Params) stepSlidingCounter(s *State, op *Op, d *Decision) {
 		d.ResetAfter = after(start+w, op.Now)
 	}
 }
+
+// counterWindow returns the window of now, and its count and the previous
+// window's, as s leaves them. A state whose start is not a multiple of the
+// window, counted under another window length, counts in the window that
+// holds its start.
+func (p *Params) counterWindow(s *State, now int64) (start int64, cur, prev float64) {
+	w := p.Interval
+	start, cur, prev = s.Time, s.A, s.B
+	if ws := arith.FloorDiv(now, w) * w; ws != start {
+		start = alignedStart(start, w)
+		if ws > start {
+			if ws-start == w {
+				prev = cur
+			} else {
+				prev = 0
+			}
+			start, cur = ws, 0
+		}
+	}
+	return start, cur, prev
+}
+
+// alignedStart returns the start of the window of length w that holds t,
+// a multiple of w since the epoch.
+func alignedStart(t, w int64) int64 { return arith.FloorDiv(t, w) * w }
 
 // counterAdmitAt returns the first instant at which cost fits, given the
 // window starting at start with counts cur and prev.

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"time"
-
-	"github.com/sluice-go/sluice/internal/arith"
 )
 
 // decideStrict is the algorithm under a penalty (Params.Penalty) or with
@@ -20,6 +18,7 @@ import (
 // penalty lets through, see Overflows) is an overflow that never fits: it
 // is denied, describing the key as it stands, and starts the block.
 func (p *Params) decideStrict(s *State, op *Op, d *Decision) {
+	p.carryOnce(s, op)
 	until := s.Until
 	if until <= op.Now {
 		until = 0 // ended: the key is not blocked
@@ -95,7 +94,7 @@ func (p *Params) fillUp(s *State, op *Op, d *Decision) {
 	now := op.Now
 	switch p.Kind {
 	case KindGCRA:
-		s.Time = max(s.Time, now+p.gcraNanos(p.Limit))
+		s.Time, s.A = max(s.Time, now+p.gcraNanos(p.Limit)), float64(p.Interval)
 	case KindLeakyBucket, KindTokenBucket:
 		if p.Kind == KindTokenBucket && p.IntervalRefill {
 			used, last := p.refillPoint(*s, now)
@@ -118,16 +117,7 @@ func (p *Params) fillUp(s *State, op *Op, d *Decision) {
 		}
 	case KindSlidingCounter:
 		if d.Remaining > 0 {
-			w := p.Interval
-			start, cur, prev := s.Time, s.A, s.B
-			if ws := arith.FloorDiv(now, w) * w; ws > start {
-				if ws-start == w {
-					prev = cur
-				} else {
-					prev = 0
-				}
-				start, cur = ws, 0
-			}
+			start, cur, prev := p.counterWindow(s, now)
 			*s = State{Time: start, A: cur + d.Remaining, B: prev}
 		}
 	default: // the fixed window and the sliding log count amounts: the room fits

@@ -84,21 +84,31 @@ func (c *dbClock) reads(t *testing.T) int64 {
 // clock, and a cancel compares its At with it, and so does a
 // reservation's earliest instant; a lease's identity is its expiry on
 // that clock, which its release and extension name. Penalties and counted
-// denials are replayed too. (The conformance suite drives stores by the
-// caller's clock.)
+// denials are replayed too, and so are limits that change: in every other
+// trace, a key's limit changes now and then to another of its algorithm
+// (storetest.Variants), the state carries over as the specification
+// carries it, and a key is fresh from its expiry on, whatever its limit
+// then. (The conformance suite drives stores by the caller's clock.)
 func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
 	st, _ := newStore(t, clock.pool)
 	ctx := context.Background()
-	for ai, p := range append(storetest.Algorithms(), storetest.Strict()...) {
-		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
+	for ai, limit := range append(storetest.Algorithms(), storetest.Strict()...) {
+		t.Run(fmt.Sprintf("%d_%v", ai, limit.Kind), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(ai), 0xc10c))
+			changes := rand.New(rand.NewPCG(uint64(ai), 0xc4a9))
+			variants := storetest.Variants(limit)
 			for trace := range 4 {
+				p := limit
 				key := fmt.Sprintf("trace%d.%d", ai, trace)
 				var s engine.State
+				var expires int64      // when s is fresh again, whatever the Params then
 				var booked []engine.Op // cancels of the bookings (releases of the leases), latest last
 				now := base / 1000 * 1000
 				for step := range 50 {
+					if trace%2 == 1 && changes.IntN(6) == 0 {
+						p = variants[changes.IntN(len(variants))] // the key's limit changes
+					}
 					if n := len(booked); n > 0 && booked[n-1].At-now > 1000 && rng.IntN(2) == 0 {
 						now += rng.Int64N(booked[n-1].At-now) / 1000 * 1000 // before the latest booking
 					} else {
@@ -111,18 +121,34 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 					sent := op
 					sent.Now = rng.Int64()
 					got, err := st.Apply(ctx, key, &p, sent)
-					next, want, wantErr := p.Step(s, op)
-					where := fmt.Sprintf("trace %d step %d op %+v", trace, step, op)
-					if wantErr != nil {
+					from := s
+					if now >= expires {
+						from = engine.State{} // fresh again
+					}
+					carried := p.Carries(&from, &op)
+					next, want, wantErr := p.Step(from, op)
+					where := fmt.Sprintf("trace %d step %d params %+v op %+v", trace, step, p, op)
+					switch {
+					case wantErr == nil:
+						require.NoError(t, err, where)
+					case p.Overflows(op, wantErr):
+						// Refused, and decided all the same (a cost above a
+						// limit changed to a lower one, under a penalty).
+						require.ErrorIs(t, err, sluice.ErrCostExceedsLimit, where)
+					default:
 						for _, sentinel := range []error{sluice.ErrUnsupported, sluice.ErrCostExceedsLimit} {
 							require.Equal(t, errors.Is(wantErr, sentinel), errors.Is(err, sentinel), "%s: %v", where, err)
 						}
 						continue
 					}
-					require.NoError(t, err, where)
 					storetest.RequireIdenticalDecision(t, want, got, where)
-					if p.Records(op.Verb, &want) {
-						s = next
+					switch {
+					case (p.Records(op.Verb, &want) || carried) && want.ResetAfter == 0:
+						// Fresh again: the store writes the zero State (for
+						// a carried state too, which Step keeps as it is).
+						s, expires = engine.State{}, 0
+					case p.Records(op.Verb, &want) || carried:
+						s, expires = next, now+int64(want.ResetAfter)
 					}
 					if (op.Verb == engine.VerbCancel || op.Verb == engine.VerbExtend) && want.Allowed && rng.IntN(2) == 0 {
 						// Then the booking before it, mostly: the key's

@@ -688,11 +688,13 @@ func arithNanos(amount float64, interval int64) int64 {
 }
 
 // plant writes s, whose times are not negative, as the state of the Redis
-// key name, packed as the script packs it, with an expiry an hour ahead.
+// key name, packed as the script packs it, with a TTL of an hour and an
+// expiry (from which the script reads the state as fresh) beyond every
+// time sluice accepts.
 func plant(t *testing.T, c redis.UniversalClient, name string, kind engine.Kind, s engine.State) {
 	t.Helper()
 	b := []byte{byte(kind)}
-	times := []float64{math.MaxInt32, 0, float64(s.Time / 1e9), float64(s.Time % 1e9), s.A, s.B}
+	times := []float64{1 << 40, 0, float64(s.Time / 1e9), float64(s.Time % 1e9), s.A, s.B}
 	if s.Until != 0 {
 		b[0] += 128
 		times = append(times, float64(s.Until/1e9), float64(s.Until%1e9))

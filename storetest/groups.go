@@ -76,10 +76,14 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 			reservable = reservable && p.Reservable()
 		}
 		spec := map[string]engine.State{}
+		expires := map[string]int64{}   // when each key's state is fresh again
 		tickets := map[string][]int64{} // each concurrency limit's waiters
 		var booked [][]engine.GroupOp
 		now := base + int64(trace)*int64(24*time.Hour)
 		for step := range 80 {
+			if i := rng.IntN(4 * n); i < n {
+				limits[i] = change(rng, limits[i]) // a key's limit changes
+			}
 			now += nextGap(rng, limits[0])
 			now = max(now, 0)
 			// A group of some of the limits, in a random order.
@@ -113,6 +117,7 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 			where := fmt.Sprintf("trace %d step %d ops %s", trace, step, describeGroup(ops))
 			want := make([]engine.Decision, len(ops))
 			next := map[string]engine.State{}
+			nextExpires := map[string]int64{}
 			var wantD engine.Decision
 			wantErr := engine.CheckGroup(ops, true)
 			if wantErr == nil {
@@ -121,12 +126,15 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 					s, ok := next[key]
 					if !ok {
 						s = cloneState(spec[key])
+						if exp, found := expires[key]; found && op.Now >= exp {
+							s = engine.State{} // fresh again, whatever the Params now
+						}
 					}
+					carried := ops[i].Params.Carries(&s, &op)
 					s2, d, err := ops[i].Params.Step(s, op)
-					if ops[i].Params.Records(op.Verb, &d) {
+					if ops[i].Params.Records(op.Verb, &d) || carried {
 						next[key] = s2
-					} else {
-						next[key] = s
+						nextExpires[key] = op.Now + int64(d.ResetAfter)
 					}
 					return d, err
 				}, want)
@@ -144,6 +152,9 @@ func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
 			}
 			for key, s := range next {
 				spec[key] = s
+			}
+			for key, exp := range nextExpires {
+				expires[key] = exp
 			}
 			if op.Verb == engine.VerbReserve && wantD.At != 0 {
 				cancels := make([]engine.GroupOp, len(ops))

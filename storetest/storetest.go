@@ -108,7 +108,9 @@ func WithoutStrict() Option { return func(c *config) { c.noStrict = true } }
 func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option) {
 	t.Run("VectorsMatchSpecification", func(t *testing.T) { RunVectors(t, newStore(t), opts...) })
 	t.Run("TracesMatchSpecification", func(t *testing.T) { RunTraces(t, newStore(t), opts...) })
+	t.Run("ChangedLimitsMatchSpecification", func(t *testing.T) { RunChanges(t, newStore(t), opts...) })
 	t.Run("ConcurrentCallersAdmitExactlyTheBurst", func(t *testing.T) { RunConcurrent(t, newStore(t), 64) })
+	t.Run("ConcurrentCallersUnderTwoLimitsAdmitTheLargerBurst", func(t *testing.T) { RunConcurrentChanges(t, newStore(t), 64) })
 	t.Run("ResetForgetsKey", func(t *testing.T) { RunReset(t, newStore(t)) })
 	t.Run("CheckRecordsNothing", func(t *testing.T) { RunCheck(t, newStore(t)) })
 	t.Run("ImpossibleCostStartsPenalty", func(t *testing.T) { RunOverflows(t, newStore(t)) })
@@ -159,7 +161,7 @@ func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
 			}
 			t.Run(fmt.Sprintf("%d_%v_from_%s", ai, p.Kind, origin.name), func(t *testing.T) {
 				keyPrefix := fmt.Sprintf("%s%d.%s.", prefix, ai, origin.name)
-				replay(t, st, p, c.exact, keyPrefix, uint64(ai)<<40|uint64(oi)<<32, origin.at, traces)
+				replay(t, st, []engine.Params{p}, c.exact, keyPrefix, uint64(ai)<<40|uint64(oi)<<32, origin.at, traces)
 			})
 		}
 	}
@@ -168,7 +170,7 @@ func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
 // replay runs traces random traces of p on st from now on. They share one
 // timeline, as a store sees one clock: each starts an hour or two after
 // the previous one ended, when all is expired.
-func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
+func replay(t *testing.T, st sluice.Store, limits []engine.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
 	ctx := context.Background()
 	for trace := range traces {
 		seed := seeds | uint64(trace)
@@ -180,7 +182,11 @@ func replay(t *testing.T, st sluice.Store, p engine.Params, exact bool, keyPrefi
 		if trace > 0 {
 			now += int64(time.Hour) + rng.Int64N(int64(time.Hour))
 		}
+		p := limits[0]
 		for step := range 60 {
+			if len(limits) > 1 && rng.IntN(6) == 0 {
+				p = limits[rng.IntN(len(limits))] // the key's limit changes
+			}
 			key := keys[rng.IntN(len(keys))]
 			if b := booked[key]; len(b) > 0 && b[len(b)-1].At > now && rng.IntN(2) == 0 {
 				now += rng.Int64N(b[len(b)-1].At - now) // before the booked instant
@@ -334,13 +340,19 @@ func (s *specStore) reset(key string) {
 // answer from the state or from a fresh key, and both are accepted.
 func (s *specStore) apply(t *testing.T, p engine.Params, key string, op engine.Op, got engine.Decision, gotErr error, where string) engine.Decision {
 	t.Helper()
-	kept, want, wantErr := p.Step(cloneState(s.states[key]), op)
+	state := s.states[key]
+	exp, found := s.expires[key]
+	if found && op.Now >= exp {
+		state = engine.State{} // fresh again, whatever the Params now
+	}
+	carried := p.Carries(&state, &op)
+	kept, want, wantErr := p.Step(cloneState(state), op)
 	same := SameDecision
 	if s.exact {
 		same = func(_ engine.Params, want, got engine.Decision) bool { return IdenticalDecision(want, got) }
 	}
-	exp, found := s.expires[key]
 	if found && exp <= s.latest && op.Now < exp && wantErr == nil && gotErr == nil && !same(p, want, got) {
+		carried = false
 		kept, want, wantErr = p.Step(engine.State{}, op)
 		where += " (key forgotten after its expiry, before the clock stepped back)"
 	}
@@ -360,7 +372,7 @@ func (s *specStore) apply(t *testing.T, p engine.Params, key string, op engine.O
 	} else {
 		RequireSameDecision(t, p, want, got, where)
 	}
-	if p.Records(op.Verb, &want) {
+	if p.Records(op.Verb, &want) || carried {
 		s.states[key] = kept
 		s.expires[key] = op.Now + int64(want.ResetAfter)
 	}

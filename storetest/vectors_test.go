@@ -91,11 +91,72 @@ func TestVectorsCoverEveryAlgorithmVerbAndOption(t *testing.T) {
 	for _, c := range cases {
 		params = append(params, c.Params)
 		for _, s := range c.Steps {
+			if s.Params != nil {
+				params = append(params, *s.Params)
+			}
 			ops = append(ops, s.Op)
 		}
 	}
 	requireEveryFieldSet(t, params)
 	requireEveryFieldSet(t, ops)
+}
+
+// TestVectorsChangeTheLimitOfEveryAlgorithm requires, for every algorithm
+// and variant the suite runs, a vector in which the key's limit changes:
+// some of its steps run under other Params of the algorithm and mode
+// (Kind, Anchored, IntervalRefill), and a GCRA vector whose denial carries
+// the key's state over to the new limit, which a store must write back.
+func TestVectorsChangeTheLimitOfEveryAlgorithm(t *testing.T) {
+	data, err := os.ReadFile(vectorsFile)
+	require.NoError(t, err)
+	cases, err := vectors.Unmarshal(data)
+	require.NoError(t, err)
+
+	sameMode := func(p, q engine.Params) bool {
+		return p.Kind == q.Kind && p.Anchored == q.Anchored && p.IntervalRefill == q.IntervalRefill
+	}
+	changes := func(c vectors.Case, p engine.Params) bool {
+		if !sameMode(c.Params, p) {
+			return false
+		}
+		return slices.ContainsFunc(c.Steps, func(s vectors.Step) bool { return s.Params != nil })
+	}
+	for _, p := range storetest.Algorithms() {
+		require.True(t, slices.ContainsFunc(cases, func(c vectors.Case) bool { return changes(c, p) }),
+			"no vector changes the limit of %v", p)
+	}
+	for _, c := range cases {
+		for i, s := range c.Steps {
+			if s.Params != nil {
+				require.True(t, sameMode(c.Params, *s.Params), "%s: op %d runs under another algorithm or mode", c.Name, i)
+				require.NoError(t, s.Params.Validate(), "%s: op %d", c.Name, i)
+			}
+		}
+	}
+
+	// A denied Allow that carries a GCRA state over: the spec's state
+	// before it, replayed.
+	carried := false
+	for _, c := range cases {
+		var s engine.State
+		for _, st := range c.Steps {
+			p := c.Params
+			if st.Params != nil {
+				p = *st.Params
+			}
+			carries := p.Carries(&s, &st.Op)
+			in := s
+			in.Log = slices.Clone(s.Log)
+			next, d, err := p.Step(in, st.Op)
+			if carries && err == nil && !d.Allowed && !p.Records(st.Op.Verb, &d) {
+				carried = true
+			}
+			if (err == nil || p.Overflows(st.Op, err)) && (p.Records(st.Op.Verb, &d) || carries) {
+				s = next
+			}
+		}
+	}
+	require.True(t, carried, "no vector carries a GCRA state over on a denial")
 }
 
 // requireEveryFieldSet requires each field of T to be set (not zero) in
@@ -115,11 +176,19 @@ type stepStore struct {
 	states map[string]engine.State
 }
 
+// Apply steps key's state and writes it back as a store does: iff the op
+// was decided, and the decision records or the step carries the state
+// over to p's limit.
 func (s *stepStore) Apply(_ context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next, d, err := p.Step(s.states[key], op)
-	s.states[key] = next // what a refused or unrecorded op returns is the state as it was
+	state := s.states[key]
+	carries := p.Carries(&state, &op)
+	state.Log = slices.Clone(state.Log) // which a step may rewrite
+	next, d, err := p.Step(state, op)
+	if (err == nil || p.Overflows(op, err)) && (p.Records(op.Verb, &d) || carries) {
+		s.states[key] = next
+	}
 	return d, err
 }
 

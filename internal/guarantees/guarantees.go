@@ -46,14 +46,61 @@ func MaxInWindow(admitted []Admission, d int64) float64 {
 }
 
 // Key is one key of an algorithm driven through Params.Step, recording
-// what it admits (see [Booking]).
+// what it admits (see [Booking]). It keeps its state as a store does
+// (see "State and time" in package engine): written back when a decision
+// records (Params.Records) or carries a state kept under another limit
+// over (Params.Carries), with its expiry, now + the decision's
+// ResetAfter; from its expiry on, a decision reads the zero State,
+// whatever the limit then, and one that records nothing leaves the state
+// and its expiry as they were. Its limit may change once (see
+// [Key.ChangeAt]).
 type Key struct {
 	params   engine.Params
 	state    engine.State
+	expires  int64 // the state's expiry; zero for the zero State
 	bookings []Booking
 	waits    []int // the indexes of the reservations that waited
 	regiven  float64
+	// next is the limit the key takes from the first decision at or
+	// after changeAt on, if it is to change; recorded is the instant of
+	// its latest decision that wrote its state; change is the change
+	// made; early counts the denials whose RetryAfter lay past the
+	// state's expiry (see [Key.Greedy]).
+	next     *engine.Params
+	changeAt int64
+	recorded int64
+	change   Change
+	early    int
 }
+
+// Change is a change of a key's limit: Params travel with every request,
+// and the key's state carries over to the new limit (see "Limits that
+// change" in package engine).
+type Change struct {
+	// From and To are the old limit and the new.
+	From, To engine.Params
+	// LastRecorded is the instant of the key's last decision under the
+	// old limit that wrote its state (zero for none): for the buckets,
+	// the point from which the new rate counts. Expires is that state's
+	// expiry, LastRecorded + its ResetAfter under the old limit (zero for
+	// none): from then on the key is fresh, whatever the new limit. First
+	// is the instant of the first decision under the new limit other than
+	// a check (which records nothing): for GCRA, the instant its TAT is
+	// converted to the new interval.
+	LastRecorded, Expires, First int64
+	// Made reports whether the change was made: a decision came at or
+	// after the instant it was due.
+	Made bool
+}
+
+// ChangeAt makes p the key's limit from its first decision at or after
+// at on. p must be valid, and of the key's algorithm and mode.
+func (k *Key) ChangeAt(at int64, p engine.Params) {
+	k.next, k.changeAt = &p, at
+}
+
+// Change returns the change of the key's limit made so far, if any.
+func (k *Key) Change() Change { return k.change }
 
 // NewKey returns a fresh key of the algorithm p describes.
 func NewKey(p engine.Params) *Key { return &Key{params: p} }
@@ -78,12 +125,23 @@ func (k *Key) Apply(verb engine.Verb, now int64, cost float64) (engine.Decision,
 
 // do runs op on the key and records what it admits.
 func (k *Key) do(op engine.Op) (engine.Decision, error) {
-	s, d, err := k.params.Step(k.state, op)
+	if k.next != nil && op.Now >= k.changeAt {
+		k.change = Change{From: k.params, To: *k.next, LastRecorded: k.recorded, Expires: k.expires, Made: true}
+		k.params, k.next = *k.next, nil
+	}
+	if k.change.Made && k.change.First == 0 && op.Verb != engine.VerbCheck {
+		k.change.First = op.Now
+	}
+	state := k.read(op.Now)
+	carried := k.params.Carries(&state, &op)
+	s, d, err := k.params.Step(state, op)
 	if err != nil {
 		return d, err
 	}
-	k.state = s
-	b := Booking{Verb: op.Verb, Decided: op.Now, Acts: op.Now + int64(d.Delay), Cost: op.Cost, At: d.At}
+	if k.params.Records(op.Verb, &d) || carried {
+		k.state, k.recorded, k.expires = s, op.Now, op.Now+int64(d.ResetAfter)
+	}
+	b := Booking{Verb: op.Verb, Decided: op.Now, Acts: op.Now + int64(d.Delay), Cost: op.Cost, At: d.At, Changed: k.change.Made}
 	switch {
 	case op.Verb == engine.VerbAllow && d.Allowed, op.Verb == engine.VerbReserve && d.Allowed:
 		k.bookings = append(k.bookings, b)
@@ -94,10 +152,29 @@ func (k *Key) do(op engine.Op) (engine.Decision, error) {
 	return d, nil
 }
 
+// read returns the state as a decision at now reads it: the zero State
+// from its expiry on.
+func (k *Key) read(now int64) engine.State {
+	if now >= k.expires {
+		return engine.State{}
+	}
+	return k.state
+}
+
+// Early returns how many denials Greedy saw whose RetryAfter lay past the
+// key's expiry, where it asked instead (see [Key.Greedy]).
+func (k *Key) Early() int { return k.early }
+
 // Greedy asks for cost at start and then at every instant it is admitted,
-// until end: after a denial it asks again exactly when RetryAfter says.
-// It checks that RetryAfter is exact: one nanosecond earlier the cost is
-// still denied, and at that instant it is admitted.
+// until end: after a denial it asks again exactly when RetryAfter says,
+// or at the key's expiry if that comes first. It checks that the instant
+// is exact: one nanosecond earlier the cost is still denied, and at that
+// instant it is admitted.
+//
+// Under the limit that recorded the state, RetryAfter never lies past
+// the state's expiry; under another, after a change, Step reads the state
+// as it stands, and may name an instant past it, when the key is fresh
+// and the cost (at most the limit) is admitted.
 func (k *Key) Greedy(start, end int64, cost float64) error {
 	for now := start; now < end; {
 		d, err := k.Apply(engine.VerbAllow, now, cost)
@@ -108,6 +185,16 @@ func (k *Key) Greedy(start, end int64, cost float64) error {
 			continue
 		}
 		at := now + int64(d.RetryAfter)
+		if k.expires > now && k.expires < at {
+			at = k.expires
+			k.early++
+		}
+		if k.next != nil && at >= k.changeAt {
+			// The limit changes before then: the old one's RetryAfter
+			// says nothing of the new one.
+			now = at
+			continue
+		}
 		if before, err := k.Apply(engine.VerbCheck, at-1, cost); err != nil || before.Allowed {
 			return fmt.Errorf("%v: cost %v denied at %d with RetryAfter %v, but admitted 1ns earlier than that (err %v)",
 				k.params, cost, now, d.RetryAfter, err)

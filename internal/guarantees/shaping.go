@@ -23,6 +23,9 @@ type Booking struct {
 	At int64
 	// GivenBack reports whether a cancel gave its cost back.
 	GivenBack bool
+	// Changed reports whether it was decided under the key's new limit,
+	// after a change (see [Key.ChangeAt]).
+	Changed bool
 }
 
 // Bookings returns every admission so far, in the order it was decided.

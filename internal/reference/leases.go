@@ -149,7 +149,7 @@ func (l *leases) State() engine.State {
 // the engine writes it: leases by expiry, then waiters by ticket. It
 // reports false for a model of another algorithm.
 func LeaseState(m Model) (engine.State, bool) {
-	if k, ok := m.(key); ok {
+	if k, ok := m.(*key); ok {
 		m = k.Model
 	}
 	l, ok := m.(*leases)

@@ -10,6 +10,12 @@
 // how close the decision came to a threshold (its margin): within a tiny
 // band of a threshold the production code's float arithmetic may fall
 // either side, and [Compare] says so instead of failing.
+//
+// A key's limit may change from one request to the next: [Change] carries
+// a model over to another limit of its algorithm, keeping what the key has
+// used, as package engine's "Limits that change" defines it, until the
+// state's expiry, from which the key is fresh whatever its limit, as
+// "State and time" there has a store treat it (see [Expiring]).
 package reference
 
 import (
@@ -101,11 +107,17 @@ func New(p engine.Params) (Model, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	return newKey(p, true)
+}
+
+// newKey returns a fresh key of the algorithm p describes, which keeps
+// its state's expiry if keeps.
+func newKey(p engine.Params, keeps bool) (*key, error) {
 	m, err := newModel(p)
 	if err != nil {
 		return nil, err
 	}
-	return key{Model: m, limit: p.Limit}, nil
+	return &key{Model: m, p: p, keeps: keeps}, nil
 }
 
 // key is a model as a store holds it: it forgets the key as soon as a
@@ -114,20 +126,156 @@ func New(p engine.Params) (Model, error) {
 // log entry that has left the window, a level at a past time) no longer
 // counts if the clock steps back; and it makes VerbAtMost of the other
 // verbs.
+//
+// Every decision but a check first carries a state kept under another
+// limit over to the key's (see [Change]), and records that, whatever it
+// decides.
+//
+// It keeps its state's expiry (see [expiry]), and with the rule in force
+// (see [Expiring]) decides a request at or after it from a fresh key. A
+// Strict's key keeps none: the Strict keeps the expiry of the whole
+// state, its block included.
 type key struct {
 	Model
-	limit float64
+	p     engine.Params
+	keeps bool // whether it keeps its state's expiry
+	expiry
 }
 
-func (k key) Apply(op engine.Op) Decision {
+// expiry is a key's expiry as a store keeps it beside the state (package
+// engine's "State and time"): at = now + ResetAfter of the latest
+// decision that recorded the state or carried it over, under the limit in
+// force then; timed is false while no decision has, since the key was
+// made, reset or loaded (see [LoadExpiry]).
+//
+// With the rule in force (forget), the key is fresh from its expiry on,
+// whatever its limit: a decision at or after it is decided from a fresh
+// key, and recorded as such if it records; one that records nothing
+// leaves the state and its expiry as they were (a store may have kept
+// the key), so that a clock that steps back before the expiry finds them
+// again. Under the limit that recorded it the state is fresh at its
+// expiry anyway; under another it may still hold something (a level that
+// a slower rate has not drained, a count that a longer window still
+// holds, log entries that a longer window still counts), which no longer
+// counts. A decision's RetryAfter and ResetAfter are read from the state
+// as the limit in force reads it, as [engine.Params.Step] reads it: after
+// a change, one that records nothing may name an instant after the
+// expiry, from which the key is fresh.
+type expiry struct {
+	at            int64
+	timed, forget bool
+}
+
+// expired reports whether the rule is in force and a decision at now
+// finds the key's state expired.
+func (e *expiry) expired(now int64) bool { return e.forget && e.timed && now >= e.at }
+
+// record keeps the expiry of a state recorded at now with resetAfter.
+func (e *expiry) record(now, resetAfter int64) { e.at, e.timed = now+resetAfter, true }
+
+func (k *key) Reset() { k.Model.Reset(); k.timed = false }
+
+func (k *key) Load(s engine.State) { k.Model.Load(s); k.timed = false }
+
+// fresh returns a fresh key of k's limit, which keeps its expiry, and
+// forgets, as k does.
+func (k *key) fresh() *key {
+	f, err := newKey(k.p, k.keeps)
+	if err != nil {
+		panic(err) // k.p made k
+	}
+	f.forget = k.forget
+	return f
+}
+
+func (k *key) Apply(op engine.Op) Decision {
+	if k.expired(op.Now) {
+		f := k.fresh()
+		d := f.Apply(op)
+		if Records(op.Verb, d) {
+			*k = *f
+		}
+		return d
+	}
+	converted, margin := false, math.Inf(1)
+	if op.Verb != engine.VerbCheck {
+		converted, margin = k.carry(op.Now)
+	}
+	var d Decision
 	if op.Verb == engine.VerbAtMost {
-		return k.atMost(op)
+		d = k.atMost(op)
+	} else {
+		d = k.Model.Apply(op)
+		if d.ResetAfter == 0 && Records(op.Verb, d) {
+			k.Reset()
+		}
 	}
-	d := k.Model.Apply(op)
-	if d.ResetAfter == 0 && Records(op.Verb, d) {
-		k.Reset()
+	if k.keeps && (converted || Records(op.Verb, d)) {
+		k.record(op.Now, d.ResetAfter)
 	}
+	d.Margin = min(d.Margin, margin)
 	return d
+}
+
+// carry carries the key's state over to its limit at now, if it was kept
+// under another one and the algorithm converts it (see [Change]), and
+// reports whether it did, with the margin of the conversion.
+func (k *key) carry(now int64) (bool, float64) {
+	if c, ok := k.Model.(carrier); ok {
+		return c.carry(now)
+	}
+	return false, math.Inf(1)
+}
+
+// Expiring returns m, a model from [New], [NewStrict] or [Change], with
+// the rule of package engine's "State and time" in force: from its
+// state's expiry on, the key is fresh, whatever its limit (see [expiry]),
+// as a store decides it. A model from Change has it in force already;
+// one from New or NewStrict that never changed decides from the state it
+// kept whatever the time, as the property tests' checkers keep a key.
+// Both decide alike at every instant, except after a decision at or after
+// the expiry that records and keeps part of the state as it was (a
+// counted or penalized denial keeps a bucket's point, a sliding log its
+// old entries): the rule records it from a fresh key, which a clock that
+// steps back later finds, where the state kept still holds what it held
+// then.
+func Expiring(m Model) Model {
+	switch k := m.(type) {
+	case *key:
+		k.forget = true
+	case *Strict:
+		k.forget = true
+	}
+	return m
+}
+
+// Expiry returns the expiry m keeps for its key's state (see [expiry]):
+// now + ResetAfter of the latest decision that recorded it or carried it
+// over. ok is false when m keeps none: no decision recorded the state
+// since m was made, reset or loaded, or m is not a model from [New],
+// [NewStrict] or [Change].
+func Expiry(m Model) (at int64, ok bool) {
+	switch k := m.(type) {
+	case *key:
+		return k.at, k.keeps && k.timed
+	case *Strict:
+		return k.at, k.timed
+	}
+	return 0, false
+}
+
+// LoadExpiry sets the expiry m keeps for its key's state to at, as a
+// store keeps it beside the state: with [Model.Load], so that a
+// comparison can follow a production store through a decision whose
+// ResetAfter its float arithmetic rounded another way, or that it took
+// the other way.
+func LoadExpiry(m Model, at int64) {
+	switch k := m.(type) {
+	case *key:
+		k.at, k.timed = at, k.keeps
+	case *Strict:
+		k.at, k.timed = at, true
+	}
 }
 
 // atMost is VerbAtMost: it admits the whole cost if it conforms now, and
@@ -138,12 +286,12 @@ func (k key) Apply(op engine.Op) Decision {
 // Granted is the amount admitted, and Allowed whether it is more than
 // zero; a decision that granted nothing records nothing, not even a whole
 // cost of zero.
-func (k key) atMost(op engine.Op) Decision {
+func (k *key) atMost(op engine.Op) Decision {
 	check := func(cost float64) Decision {
 		return k.Model.Apply(engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: op.Now})
 	}
 	margin := math.Inf(1)
-	if op.Cost <= k.limit {
+	if op.Cost <= k.p.Limit {
 		whole := check(op.Cost)
 		margin = whole.Margin
 		if whole.Allowed {
@@ -157,7 +305,7 @@ func (k key) atMost(op engine.Op) Decision {
 		}
 	}
 	// The most whole units less than the cost, and no more than the limit.
-	most := int64(min(math.Ceil(op.Cost)-1, math.Floor(k.limit)))
+	most := int64(min(math.Ceil(op.Cost)-1, math.Floor(k.p.Limit)))
 	lo, hi := int64(0), most // units lo conform (0 trivially), hi+1 do not
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2

@@ -43,12 +43,15 @@ import (
 //
 // Strict implements [Model]; its Apply returns [StrictDecision.Decision].
 type Strict struct {
-	inner   Model
+	inner   *key
 	limit   *big.Rat
 	limitF  float64
 	penalty int64
 	count   bool
 	until   int64 // when the block ends; 0 when none was recorded
+	// The key's expiry (see [expiry]): the Strict keeps it for the whole
+	// state, its block included, and its algorithm's key keeps none.
+	expiry
 }
 
 // StrictDecision is a [Decision] of a [Strict] model, with the block.
@@ -70,7 +73,7 @@ func NewStrict(p engine.Params) (*Strict, error) {
 	}
 	alone := p
 	alone.Penalty, alone.CountDenied = 0, false
-	m, err := New(alone)
+	m, err := newKey(alone, false)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +81,12 @@ func NewStrict(p engine.Params) (*Strict, error) {
 }
 
 // Reset forgets the key, and with it any block.
-func (s *Strict) Reset() { s.inner.Reset(); s.until = 0 }
+func (s *Strict) Reset() { s.inner.Reset(); s.until, s.timed = 0, false }
 
 // Load replaces the key's state by the exact value of a production state,
-// its block included.
-func (s *Strict) Load(st engine.State) { s.inner.Load(st); s.until = st.Until }
+// its block included. The key keeps no expiry until a decision records
+// (see [LoadExpiry]).
+func (s *Strict) Load(st engine.State) { s.inner.Load(st); s.until, s.timed = st.Until, false }
 
 // Until returns the end of the block the key's state holds, zero for none:
 // it may lie in the past, until a recorded decision writes the key back.
@@ -92,8 +96,53 @@ func (s *Strict) Until() int64 { return s.until }
 func (s *Strict) Apply(op engine.Op) Decision { return s.Decide(op).Decision }
 
 // Decide runs op, which must be valid for the model's Params, and returns
-// its exact decision.
+// its exact decision. Every decision but a check first carries a state
+// kept under another limit over to the key's (see [Change]), and records
+// that, whether or not it records anything else. With the rule in force
+// (see [Expiring]), it decides from a fresh key from the key's expiry on,
+// as [key] does.
 func (s *Strict) Decide(op engine.Op) StrictDecision {
+	if s.expired(op.Now) {
+		f := s.fresh()
+		d := f.Decide(op)
+		if s.records(op.Verb, d) {
+			*s = *f
+		}
+		return d
+	}
+	converted, margin := false, math.Inf(1)
+	if op.Verb != engine.VerbCheck {
+		converted, margin = s.carry(op.Now)
+	}
+	d := s.decide(op)
+	d.Margin = min(d.Margin, margin)
+	if converted || s.records(op.Verb, d) {
+		s.record(op.Now, d.ResetAfter)
+	}
+	return d
+}
+
+// fresh returns a fresh key of s's limit, which forgets as s does.
+func (s *Strict) fresh() *Strict {
+	f := *s
+	f.inner = s.inner.fresh()
+	f.until, f.timed = 0, false
+	return &f
+}
+
+// records reports whether decision d on verb records, as the Store
+// contract defines it (see [Records]) with a penalty or counted denials:
+// a denied Allow or reservation records too when denials are counted or
+// a block is in force after it (one it found, or one it started).
+func (s *Strict) records(verb engine.Verb, d StrictDecision) bool {
+	if Records(verb, d.Decision) {
+		return true
+	}
+	return (verb == engine.VerbAllow || verb == engine.VerbReserve) && (s.count || d.Blocked)
+}
+
+// decide is Decide on a state carried over.
+func (s *Strict) decide(op engine.Op) StrictDecision {
 	now := op.Now
 	until := s.until
 	if until <= now {
@@ -211,19 +260,32 @@ func (s *Strict) overflow(op engine.Op, d Decision, until int64) StrictDecision 
 // room is exact; the cost, a float64 as every cost is, is the largest
 // float within a few units in the last place of it that the algorithm
 // admits (the float nearest an exact room may lie a hair above it).
+//
+// The fill is recorded at now even when it adds nothing: a bucket's point
+// moves to now (to its last refill at or before now, for the interval
+// refill), as for any cost recorded then. Its level over time is the same
+// either way; the point is what a limit that changes later reads the
+// state from (see [Change]).
 func (s *Strict) fill(now int64, d Decision) Decision {
+	s.inner.touch(now)
 	zero := s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Now: now})
 	used := zero.Used
 	if used.Cmp(s.limit) > 0 {
 		used = s.limit
 	}
 	room, _ := sub(s.limit, used).Float64()
+	// Whether there is room at all is a threshold: a float amount within
+	// rounding of the limit may leave none, or a hair, and a fill of a
+	// hair still changes a log's reset (an entry at now, or the newest
+	// merged and moved to now) and a sliding counter's (a count in the
+	// current window). A key exactly full lies on it, unless the float
+	// code sums what it holds exactly too (see [floatSum]).
+	if f, ok := s.inner.Model.(floatSum); ok && room == 0 && zero.Used.Cmp(s.limit) == 0 && !f.exactSum(now) {
+		d.Margin = 0
+	}
 	if room <= 0 {
 		return d
 	}
-	// Whether there is room at all is a threshold: a float amount within
-	// rounding of the limit may leave none, and a fill of a hair still
-	// changes a window's or a log's reset.
 	d.Margin = min(d.Margin, room/s.limitF)
 	fits := func(c float64) bool {
 		return c > 0 && c <= s.limitF && s.inner.Apply(engine.Op{Verb: engine.VerbCheck, Cost: c, Now: now}).Allowed
@@ -318,4 +380,57 @@ func CompareStrict(p engine.Params, op engine.Op, got engine.Decision, want Stri
 		return false, fmt.Errorf("RetryAfter = %v of a fill-up, want %v", got.RetryAfter, time.Duration(want.RetryAfter))
 	}
 	return false, nil
+}
+
+// A floatSum is a model whose allowance in use is a sum of amounts that
+// the production code adds in float arithmetic, a hair from the exact sum
+// where it rounds. exactSum reports whether, at now, it cannot: every
+// amount it holds is a float64, and every partial sum too, in any order
+// (they are multiples of the finest one's last place, and their total
+// lies below 2^53 of them), or weighs nothing.
+type floatSum interface {
+	exactSum(now int64) bool
+}
+
+func (l *slidingLog) exactSum(now int64) bool {
+	var amounts []*big.Rat
+	for _, e := range l.entries {
+		if now-e.time < l.window {
+			amounts = append(amounts, e.cost)
+		}
+	}
+	return exactInFloat(amounts...)
+}
+
+// exactSum reports whether the counter's count in the window of now is
+// exact in float, and the previous window's weighs nothing (a weight of
+// the time left in the window is a quotient, a hair from the exact one).
+func (s *slidingCounter) exactSum(now int64) bool {
+	start := alignedStart(s.start, s.window)
+	switch {
+	case now-start >= 2*s.window || s.cur.Sign() == 0 && s.prev.Sign() == 0:
+		return true
+	case now-start >= s.window: // cur is the previous window's
+		return s.cur.Sign() == 0
+	}
+	return s.prev.Sign() == 0 && exactInFloat(s.cur)
+}
+
+// exactInFloat reports whether amounts, which are not negative, and every
+// partial sum of them in any order, are float64 values: all multiples of
+// the finest last place among them, with a total below 2^53 of it.
+func exactInFloat(amounts ...*big.Rat) bool {
+	unit := new(big.Int).SetInt64(1) // the largest denominator: 2^k
+	total := new(big.Rat)
+	for _, a := range amounts {
+		if _, exact := a.Float64(); !exact {
+			return false
+		}
+		if a.Denom().Cmp(unit) > 0 {
+			unit = a.Denom()
+		}
+		total = add(total, a)
+	}
+	scaled := mul(total, new(big.Rat).SetInt(unit))
+	return scaled.Cmp(new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), 53))) < 0
 }

@@ -142,3 +142,38 @@ func TestStrictModelWithoutOptionsIsTheAlgorithm(t *testing.T) {
 		require.Equal(t, want, got.Decision, "op %d", i)
 	}
 }
+
+// TestACountedDenialOnAFullLogIsCloseToCallUnlessItsFloatSumIsExact: a
+// counted denial on a sliding log the model finds exactly full fills
+// nothing, but the float code, whose sums of decimal costs round, may
+// find a hair of room and merge it into the newest entry, moving it to
+// now: the decision lies on that threshold (its margin within Band).
+// Costs whose float sums are exact leave no hair, and are compared.
+func TestACountedDenialOnAFullLogIsCloseToCallUnlessItsFloatSumIsExact(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	t0 := 1000 * int64(time.Second)
+	log := engine.Params{Kind: engine.KindSlidingLog, Limit: 4, Interval: 1000 * ms, MaxEntries: 2, CountDenied: true}
+	for _, tt := range []struct {
+		name        string
+		first, more float64
+		lenient     bool
+	}{
+		{"decimal costs", 1.23, 0.8, true},
+		{"dyadic costs", 1.25, 0.75, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := reference.NewStrict(log)
+			require.NoError(t, err)
+			require.True(t, m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: tt.first, Now: t0}).Allowed)
+			require.True(t, m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: tt.more, Now: t0 + 700*ms}).Allowed)
+			// Denied and counted: the room fills, merged into the newest
+			// entry (two entries at most).
+			require.False(t, m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: 3.1, Now: t0 + 700*ms}).Allowed)
+			d := m.Decide(engine.Op{Verb: engine.VerbAllow, Cost: 2.29, Now: t0 + 701*ms})
+			require.False(t, d.Allowed)
+			used, _ := d.Used.Float64()
+			require.Equal(t, 4.0, used, "exactly full")
+			require.Equal(t, tt.lenient, d.Margin <= reference.Band, "margin %v", d.Margin)
+		})
+	}
+}

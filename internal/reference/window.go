@@ -10,7 +10,8 @@ import (
 // are [k*W, (k+1)*W) (k = floor(now/W)), an anchored window starts at the
 // first request that finds no window open. c is admitted iff count+c <=
 // Limit; denied requests are not counted. A clock that steps back stays in
-// the open window.
+// the open window. An aligned window counted under another length (see
+// [Change]) counts in the window of length W that holds its start.
 type fixedWindow struct {
 	limit    *big.Rat
 	limitF   float64
@@ -32,6 +33,9 @@ func (f *fixedWindow) Load(s engine.State) { f.count, f.start = rat(s.A), s.Time
 
 func (f *fixedWindow) Apply(op engine.Op) Decision {
 	count, start := f.count, f.start
+	if !f.anchored {
+		start = alignedStart(start, f.window) // the same start, unless counted under another length
+	}
 	if count.Sign() == 0 || (op.Now-start) >= f.window {
 		count, start = new(big.Rat), op.Now
 		if !f.anchored {
@@ -65,7 +69,10 @@ func alignedStart(t, w int64) int64 { return t / w * w }
 //	estimate = prev*(W - elapsed)/W + cur,   elapsed = now - window start
 //
 // and admits c iff estimate + c <= Limit. A clock that steps back before
-// the window's start counts as no time: elapsed is then zero.
+// the window's start counts as no time: elapsed is then zero. Counts kept
+// under another window length (see [Change]) count in the window of
+// length W that holds their window's start, and the previous window's
+// count as the one before it.
 type slidingCounter struct {
 	limit  *big.Rat
 	limitF float64
@@ -88,7 +95,7 @@ func (s *slidingCounter) Load(st engine.State) {
 }
 
 func (s *slidingCounter) Apply(op engine.Op) Decision {
-	cur, prev, start := s.cur, s.prev, s.start
+	cur, prev, start := s.cur, s.prev, alignedStart(s.start, s.window)
 	switch {
 	case cur.Sign() == 0 && prev.Sign() == 0, op.Now-start >= 2*s.window:
 		cur, prev, start = new(big.Rat), new(big.Rat), alignedStart(op.Now, s.window)

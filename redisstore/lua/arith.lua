@@ -4,9 +4,9 @@
 -- Depends on: prelude (limit, slack, interval, now), time (tadd).
 -- Translates: arith.CeilNanos, arith.FloorNanos and arith.FloorDiv
 -- (internal/arith/arith.go); Params.fill (engine/bucket.go); Go's min and
--- max of two floats; and the window start that stepFixedWindow and
--- stepSlidingCounter compute (engine/fixedwindow.go,
--- engine/slidingwindow.go).
+-- max of two floats; and alignedStart (engine/slidingwindow.go), the
+-- window start that stepFixedWindow and counterWindow compute
+-- (engine/fixedwindow.go, engine/slidingwindow.go).
 
 local function fmax(x, y)
   if x > y then return x end
@@ -64,7 +64,14 @@ local function tmod(s, n, m)
   return addmod(r, fmod(n, m), m)
 end
 
--- windowStart returns floorDiv(now, interval) * interval.
+-- windowStart returns alignedStart(now, interval), floorDiv(now,
+-- interval) * interval.
 local function windowStart()
   return tadd(nowS, nowN, -tmod(nowS, nowN, interval))
+end
+
+-- alignedStart returns alignedStart(t, interval) for the instant t, the
+-- pair s, n, from the epoch on: the start of the window that holds it.
+local function alignedStart(s, n)
+  return tadd(s, n, -tmod(s, n, interval))
 end

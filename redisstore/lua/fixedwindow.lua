@@ -1,7 +1,7 @@
 -- fixedwindow: a count (A) in the window that starts at Time, aligned to
 -- the epoch, or anchored at its first request.
 --
--- Depends on: prelude, time, arith (fill, windowStart).
+-- Depends on: prelude, time, arith (fill, windowStart, alignedStart).
 -- Translates: Params.stepFixedWindow (engine/fixedwindow.go).
 
 -- fixedWindow is stepFixedWindow.
@@ -14,8 +14,14 @@ local function fixedWindow(verb, cost)
       count = 0
     end
   else
+    -- A clock that stepped back stays in the stored window; a window
+    -- counted under another length counts in the one that holds its
+    -- start.
     local ws, wn = windowStart()
-    if tless(startS, startN, ws, wn) then startS, startN, count = ws, wn, 0 end
+    if ws ~= startS or wn ~= startN then
+      startS, startN = alignedStart(startS, startN)
+      if tless(startS, startN, ws, wn) then startS, startN, count = ws, wn, 0 end
+    end
   end
   if count + cost - limit <= slack then
     allowed = true

@@ -1,11 +1,13 @@
 -- gcra: the generic cell rate algorithm, a theoretical arrival time (Time)
 -- that runs at most the tolerance, burst times the emission interval,
--- ahead of now.
+-- ahead of now, and the emission interval it was computed with (A, zero
+-- in a state written before it was recorded).
 --
 -- Depends on: prelude, time.
--- Translates: Params.stepGCRA and gcraNanos (engine/gcra.go), arith.Nanos
--- (internal/arith/arith.go), and the GCRA's part of Params.fillUp
--- (engine/strict.go).
+-- Translates: Params.stepGCRA, carriedTAT and gcraNanos (engine/gcra.go),
+-- arith.Nanos (internal/arith/arith.go), and the GCRA's part of
+-- Params.fillUp (engine/strict.go); and, noting each carry in stCarried,
+-- Params.Carries and Decide's conversion (engine/params.go).
 
 -- round is Go's math.Round (half away from zero) for x >= 0.
 local function round(x)
@@ -14,9 +16,31 @@ local function round(x)
   return f
 end
 
--- gcra is stepGCRA.
+-- carry is carriedTAT: the state's TAT, computed with another emission
+-- interval, stA, and still ahead of now, carried over to the interval in
+-- use: the cost it holds, (TAT - now) / stA units, takes interval per
+-- unit from now on (at most MAX_SPAN in all). It notes that it carried
+-- (stCarried).
+local function carry()
+  local backlog = ((stS - nowS) * 1e9 + (stN - nowN)) / stA * interval -- tdiff, inlined
+  if backlog >= MAX_SPAN then
+    stS, stN = tadd(nowS, nowN, MAX_SPAN)
+  else
+    stS, stN = tadd(nowS, nowN, round(backlog))
+  end
+  stA, stCarried = interval, true
+end
+
+-- gcra is stepGCRA, and the conversion Params.Decide makes before it:
+-- the first step of a decision carries a state of another interval over,
+-- in the state itself, as Decide does for every op but a check; a check's
+-- decision, which writes nothing, decides as converted, as stepGCRA does
+-- on a copy. Every TAT it records, it records with the interval in use
+-- (stA).
 local function gcra(verb, cost, atS, atN, mdS, mdN)
   local allowed, retryS, retryN, waitS, waitN, markS, markN = false, nil, nil, nil, nil, nil, nil
+  -- One comparison on the usual path: a state of the interval in use.
+  if stA ~= interval and stA ~= 0 and tless(nowS, nowN, stS, stN) then carry() end
   local tau = round(limit * interval)
   local tatS, tatN = tmax(stS, stN, nowS, nowN)
   if verb == CANCEL then
@@ -27,6 +51,7 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
     if tless(nowS, nowN, atS, atN) and stS == bs and stN == bn then
       allowed = true
       stS, stN = tadd(stS, stN, 1 - round(cost * interval))
+      stA = interval
       tatS, tatN = tmax(stS, stN, nowS, nowN)
     end
   else
@@ -46,7 +71,7 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
     if allowS < nowS or (allowS == nowS and allowN <= nowN) then -- now >= allowAt
       allowed = true
       tatS, tatN = nextS, nextN
-      if verb ~= CHECK then stS, stN = tatS, tatN end
+      if verb ~= CHECK then stS, stN, stA = tatS, tatN, interval end
     elseif verb ~= RESERVE then
       retryS, retryN = allowS, allowN
     else
@@ -57,7 +82,7 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
         allowed, waitS, waitN = true, allowS, allowN
         if not later then markS, markN = allowS, allowN end
         tatS, tatN = nextS, nextN
-        stS, stN = tatS, tatN
+        stS, stN, stA = tatS, tatN, interval
       else
         retryS, retryN = ms, mn
       end
@@ -69,8 +94,9 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
   return allowed, backlog / interval, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN, remaining
 end
 
--- gcraFillUp: full at now.
+-- gcraFillUp: full at now, with the interval in use.
 local function gcraFillUp()
   local fs, fn = tadd(nowS, nowN, round(limit * interval))
   stS, stN = tmax(stS, stN, fs, fn)
+  stA = interval
 end

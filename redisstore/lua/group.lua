@@ -1,10 +1,12 @@
 -- group: one decision over several keys, each limit on its own key, the
 -- library's function group.
 --
--- Depends on: prelude (begin), time, decide (decide, records, frees), io
--- (load, write, released, reply).
+-- Depends on: prelude (begin, stCarried), time, decide (decide, records,
+-- frees), io (load, write, released, reply).
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
--- in one pass for an Allow as MemStore's group does (memgroup.go).
+-- in one pass for an Allow as MemStore's group does, and each limit's
+-- state written back when its decision records or carries it
+-- (memgroup.go's decide and allow).
 
 -- The call's limits, in the group's order, kept in tables that outlive
 -- the call (a group has at most engine.MaxGroup limits, and Redis runs one
@@ -12,9 +14,10 @@
 -- overwrites: tables made per limit and per decision were most of what a
 -- group cost the server beyond its decisions. For each limit: its Params
 -- as use left them, its key's state as the decisions so far left it, the
--- state its Allow made, its decision, whether its key exists, and its cost
--- and instant.
-local params, states, made, each = {}, {}, {}, {}
+-- state its Allow made, its decision, whether that decision carried its
+-- key's state over to a changed limit and is no check (Params.Carries, see
+-- stCarried), whether its key exists, and its cost and instant.
+local params, states, made, each, carried = {}, {}, {}, {}, {}
 local present, costs, atSs, atNs = {}, {}, {}, {}
 local G = {} -- the group's decision
 
@@ -65,20 +68,23 @@ local function resume(d)
 end
 
 -- decideOn decides limit i on its key's state as the previous decision
--- on it left it, leaves the state it makes in st*, and keeps the decision
--- in each[i].
+-- on it left it, leaves the state it makes in st*, keeps the decision in
+-- each[i], and in carried[i] whether it carried the state over, but for
+-- a check.
 local function decideOn(i, verb, cost, atS, atN, mdS, mdN)
   recall(i)
   restore(states[i])
+  stCarried = false
   decide(verb, cost, atS, atN, mdS, mdN)
   snapshot(slot(each, i))
+  carried[i] = stCarried and verb ~= CHECK
 end
 
 -- keep writes the state that limit i's decision on verb, the decision
 -- made, left in st* back to its key (the limit in use), if the decision
--- records.
+-- records or carries the state over to a changed limit.
 local function keep(i, verb)
-  if records(verb) then
+  if records(verb) or carried[i] then
     present[i] = write(i, present[i])
     save(states[i])
   end

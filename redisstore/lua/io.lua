@@ -9,13 +9,14 @@
 --
 -- Each key holds one string, read with GET and written with SET ... PX: a
 -- header packed as '<Bdddddd' (kind; exp_sec, exp_nsec, when the state is
--- fresh again, which tells an expired state of another algorithm from a
--- key conflict; sec, nsec, a, b, the State's Time, A and B); when the key
--- is blocked by a penalty, the kind has 128 added and the header is
--- followed by the block's end (State.Until) as seconds and nanoseconds
--- ('<dd'); then the sliding log's entries, oldest first, or the
--- concurrency limit's leases, earliest expiry first, and its waiters,
--- first come first (A is the latest ticket its line handed out). The key
+-- fresh again, from which it is read as fresh whatever the limit, and an
+-- expired state of another algorithm is no key conflict; sec, nsec, a, b,
+-- the State's Time, A and B); when the key is blocked by a penalty, the
+-- kind has 128 added and the header is followed by the block's end
+-- (State.Until) as seconds and nanoseconds ('<dd'); then the sliding log's
+-- entries, oldest first, or the concurrency limit's leases, earliest
+-- expiry first, and its waiters, first come first (A is the latest ticket
+-- its line handed out; GCRA's A is its emission interval). The key
 -- lives until its state is fresh again (Decision.ResetAfter): for the
 -- concurrency limit, until its high-water mark and its waiters' deadlines
 -- have passed.
@@ -34,30 +35,29 @@
 -- made from, then the group's record and each limit's. On a key conflict, the reply is packed as '<BBB': 128,
 -- the stored kind, the index of the key.
 
--- load reads the state of key i, for the limit in use, and returns
--- whether the key exists and, if it holds the live state of another
--- algorithm, that algorithm. A state of another algorithm is a conflict
--- until it is fresh again; after that the key counts as absent, as in the
--- memory store.
+-- load reads the state of key i, for the limit in use (none carried yet),
+-- and returns whether the key exists and, if it holds the live state of
+-- another algorithm, that algorithm. From its expiry on, a state is fresh
+-- whatever the limit in use, as engine's "State and time" says: the key
+-- counts as absent, as in the memory store, and a state of another
+-- algorithm is a conflict only until then.
 local HEADER, HEADER_SIZE, UNTIL_SIZE = '<Bdddddd', 49, 16
 local function load(i)
-  stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
+  stS, stN, stA, stB, stLog, stUS, stUN, stCarried = 0, 0, 0, 0, '', 0, 0, false
   local v = call('GET', keys[i])
   if not v then return false end
   local stored, expS, expN, ts, tn, a, b = unpack(HEADER, v)
+  if nowS > expS or (nowS == expS and nowN >= expN) then return true end -- now >= expiry: fresh
   local blocked = stored >= BLOCKED
   if blocked then stored = stored - BLOCKED end
-  if stored == kind then
-    stS, stN, stA, stB = ts, tn, a, b
-    local body = HEADER_SIZE + 1
-    if blocked then
-      stUS, stUN = unpack('<dd', v, body)
-      body = body + UNTIL_SIZE
-    end
-    if kind == LOG or kind == CONCURRENCY then stLog = sub(v, body) end
-  elseif tless(nowS, nowN, expS, expN) then
-    return true, stored
+  if stored ~= kind then return true, stored end
+  stS, stN, stA, stB = ts, tn, a, b
+  local body = HEADER_SIZE + 1
+  if blocked then
+    stUS, stUN = unpack('<dd', v, body)
+    body = body + UNTIL_SIZE
   end
+  if kind == LOG or kind == CONCURRENCY then stLog = sub(v, body) end
   return true
 end
 

@@ -95,6 +95,18 @@ local kind, variant, countDenied, limit, interval, amount, maxEntries, slack, pe
 local step, fillUp
 local stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
 
+-- Whether a GCRA step carried over the state that load (or a group's
+-- decideOn) set, computed with another emission interval and still ahead
+-- of now (gcra's carry): Go's Params.Carries but for its verb, learnt
+-- during the decision rather than asked before it. Every decision runs a
+-- step; each finds the state as it was set, or as an earlier step carried
+-- or recorded it, with the interval in use, or the zero State: so the
+-- first step carries exactly when Carries says so of the state as set,
+-- and no other step does. A store writes the key back after a decision
+-- that records or, but for a check, carried, as MemStore does, without
+-- testing the state again.
+local stCarried = false
+
 -- The decision being made, Go's Decision: allowed, blocked, used and
 -- remaining; retry after, reset after and a booked reservation's delay
 -- as pairs (dR*, dE*, dW*); its instant At as a pair (dA*, zero for

@@ -1,9 +1,10 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin), arith (fmin), decide (decide, records,
--- frees), io (load, write, released, reply).
--- Translates: Params.Decide (engine/params.go), and Params.stepAtMost,
--- fits and grant (engine/atmost.go).
+-- Depends on: prelude (begin, stCarried), arith (fmin), decide (decide,
+-- records, frees), io (load, write, released, reply).
+-- Translates: Params.Decide (engine/params.go), Params.stepAtMost, fits
+-- and grant (engine/atmost.go), and what MemStore writes back after a
+-- decision (memstore.go's apply: Records or Carries).
 
 -- fits reports whether cost c would be admitted now.
 local function fits(c)
@@ -38,8 +39,9 @@ local function atMost(cost)
   decide(CHECK, fmin(cost, 1), 0, 0, 0, 0)
 end
 
--- apply decides the op of args on the key ks[1], and replies with the
--- decision's record.
+-- apply decides the op of args on the key ks[1], writes the key back if
+-- the decision records or carries its state over to a changed limit, and
+-- replies with the decision's record.
 local function apply(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
@@ -59,7 +61,7 @@ local function apply(ks, args)
   else
     decide(verb, cost, atS, atN, delayS, delayN)
   end
-  if records(verb) then
+  if records(verb) or stCarried and verb ~= CHECK then
     write(1, present)
     -- A lease released, a waiter that left the line or was served: each
     -- records. (The kind first: a rate limit's decision calls nothing more.)

@@ -2,8 +2,9 @@
 -- and of the previous one (B), the previous weighted by how much of it
 -- still lies within an interval of now.
 --
--- Depends on: prelude, time, arith (ceilNanos, fmax, windowStart).
--- Translates: Params.stepSlidingCounter and counterAdmitAt
+-- Depends on: prelude, time, arith (ceilNanos, fmax, windowStart,
+-- alignedStart).
+-- Translates: Params.stepSlidingCounter, counterWindow and counterAdmitAt
 -- (engine/slidingwindow.go), and the sliding counter's part of
 -- Params.fillUp (engine/strict.go).
 
@@ -20,18 +21,24 @@ local function counterAdmitAt(startS, startN, cur, prev, cost)
   return tadd(startS, startN, interval + ceilNanos(interval * (1 - r)))
 end
 
--- counterWindow returns the state's window as seen now: its start, and
--- its count and the previous window's, rolled over to now's window.
+-- counterWindow is Go's counterWindow: the state's window as seen now,
+-- its start, and its count and the previous window's, rolled over to
+-- now's window. A state whose start is not a multiple of the window,
+-- counted under another window length, counts in the window that holds
+-- its start.
 local function counterWindow()
   local startS, startN, cur, prev = stS, stN, stA, stB
   local ws, wn = windowStart()
-  if tless(startS, startN, ws, wn) then
-    if tdiff(ws, wn, startS, startN) == interval then
-      prev = cur
-    else
-      prev = 0
+  if ws ~= startS or wn ~= startN then
+    startS, startN = alignedStart(startS, startN)
+    if tless(startS, startN, ws, wn) then
+      if tdiff(ws, wn, startS, startN) == interval then
+        prev = cur
+      else
+        prev = 0
+      end
+      startS, startN, cur = ws, wn, 0
     end
-    startS, startN, cur = ws, wn, 0
   end
   return startS, startN, cur, prev
 end

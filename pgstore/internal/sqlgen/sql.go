@@ -18,7 +18,9 @@ import (
 // step is a derived table that adds its own columns, computed from those
 // of the step inside it, and passes on those that the steps above it read
 // (see chain): the innermost holds the parameters (see params), the
-// request (verb, cost, cn) and the old state (now, t0, a0, b0, lt, lc).
+// request (verb, cost, cn) and the old state (now, t0, a0, b0, lt, lc):
+// the key's row until its expiry, carried over to the request's
+// parameters by an algorithm that carries (see algorithm.carry).
 // OFFSET 0 keeps the planner from merging the steps, which would copy each
 // expression into every expression that uses it (the statements would
 // take milliseconds to plan and run), and from folding a fresh state's
@@ -64,6 +66,18 @@ type algorithm struct {
 	// does (see decision), as a condition on the decision's columns
 	// named prefix followed by allowed and at; nil for nothing more.
 	records func(prefix string) string
+	// carry, if not nil, carries the state (t0, a0) that a statement
+	// reads from the key's row over to the request's parameters at now,
+	// as the step does first: it returns the expressions of the state's
+	// time and A carried over, and of Params.Carries, whether the state
+	// must be written back whatever Params.Records says (see decision and
+	// strictSteps). It is the row's state as the innermost step of a
+	// chain reads it, rather than a step of the chain: the steps would
+	// carry nothing from the state they leave (run a second time, for a
+	// counted denial's fill or a partial grant's candidates), nor from a
+	// fresh state, and a statement's time goes mostly to setting up its
+	// columns, each step's passing on those of the one inside it.
+	carry func(t0, a0, now string) (time, a, carries string)
 	// fresh, if not nil, are steps that decide as steps do from the
 	// fresh state (t0, a0 and b0 zero, lt and lc empty), defining every
 	// column that the decision and the state read: those of the chain
@@ -181,6 +195,17 @@ func fill(level string) string {
 // after is the engine's after: how long from now until t, never negative.
 func after(t string) string { return "greatest(" + t + " - now, 0)" }
 
+// roundSpan is int64(math.Round(x)) for x, a float8 expression not below
+// zero, or maxSpan if x is not below it (a whole number, which math.Round
+// leaves as it is). math.Round rounds half away from zero, PostgreSQL's
+// round(float8) and its cast to int8 half to even (they call rint): added
+// to x, 0.49999999999999994, the double below one half, makes the sum's
+// rounding to the nearest double reach the next whole number exactly when
+// x's fraction is one half or more, so that floor takes it there.
+func roundSpan(x string) string {
+	return fmt.Sprintf("floor(least(%s, %s::float8) + '0.49999999999999994'::float8)::int8", x, maxSpan)
+}
+
 // floorDiv is arith.FloorDiv: a/b rounded toward negative infinity.
 func floorDiv(a, b string) string {
 	return fmt.Sprintf("(%[1]s / %[2]s - CASE WHEN %[1]s %% %[2]s < 0 THEN 1 ELSE 0 END)", a, b)
@@ -285,10 +310,24 @@ func meter() algorithm {
 }
 
 // gcra is Params.stepGCRA. tau is the burst in nanoseconds and cn the
-// cost in nanoseconds, both rounded by Params.gcraNanos.
+// cost in nanoseconds, both rounded by Params.gcraNanos. The state's A
+// (a0) is the emission interval its TAT (t0) was computed with, zero in a
+// state written before intervals were recorded.
 func gcra() algorithm {
 	return algorithm{
 		source: "gcra (sql.go), from engine.Params.stepGCRA (engine/gcra.go)",
+		// stepGCRA's test that the TAT, computed with another interval,
+		// is carried over to iv, and Params.carriedTAT: the cost the TAT
+		// holds, (t0 - now) / a0 units, in nanoseconds at iv (backlog),
+		// at most maxSpan ahead; its interval, iv. Params.Carries: by any
+		// verb but a check.
+		carry: func(t0, a0, now string) (string, string, string) {
+			carrying := fmt.Sprintf("%[2]s <> ivf AND %[2]s <> 0 AND %[1]s > %[3]s", t0, a0, now)
+			backlog := fmt.Sprintf("(%[1]s - %[3]s)::float8 / %[2]s * ivf", t0, a0, now)
+			return fmt.Sprintf("CASE WHEN %s THEN %s + %s ELSE %s END", carrying, now, roundSpan(backlog), t0),
+				fmt.Sprintf("CASE WHEN %[1]s THEN ivf ELSE %[2]s END", carrying, a0),
+				carrying + " AND op_verb <> " + verbCheck
+		},
 		steps: []string{
 			`greatest(t0, now) AS tat0, ` + givesBack("booked_at + tau") + ` AS gives_back,
 			greatest(t0, now) + cn - tau AS fit_kind`,
@@ -313,12 +352,16 @@ func gcra() algorithm {
 		// Booked later than the GCRA needed, the TAT is not the instant
 		// plus the tolerance: the booking cannot be given back.
 		at: "CASE WHEN later THEN 0 ELSE fit_at END",
-		// Full at now: a TAT a burst ahead, never earlier.
-		fill: func(string) [5]string { return [5]string{"greatest(t0, now + tau)", "a0", "b0", noLog, noCosts} },
+		// Full at now: a TAT a burst ahead, never earlier, at iv.
+		fill: func(string) [5]string { return [5]string{"greatest(t0, now + tau)", "ivf", "0", noLog, noCosts} },
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
-		// again.
-		time: "tat", a: "a0", b: "b0", logTimes: noLog, logCosts: noCosts,
+		// again. The state written by an admission, a booking or a cancel
+		// that gives back records iv; so does one carried, whose TAT, t0,
+		// is tat unless it is in the past. A GCRA takes no fill-up, the
+		// only decision that records without admitting. B is no part of
+		// a GCRA's state: zero in every state a store holds.
+		time: "tat", a: "ivf", b: "0", logTimes: noLog, logCosts: noCosts,
 	}
 }
 
@@ -388,9 +431,12 @@ func intervalRefill() algorithm {
 // fixedWindow is Params.stepFixedWindow, with windows aligned to the
 // epoch or anchored at a key's first request.
 func fixedWindow(anchored bool) algorithm {
+	// ws: alignedStart of now; ts: of the stored start, which a window
+	// counted under another length may not align (Go aligns it only when
+	// it is not ws, which is aligned: the same).
 	window := []string{
-		floorDiv("now", "iv") + " * iv AS ws",
-		"greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0",
+		floorDiv("now", "iv") + " * iv AS ws, " + floorDiv("t0", "iv") + " * iv AS ts",
+		"greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0",
 	}
 	if anchored {
 		window = []string{
@@ -422,17 +468,22 @@ func fixedWindow(anchored bool) algorithm {
 	}
 }
 
-// slidingCounter is Params.stepSlidingCounter, with counterAdmitAt as the
-// column admit_at.
+// slidingCounter is Params.stepSlidingCounter, with counterWindow as the
+// columns start, cur0 and prev, and counterAdmitAt as the column
+// admit_at.
 func slidingCounter() algorithm {
 	return algorithm{
 		source: "slidingCounter (sql.go), from engine.Params.stepSlidingCounter (engine/slidingwindow.go)",
 		steps: []string{
-			floorDiv("now", "iv") + " * iv AS ws",
-			"ws > t0 AS turns",
-			`CASE WHEN turns THEN ws ELSE t0 END AS start,
+			// ws: the window of now; ts: alignedStart of the stored start,
+			// which a window counted under another length may not align
+			// (Go aligns it only when it is not ws, which is aligned: the
+			// same).
+			floorDiv("now", "iv") + " * iv AS ws, " + floorDiv("t0", "iv") + " * iv AS ts",
+			"ws > ts AS turns",
+			`CASE WHEN turns THEN ws ELSE ts END AS start,
 			CASE WHEN turns THEN 0::float8 ELSE a0 END AS cur0,
-			CASE WHEN NOT turns THEN b0 WHEN ws - t0 = iv THEN a0 ELSE 0::float8 END AS prev`,
+			CASE WHEN NOT turns THEN b0 WHEN ws - ts = iv THEN a0 ELSE 0::float8 END AS prev`,
 			// r: the previous window's weight at which the cost fits in
 			// this window; r_next: the same in the next window.
 			`greatest(now - start, 0) AS elapsed,

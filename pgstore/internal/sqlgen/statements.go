@@ -63,23 +63,26 @@ type decider struct {
 
 // deciderFor returns the decider of alg under strictness s. Under a
 // penalty, with zeroRow, the check of no cost is the chain's row of prio
-// 2 (see strict.go); without, the innermost step has its decision.
-func deciderFor(alg algorithm, s sqlfile.Strictness, zeroRow bool) decider {
+// 2 (see strict.go); without, the innermost step has its decision. With
+// carries, the chain decides from a state that alg carried, whose column
+// carries says whether it must be written back (see algorithm.carry).
+func deciderFor(alg algorithm, s sqlfile.Strictness, zeroRow, carries bool) decider {
+	carries = carries && alg.carry != nil
 	if s == sqlfile.Lenient {
 		// The state's Until is the algorithm's business only under a
 		// penalty: it is kept as it is.
 		return decider{
-			steps:   slices.Concat(alg.steps, alg.decision("d_")),
+			steps:   slices.Concat(alg.steps, alg.decision("d_", carries)),
 			state:   [6]string{alg.time, alg.a, alg.b, alg.logTimes, alg.logCosts, "u0"},
 			blocked: "false",
 		}
 	}
-	steps := slices.Concat([]string{gate()}, alg.steps, alg.decision("k_"))
+	steps := slices.Concat([]string{gate()}, alg.steps, alg.decision("k_", false))
 	if zeroRow {
 		steps = append(steps, zeroRowStep())
 	}
 	return decider{
-		steps:   append(steps, strictSteps(alg, s == sqlfile.Counting)...),
+		steps:   append(steps, strictSteps(alg, s == sqlfile.Counting, carries)...),
 		state:   [6]string{"s_time", "s_a", "s_b", "s_lt", "s_lc", "s_until"},
 		blocked: "d_blocked",
 	}
@@ -96,19 +99,40 @@ func Build(v sqlfile.Variant, callerClock bool) Statements {
 		now, cte, pcols = "caller_now", fmt.Sprintf(params, ", $15::int8 AS caller_now"), append(slices.Clip(paramColumns), "caller_now")
 	}
 
-	// The old state is the row's, unless the row holds another
-	// algorithm's expired state (or is a group's placeholder, of kind 0),
-	// which is as good as absent.
+	// The old state is the row's until its expiry, from which a key is
+	// fresh, whatever the Params now (see "State and time" in package
+	// engine): so is a row holding another algorithm's expired state, or
+	// a group's placeholder (of kind 0, which expired before any time). A
+	// row holding another algorithm's live state is never decided from:
+	// the statements leave it alone. rowNow is the time as the innermost
+	// step that reads the row names it, and clocked makes that step's
+	// FROM list of from: the database's clock, which each call of
+	// clock_timestamp() reads anew, is read once, in a derived table, for
+	// the expiry and the decision.
+	rowNow, clocked := now, func(from string) string { return from }
+	if !callerClock {
+		rowNow = "n.now"
+		clocked = func(from string) string { return from + " CROSS JOIN (SELECT " + serverNow + " AS now OFFSET 0) AS n" }
+	}
 	ofRow := func(col, fresh string) string {
-		return fmt.Sprintf("CASE WHEN s.kind = %s THEN %s ELSE %s END", kind, col, fresh)
+		return fmt.Sprintf("CASE WHEN s.expires_at > %s THEN %s ELSE %s END", rowNow, col, fresh)
+	}
+	// The row's time and A, carried over to the request's parameters by
+	// an algorithm that carries; and for a decision that may record, the
+	// column carries, which carried names among the columns of its chain.
+	t0, a0, carries, carried := "s.time_ns", "s.a", "", []string(nil)
+	if alg.carry != nil {
+		var c string
+		t0, a0, c = alg.carry(t0, a0, rowNow)
+		carries, carried = ", "+ofRow(c, "false")+" AS carries", []string{"carries"}
 	}
 	rowState := fmt.Sprintf("%s AS now, %s AS t0, %s AS a0, %s AS b0, %s AS lt, %s AS lc, %s AS u0",
-		now, ofRow("s.time_ns", "0"), ofRow("s.a", "0"), ofRow("s.b", "0"),
+		rowNow, ofRow(t0, "0"), ofRow(a0, "0"), ofRow("s.b", "0"),
 		ofRow("coalesce(s.log_times, '{}')", "'{}'::int8[]"), ofRow("coalesce(s.log_costs, '{}')", "'{}'::float8[]"),
 		ofRow("s.until_ns", "0"))
 	freshState := now + " AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0"
 
-	dec := deciderFor(alg, v.Strict, true)
+	dec := deciderFor(alg, v.Strict, true, true)
 	// A check, and a partial grant's candidate, is never a counted
 	// denial: only the block's gate applies to it.
 	checking := v.Strict
@@ -132,40 +156,56 @@ func Build(v sqlfile.Variant, callerClock bool) Statements {
 		}
 		chainColumns, pick = append(slices.Clip(innerColumns), "prio"), "prio = 1"
 	}
-	// requested is the chain of the request, from the state, for SQL
-	// that reads the columns it names in reads.
-	requested := func(state, reads string) string {
+	// decided is the chain of steps deciding the request, from the state
+	// (the columns of the innermost step, columns) of from, for SQL that
+	// reads the columns it names in reads.
+	decided := func(steps, columns []string, state, from, reads string) string {
 		if v.Strict == sqlfile.Lenient {
-			return chain(dec.steps, request(state, "p"), chainColumns, reads)
+			return chain(steps, request(state, from), columns, reads, true)
 		}
-		return "(SELECT * FROM " + chain(dec.steps, request(state, "p"), chainColumns, reads+" "+pick) + " WHERE " + pick + ") AS x"
+		return "(SELECT * FROM " + chain(steps, request(state, from), columns, reads+" "+pick, true) + " WHERE " + pick + ") AS x"
 	}
-	// requestedFresh is requested from the fresh state, by the
-	// algorithm's fresh steps if it has them (a lenient variant's).
-	requestedFresh := requested
+	// requested is the chain of the request, from the key's row.
+	requested := func(state, reads string) string {
+		return decided(dec.steps, slices.Concat(chainColumns, carried), state+carries, clocked("p"), reads)
+	}
+	// requestedFresh is the chain of the request from the fresh state,
+	// which carries nothing, by the algorithm's fresh steps if it has
+	// them (a lenient variant's).
+	fromFresh := deciderFor(alg, v.Strict, true, false)
+	requestedFresh := func(state, reads string) string { return decided(fromFresh.steps, chainColumns, state, "p", reads) }
 	if alg.fresh != nil && v.Strict == sqlfile.Lenient {
-		steps := slices.Concat(alg.fresh, alg.decision("d_"))
+		steps := slices.Concat(alg.fresh, alg.decision("d_", false))
 		requestedFresh = func(state, reads string) string {
-			return chain(steps, request(state, "p"), chainColumns, reads)
+			return chain(steps, request(state, "p"), chainColumns, reads, true)
 		}
 	}
-	// atMost is stepAtMost: the allowance left (a zero-cost check, which
-	// a block does not change, and which describes a blocked key), then
-	// the candidates in the order Go tries them, each decided as a
-	// VerbAtMost (VerbAllow, recorded iff it grants more than zero); the
-	// first that fits, or else a check of the least cost worth granting.
-	// GCRA's c*T of a candidate, a whole number, is exact in float8.
-	atMost := func(state, reads string) string {
-		nanos := func(c string) string { return "0::int8" }
-		if v.Kind == engine.KindGCRA {
-			nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
-		}
-		left := fmt.Sprintf("SELECT %s, %s, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g,\n\td_used AS z_used, d_remaining AS z_remaining, d_reset AS z_reset",
-			strings.Join(pcols, ", "), strings.Join(stateColumns, ", "))
-		left += "\nFROM " + chain(slices.Concat(alg.steps, alg.decision("d_")),
-			"SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, "+state+" FROM p",
-			innerColumns, left)
-		candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (%[1]s) AS z
+	// atMost is stepAtMost, from the fresh state or from the key's row:
+	// the allowance left (a zero-cost check, which a block does not
+	// change, and which describes a blocked key), then the candidates in
+	// the order Go tries them, each decided as a VerbAtMost (VerbAllow,
+	// recorded iff it grants more than zero); the first that fits, or
+	// else a check of the least cost worth granting. GCRA's c*T of a
+	// candidate, a whole number, is exact in float8. The allowance left
+	// is decided from the row's state as carried, and the candidates from
+	// the same, with carries.
+	atMost := func(fromRow bool) func(state, reads string) string {
+		return func(state, reads string) string {
+			nanos := func(c string) string { return "0::int8" }
+			if v.Kind == engine.KindGCRA {
+				nanos = func(c string) string { return "(" + c + " * ivf)::int8" }
+			}
+			from, carriedHere := "p", []string(nil)
+			if fromRow {
+				state, from, carriedHere = state+carries, clocked("p"), carried
+			}
+			columns := slices.Concat(pcols, stateColumns, carriedHere)
+			left := fmt.Sprintf("SELECT %s, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g,\n\td_used AS z_used, d_remaining AS z_remaining, d_reset AS z_reset",
+				strings.Join(columns, ", "))
+			left += "\nFROM " + chain(slices.Concat(alg.steps, alg.decision("d_", false)),
+				"SELECT p.*, "+verbCheck+"::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, "+state+" FROM "+from,
+				slices.Concat(innerColumns, carriedHere), left, false)
+			candidates := fmt.Sprintf(`SELECT z.*, c.* FROM (%[1]s) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, %[2]s::int2, op_cost, op_cn),
 	(2, %[2]s::int2, g, %[4]s),
@@ -174,11 +214,12 @@ CROSS JOIN LATERAL (VALUES
 	(5, %[3]s::int2, least(op_cost, 1), CASE WHEN op_cost < 1 THEN op_cn ELSE %[6]s END)
 ) AS c(prio, verb, cost, cn)
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1`,
-			left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
-		pick := " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1"
-		columns := slices.Concat(pcols, stateColumns, []string{"booked_at", "g", "z_used", "z_remaining", "z_reset", "prio", "verb", "cost", "cn"})
-		steps := deciderFor(alg, checking, false).steps
-		return "(SELECT * FROM " + chain(steps, candidates, columns, pick+reads) + pick + ") AS x"
+				left, verbAtMost, verbCheck, nanos("g"), nanos("(g - 1)"), nanos("1::float8"))
+			pick := " WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1"
+			columns = slices.Concat(columns, []string{"booked_at", "g", "z_used", "z_remaining", "z_reset", "prio", "verb", "cost", "cn"})
+			steps := deciderFor(alg, checking, false, fromRow).steps
+			return "(SELECT * FROM " + chain(steps, candidates, columns, pick+reads, false) + pick + ") AS x"
+		}
 	}
 
 	// The row a decision writes: the state the decision leaves, or the
@@ -187,7 +228,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// as it was when nothing is recorded. Then the decision.
 	written := func(kept [8]string, values string) string {
 		col := func(i int, recorded, freshAgain string) string {
-			return fmt.Sprintf("CASE WHEN NOT d_recorded THEN %s WHEN d_reset > 0 THEN %s ELSE %s END", kept[i], recorded, freshAgain)
+			return fmt.Sprintf("CASE WHEN NOT d_recorded THEN %s WHEN d_lasts THEN %s ELSE %s END", kept[i], recorded, freshAgain)
 		}
 		return strings.Join([]string{
 			"CASE WHEN d_recorded THEN " + kind + " ELSE " + kept[0] + " END",
@@ -242,13 +283,15 @@ RETURNING %[9]s`,
 	checked = "WHERE " + checked
 	stmts := Statements{
 		Apply: upsert(requestedFresh, requested, values),
-		Check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true).steps,
-			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, "p LEFT JOIN "+table+" AS s ON s.key = p.key"),
-			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked) + "\n" + checked,
+		// A check records nothing: it decides from the state carried, and
+		// has no use for carries.
+		Check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true, false).steps,
+			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, clocked("p LEFT JOIN "+table+" AS s ON s.key = p.key")),
+			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked, false) + "\n" + checked,
 	}
 	if slices.Contains(v.Statements(), sqlfile.AtMost) {
 		// A partial grant of nothing is not admitted, though its check is.
-		stmts.AtMost = upsert(atMost, atMost, strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
+		stmts.AtMost = upsert(atMost(false), atMost(true), strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
 	}
 	return stmts
 }
@@ -266,7 +309,13 @@ RETURNING %[9]s`,
 // again, replacing it for the steps after it: the gate of a penalty
 // redefines the request's verb, and the fill of a counted denial the
 // whole request and state, to run the algorithm a second time.
-func chain(steps []string, innermost string, columns []string, reads string) string {
+//
+// With fenced, OFFSET 0 keeps the outermost step too from merging into the
+// SQL that reads it, which would copy each of the step's expressions into
+// every expression there that reads its column: fenced, a column that SQL
+// reads several times (the upsert reads d_recorded and d_lasts for each
+// column it writes) is computed once.
+func chain(steps []string, innermost string, columns []string, reads string, fenced bool) string {
 	// live[i] holds the names that steps[i:] and reads use from below
 	// steps[i]; defs[i] the columns steps[i] defines.
 	live := make([]map[string]bool, len(steps)+1)
@@ -298,6 +347,9 @@ func chain(steps []string, innermost string, columns []string, reads string) str
 	b.WriteString(innermost)
 	for range selects {
 		b.WriteString(" OFFSET 0) AS x")
+	}
+	if fenced {
+		b.WriteString(" OFFSET 0")
 	}
 	b.WriteString(") AS x")
 	return b.String()
@@ -349,7 +401,13 @@ func defined(step string) []string {
 // "recorded" (Params.Records for a lenient variant: a release and an
 // extension, as a cancel, record iff allowed; and what alg.records adds,
 // the concurrency limit's leaving and waiting in line).
-func (alg algorithm) decision(prefix string) []string {
+//
+// With carries, a decision is recorded too when the column carries,
+// Params.Carries, is true: the state it was decided from, carried over
+// to the request's parameters, is written back. The decision a statement
+// writes (prefix d_) has d_lasts too: whether ResetAfter is above zero,
+// so that the state it records is not fresh again.
+func (alg algorithm) decision(prefix string, carries bool) []string {
 	remaining := "lim - " + prefix + "used"
 	if alg.remaining != nil {
 		remaining = alg.remaining(prefix + "used")
@@ -365,13 +423,20 @@ func (alg algorithm) decision(prefix string) []string {
 	if alg.records != nil {
 		records = " OR " + alg.records(prefix)
 	}
+	if carries {
+		records += " OR carries"
+	}
+	lasts := ""
+	if prefix == "d_" {
+		lasts = ",\n\t\t\td_reset > 0 AS d_lasts"
+	}
 	return []string{
 		fmt.Sprintf("%[1]s AS %[7]sallowed, least(greatest(%[2]s, 0), lim) AS %[7]sused, %[3]s AS %[7]sretry, %[4]s AS %[7]sreset, %[5]s AS %[7]sdelay, %[6]s AS %[7]sat",
 			alg.allowed, alg.used, alg.retry, alg.reset, delay, at, prefix),
 		fmt.Sprintf(`%[1]s AS %[7]sremaining,
 			CASE WHEN verb = %[2]s AND %[7]sallowed THEN cost ELSE 0::float8 END AS %[7]sgranted,
-			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s, %[8]s) AND %[7]sallowed OR verb = %[2]s AND %[7]sallowed AND cost > 0%[9]s AS %[7]srecorded`,
-			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel, prefix, verbExtend, records),
+			verb = %[3]s OR verb IN (%[4]s, %[5]s, %[6]s, %[8]s) AND %[7]sallowed OR verb = %[2]s AND %[7]sallowed AND cost > 0%[9]s AS %[7]srecorded%[10]s`,
+			remaining, verbAtMost, verbFill, verbAllow, verbReserve, verbCancel, prefix, verbExtend, records, lasts),
 	}
 }
 

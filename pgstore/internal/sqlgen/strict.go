@@ -43,8 +43,10 @@ func zeroRowStep() string {
 // zero-cost check's, z_*: the decision and state decideStrict makes of
 // them, as the columns d_* and s_*. With counted, a denial that overflows
 // the key fills it, and the request is decided again on the full key (its
-// columns e_*).
-func strictSteps(alg algorithm, counted bool) []string {
+// columns e_*). With carries, the state was carried over to the request's
+// parameters as the chain read it (see algorithm.carry), and the column
+// carries says whether it is written back whatever Params.Records says.
+func strictSteps(alg algorithm, counted, carries bool) []string {
 	// Verbs a block denies, and those that overflow a key when denied.
 	denied := "until0 <> 0 AND o_verb IN (" + strings.Join([]string{verbAllow, verbCheck, verbFill, verbAtMost}, ", ") + ")"
 	overflow := "NOT allowed1 AND o_verb IN (" + strings.Join([]string{verbAllow, verbReserve, verbFill}, ", ") + ")"
@@ -81,7 +83,7 @@ func strictSteps(alg algorithm, counted bool) []string {
 		steps = append(steps, `CASE WHEN o_verb = `+verbAllow+` THEN `+verbCheck+`::int2 ELSE o_verb END AS verb,
 		f_time AS t0, f_a AS a0, f_b AS b0, coalesce(f_lt, '{}') AS lt, coalesce(f_lc, '{}') AS lc`)
 		steps = append(steps, alg.steps...)
-		steps = append(steps, alg.decision("e_")...)
+		steps = append(steps, alg.decision("e_", false)...)
 		used, remaining = "CASE WHEN counts THEN e_used ELSE used1 END", "CASE WHEN counts THEN e_remaining ELSE remaining1 END"
 		// In a block, until a reservation as long would book.
 		retry = "CASE WHEN NOT counts THEN retry1 WHEN until0 <> 0 THEN greatest(e_retry, until0 - now - " + lead + ") ELSE e_retry END"
@@ -100,14 +102,23 @@ func strictSteps(alg algorithm, counted bool) []string {
 	if !counted {
 		records += " OR o_verb = " + verbAtMost + " AND allowed1 AND cost > 0"
 	}
+	// d_lasts is d_reset > 0: a block's end, until1 unless zero, lies
+	// after now. A state carried over to the request's parameters is
+	// written back too (Params.Carries), keeping the Until it had unless
+	// the decision records, as decideStrict does.
+	recorded, until := records, "until1"
+	if carries {
+		recorded, until = records+" OR carries", "CASE WHEN "+records+" THEN until1 ELSE u0 END"
+	}
 	return append(steps,
 		`CASE WHEN starts THEN now + penalty ELSE until0 END AS until1,
 		CASE WHEN starts THEN greatest(`+retry+`, penalty - `+lead+`) ELSE `+retry+` END AS d_retry,
 		`+reset+` AS reset2, `+used+` AS d_used, `+remaining+` AS d_remaining`,
 		`allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
-		k_delay AS d_delay, k_at AS d_at, `+granted+` AS d_granted, until1 <> 0 AS d_blocked, `+records+` AS d_recorded,
-		`+state[0]+` AS s_time, `+state[1]+` AS s_a, `+state[2]+` AS s_b, `+state[3]+` AS s_lt, `+state[4]+` AS s_lc, until1 AS s_until`)
+		k_delay AS d_delay, k_at AS d_at, `+granted+` AS d_granted, until1 <> 0 AS d_blocked, `+recorded+` AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
+		`+state[0]+` AS s_time, `+state[1]+` AS s_a, `+state[2]+` AS s_b, `+state[3]+` AS s_lt, `+state[4]+` AS s_lc, `+until+` AS s_until`)
 }
 
 // stateAfter is the step's columns s1_time, s1_a, s1_b, s1_lt and s1_lc:

@@ -37,7 +37,8 @@ FROM (SELECT now,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 OR verb = 8 AND d_allowed OR verb = 1 AND d_at <> 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 OR verb = 8 AND d_allowed OR verb = 1 AND d_at <> 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT lim,
 	verb,
 	cost,
@@ -233,5 +234,5 @@ FROM (SELECT lim,
 				ELSE (SELECT ARRAY[coalesce(max(e.i) FILTER (WHERE e.c >= 0), 0), coalesce(min(e.i) FILTER (WHERE e.t > now OR e.c < 0), cardinality(lt) + 1)]::int4[]
 					FROM unnest(lt, lc) WITH ORDINALITY AS e(t, c, i)) END AS split,
 			CASE WHEN verb IN (5, 7) THEN 0::int8 ELSE booked_at END AS ticket
-FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, caller_now AS now, CASE WHEN s.kind = 7 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 7 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 7 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 7 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 7 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 7 THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
+FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, caller_now AS now, CASE WHEN s.expires_at > caller_now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > caller_now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > caller_now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > caller_now THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
 WHERE held_kind IS NULL OR held_kind = 7 OR held_expiry <= now

@@ -37,7 +37,8 @@ FROM (SELECT now,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT lim,
 	verb,
 	cost,
@@ -75,7 +76,7 @@ FROM (SELECT lim,
 	now,
 	held_kind,
 	held_expiry,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -83,10 +84,9 @@ FROM (SELECT lim,
 	verb,
 	cost,
 	now,
-	t0,
 	a0,
 	held_kind,
 	held_expiry,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
-FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, caller_now AS now, CASE WHEN s.kind = 4 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 4 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 4 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 4 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 4 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 4 THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
+FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, caller_now AS now, CASE WHEN s.expires_at > caller_now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > caller_now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > caller_now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > caller_now THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
 WHERE held_kind IS NULL OR held_kind = 4 OR held_expiry <= now

@@ -30,13 +30,13 @@ WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 INSERT INTO "{table}" AS s (key, kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked)
 SELECT key,
 	CASE WHEN d_recorded THEN 1 ELSE 1 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_time ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_a ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_b ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_reset > 0 THEN s_lt ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_reset > 0 THEN s_lc ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_until ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_time ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_a ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_b ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_lasts THEN s_lt ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_lasts THEN s_lc ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_until ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, d_blocked
 FROM (SELECT * FROM (SELECT key,
 	now,
@@ -47,6 +47,7 @@ FROM (SELECT * FROM (SELECT key,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT key,
 	count_denied,
@@ -393,16 +394,16 @@ FROM (SELECT key,
 	CASE WHEN verb IN (1, 4) AND cost > lim OR u0 > now AND verb IN (1, 6) THEN 2::int2 ELSE verb END AS verb,
 	CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::float8 ELSE cost END AS cost, CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::int8 ELSE cn END AS cn,
 	CASE WHEN u0 > now AND verb = 4 THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at
-FROM (SELECT p.*, c.*, caller_now AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE prio = 1) AS x
+FROM (SELECT p.*, c.*, caller_now AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x WHERE prio = 1) AS x
 ON CONFLICT (key) DO UPDATE SET (kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked) = (SELECT
 	CASE WHEN d_recorded THEN 1 ELSE s.kind END,
-	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_reset > 0 THEN s_time ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.a WHEN d_reset > 0 THEN s_a ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.b WHEN d_reset > 0 THEN s_b ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_reset > 0 THEN s_lt ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_reset > 0 THEN s_lc ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_reset > 0 THEN s_until ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_lasts THEN s_time ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.a WHEN d_lasts THEN s_a ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.b WHEN d_lasts THEN s_b ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_lasts THEN s_lt ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_lasts THEN s_lc ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_lasts THEN s_until ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, d_blocked
 FROM (SELECT * FROM (SELECT now,
 	prio,
@@ -412,6 +413,7 @@ FROM (SELECT * FROM (SELECT now,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT count_denied,
 	now,
@@ -743,6 +745,6 @@ FROM (SELECT lim,
 	CASE WHEN verb IN (1, 4) AND cost > lim OR u0 > now AND verb IN (1, 6) THEN 2::int2 ELSE verb END AS verb,
 	CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::float8 ELSE cost END AS cost, CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::int8 ELSE cn END AS cn,
 	CASE WHEN u0 > now AND verb = 4 THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at
-FROM (SELECT p.*, c.*, caller_now AS now, CASE WHEN s.kind = 1 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 1 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 1 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 1 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 1 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 1 THEN s.until_ns ELSE 0 END AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE prio = 1) AS x)
+FROM (SELECT p.*, c.*, caller_now AS now, CASE WHEN s.expires_at > caller_now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > caller_now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > caller_now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > caller_now THEN s.until_ns ELSE 0 END AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x WHERE prio = 1) AS x)
 WHERE s.kind = 1 OR s.expires_at <= (SELECT caller_now FROM p)
 RETURNING last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked

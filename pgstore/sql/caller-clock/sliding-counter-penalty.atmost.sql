@@ -32,13 +32,13 @@ WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 INSERT INTO "{table}" AS s (key, kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked)
 SELECT key,
 	CASE WHEN d_recorded THEN 6 ELSE 6 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_time ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_a ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_b ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_reset > 0 THEN s_lt ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_reset > 0 THEN s_lc ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_until ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_time ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_a ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_b ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_lasts THEN s_lt ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_lasts THEN s_lc ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_until ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed AND op_cost > 0, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, d_blocked
 FROM (SELECT * FROM (SELECT key,
 	op_cost,
@@ -50,6 +50,7 @@ FROM (SELECT * FROM (SELECT key,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT key,
 	op_cost,
@@ -298,9 +299,9 @@ FROM (SELECT key,
 	never,
 	verb,
 	cost,
-	CASE WHEN turns THEN ws ELSE t0 END AS start,
+	CASE WHEN turns THEN ws ELSE ts END AS start,
 			CASE WHEN turns THEN 0::float8 ELSE a0 END AS cur0,
-			CASE WHEN NOT turns THEN b0 WHEN ws - t0 = iv THEN a0 ELSE 0::float8 END AS prev
+			CASE WHEN NOT turns THEN b0 WHEN ws - ts = iv THEN a0 ELSE 0::float8 END AS prev
 FROM (SELECT key,
 	op_cost,
 	lim,
@@ -324,7 +325,8 @@ FROM (SELECT key,
 	verb,
 	cost,
 	ws,
-	ws > t0 AS turns
+	ts,
+	ws > ts AS turns
 FROM (SELECT key,
 	op_cost,
 	lim,
@@ -347,7 +349,7 @@ FROM (SELECT key,
 	never,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT key,
 	op_cost,
 	lim,
@@ -400,7 +402,8 @@ FROM (SELECT key,
 	d_reset,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -591,9 +594,9 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	CASE WHEN turns THEN ws ELSE t0 END AS start,
+	CASE WHEN turns THEN ws ELSE ts END AS start,
 			CASE WHEN turns THEN 0::float8 ELSE a0 END AS cur0,
-			CASE WHEN NOT turns THEN b0 WHEN ws - t0 = iv THEN a0 ELSE 0::float8 END AS prev
+			CASE WHEN NOT turns THEN b0 WHEN ws - ts = iv THEN a0 ELSE 0::float8 END AS prev
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -622,7 +625,8 @@ FROM (SELECT key,
 	lc,
 	u0,
 	ws,
-	ws > t0 AS turns
+	ts,
+	ws > ts AS turns
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -650,7 +654,7 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, caller_now AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, 6::int2, op_cost, op_cn),
@@ -662,13 +666,13 @@ CROSS JOIN LATERAL (VALUES
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1 OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1) AS x
 ON CONFLICT (key) DO UPDATE SET (kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked) = (SELECT
 	CASE WHEN d_recorded THEN 6 ELSE s.kind END,
-	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_reset > 0 THEN s_time ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.a WHEN d_reset > 0 THEN s_a ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.b WHEN d_reset > 0 THEN s_b ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_reset > 0 THEN s_lt ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_reset > 0 THEN s_lc ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_reset > 0 THEN s_until ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_lasts THEN s_time ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.a WHEN d_lasts THEN s_a ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.b WHEN d_lasts THEN s_b ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_lasts THEN s_lt ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_lasts THEN s_lc ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_lasts THEN s_until ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed AND op_cost > 0, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, d_blocked
 FROM (SELECT * FROM (SELECT op_cost,
 	now,
@@ -679,6 +683,7 @@ FROM (SELECT * FROM (SELECT op_cost,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT op_cost,
 	count_denied,
@@ -917,9 +922,9 @@ FROM (SELECT op_cost,
 	never,
 	verb,
 	cost,
-	CASE WHEN turns THEN ws ELSE t0 END AS start,
+	CASE WHEN turns THEN ws ELSE ts END AS start,
 			CASE WHEN turns THEN 0::float8 ELSE a0 END AS cur0,
-			CASE WHEN NOT turns THEN b0 WHEN ws - t0 = iv THEN a0 ELSE 0::float8 END AS prev
+			CASE WHEN NOT turns THEN b0 WHEN ws - ts = iv THEN a0 ELSE 0::float8 END AS prev
 FROM (SELECT op_cost,
 	lim,
 	iv,
@@ -942,7 +947,8 @@ FROM (SELECT op_cost,
 	verb,
 	cost,
 	ws,
-	ws > t0 AS turns
+	ts,
+	ws > ts AS turns
 FROM (SELECT op_cost,
 	lim,
 	iv,
@@ -964,7 +970,7 @@ FROM (SELECT op_cost,
 	never,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT op_cost,
 	lim,
 	iv,
@@ -1016,7 +1022,8 @@ FROM (SELECT key,
 	d_reset,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -1207,9 +1214,9 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	CASE WHEN turns THEN ws ELSE t0 END AS start,
+	CASE WHEN turns THEN ws ELSE ts END AS start,
 			CASE WHEN turns THEN 0::float8 ELSE a0 END AS cur0,
-			CASE WHEN NOT turns THEN b0 WHEN ws - t0 = iv THEN a0 ELSE 0::float8 END AS prev
+			CASE WHEN NOT turns THEN b0 WHEN ws - ts = iv THEN a0 ELSE 0::float8 END AS prev
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -1238,7 +1245,8 @@ FROM (SELECT key,
 	lc,
 	u0,
 	ws,
-	ws > t0 AS turns
+	ts,
+	ws > ts AS turns
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -1266,8 +1274,8 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
-FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, caller_now AS now, CASE WHEN s.kind = 6 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 6 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 6 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 6 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 6 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 6 THEN s.until_ns ELSE 0 END AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
+FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, caller_now AS now, CASE WHEN s.expires_at > caller_now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > caller_now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > caller_now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > caller_now THEN s.until_ns ELSE 0 END AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, 6::int2, op_cost, op_cn),
 	(2, 6::int2, g, 0::int8),

@@ -30,17 +30,17 @@ WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 INSERT INTO "{table}" AS s (key, kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked)
 SELECT key,
 	CASE WHEN d_recorded THEN 5 ELSE 5 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN t0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN a0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN b0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_reset > 0 THEN CASE WHEN NOT grows THEN lt
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN t0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN a0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN b0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_lasts THEN CASE WHEN NOT grows THEN lt
 			WHEN n > 0 AND n >= maxe THEN live_t[1:n - 1] || entry_t
 			ELSE live_t || entry_t END ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_reset > 0 THEN CASE WHEN NOT grows THEN lc
+	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_lasts THEN CASE WHEN NOT grows THEN lc
 			WHEN n > 0 AND n >= maxe THEN live_c[1:n - 1] || (live_c[n] + cost)
 			ELSE live_c || cost END ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN u0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN u0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed AND op_cost > 0, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, false
 FROM (SELECT * FROM (SELECT key,
 	op_cost,
@@ -67,7 +67,8 @@ FROM (SELECT * FROM (SELECT key,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_cost,
 	lim,
@@ -278,7 +279,8 @@ FROM (SELECT key,
 	d_reset,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -545,17 +547,17 @@ CROSS JOIN LATERAL (VALUES
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1 OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1) AS x
 ON CONFLICT (key) DO UPDATE SET (kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked) = (SELECT
 	CASE WHEN d_recorded THEN 5 ELSE s.kind END,
-	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_reset > 0 THEN t0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.a WHEN d_reset > 0 THEN a0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.b WHEN d_reset > 0 THEN b0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_reset > 0 THEN CASE WHEN NOT grows THEN lt
+	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_lasts THEN t0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.a WHEN d_lasts THEN a0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.b WHEN d_lasts THEN b0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_lasts THEN CASE WHEN NOT grows THEN lt
 			WHEN n > 0 AND n >= maxe THEN live_t[1:n - 1] || entry_t
 			ELSE live_t || entry_t END ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_reset > 0 THEN CASE WHEN NOT grows THEN lc
+	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_lasts THEN CASE WHEN NOT grows THEN lc
 			WHEN n > 0 AND n >= maxe THEN live_c[1:n - 1] || (live_c[n] + cost)
 			ELSE live_c || cost END ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_reset > 0 THEN u0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_lasts THEN u0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed AND op_cost > 0, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, false
 FROM (SELECT * FROM (SELECT op_cost,
 	maxe,
@@ -581,7 +583,8 @@ FROM (SELECT * FROM (SELECT op_cost,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT op_cost,
 	lim,
 	maxe,
@@ -784,7 +787,8 @@ FROM (SELECT key,
 	d_reset,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -1040,7 +1044,7 @@ FROM (SELECT key,
 	u0,
 	cardinality(lt) AS n0,
 			coalesce((SELECT min(e.i) FROM unnest(lt) WITH ORDINALITY AS e(t, i) WHERE e.t + iv > now), cardinality(lt) + 1)::int4 AS first_live
-FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, caller_now AS now, CASE WHEN s.kind = 5 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 5 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 5 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 5 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 5 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 5 THEN s.until_ns ELSE 0 END AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
+FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, caller_now AS now, CASE WHEN s.expires_at > caller_now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > caller_now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > caller_now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > caller_now THEN s.until_ns ELSE 0 END AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, 6::int2, op_cost, op_cn),
 	(2, 6::int2, g, 0::int8),

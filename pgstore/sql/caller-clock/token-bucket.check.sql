@@ -37,7 +37,8 @@ FROM (SELECT now,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT lim,
 	verb,
 	cost,
@@ -190,5 +191,5 @@ FROM (SELECT lim,
 	held_kind,
 	held_expiry,
 	verb = 5 AND now < booked_at AND t0 = booked_at AS gives_back, a0 + cost - lim AS excess, (CASE WHEN a0 <= slack THEN 0::int8 ELSE (CASE WHEN NOT ((a0) * ivf / am > 0) THEN 0::int8 WHEN ((a0) * ivf / am - (a0) * ivf / am * '3.552713678800501e-15'::float8) >= 1152921504606846976::float8 THEN 1152921504606846976::int8 ELSE ceil(((a0) * ivf / am - (a0) * ivf / am * '3.552713678800501e-15'::float8))::int8 END) END) AS drained
-FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, caller_now AS now, CASE WHEN s.kind = 3 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 3 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 3 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 3 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 3 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 3 THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
+FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, caller_now AS now, CASE WHEN s.expires_at > caller_now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > caller_now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > caller_now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > caller_now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > caller_now THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
 WHERE held_kind IS NULL OR held_kind = 3 OR held_expiry <= now

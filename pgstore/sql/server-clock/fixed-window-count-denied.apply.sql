@@ -30,13 +30,13 @@ WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 INSERT INTO "{table}" AS s (key, kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked)
 SELECT key,
 	CASE WHEN d_recorded THEN 4 ELSE 4 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_time ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_a ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_b ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_reset > 0 THEN s_lt ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_reset > 0 THEN s_lc ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN s_until ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_time ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_a ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_b ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_lasts THEN s_lt ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_lasts THEN s_lc ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN s_until ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, d_blocked
 FROM (SELECT * FROM (SELECT key,
 	now,
@@ -47,6 +47,7 @@ FROM (SELECT * FROM (SELECT key,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, 0::float8 AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		CASE WHEN counts THEN f_time ELSE s1_time END AS s_time, CASE WHEN counts THEN f_a ELSE s1_a END AS s_a, CASE WHEN counts THEN f_b ELSE s1_b END AS s_b, CASE WHEN counts THEN f_lt ELSE s1_lt END AS s_lt, CASE WHEN counts THEN f_lc ELSE s1_lc END AS s_lc, until1 AS s_until
 FROM (SELECT key,
 	count_denied,
@@ -241,7 +242,7 @@ FROM (SELECT key,
 	f_lt,
 	f_lc,
 	verb,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT key,
 	lim,
 	full_at,
@@ -276,9 +277,8 @@ FROM (SELECT key,
 	f_lt,
 	f_lc,
 	verb,
-	t0,
 	a0,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT key,
 	lim,
 	full_at,
@@ -516,7 +516,7 @@ FROM (SELECT key,
 	never,
 	verb,
 	cost,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT key,
 	lim,
 	full_at,
@@ -535,7 +535,7 @@ FROM (SELECT key,
 	never,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT key,
 	lim,
 	full_at,
@@ -553,16 +553,16 @@ FROM (SELECT key,
 	CASE WHEN verb IN (1, 4) AND cost > lim OR u0 > now AND verb IN (1, 6) THEN 2::int2 ELSE verb END AS verb,
 	CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::float8 ELSE cost END AS cost, CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::int8 ELSE cn END AS cn,
 	CASE WHEN u0 > now AND verb = 4 THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at
-FROM (SELECT p.*, c.*, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE prio = 1) AS x
+FROM (SELECT p.*, c.*, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x WHERE prio = 1) AS x
 ON CONFLICT (key) DO UPDATE SET (kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked) = (SELECT
 	CASE WHEN d_recorded THEN 4 ELSE s.kind END,
-	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_reset > 0 THEN s_time ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.a WHEN d_reset > 0 THEN s_a ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.b WHEN d_reset > 0 THEN s_b ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_reset > 0 THEN s_lt ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_reset > 0 THEN s_lc ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_reset > 0 THEN s_until ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_lasts THEN s_time ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.a WHEN d_lasts THEN s_a ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.b WHEN d_lasts THEN s_b ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_lasts THEN s_lt ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_lasts THEN s_lc ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_lasts THEN s_until ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, d_blocked
 FROM (SELECT * FROM (SELECT now,
 	prio,
@@ -572,6 +572,7 @@ FROM (SELECT * FROM (SELECT now,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, 0::float8 AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		CASE WHEN counts THEN f_time ELSE s1_time END AS s_time, CASE WHEN counts THEN f_a ELSE s1_a END AS s_a, CASE WHEN counts THEN f_b ELSE s1_b END AS s_b, CASE WHEN counts THEN f_lt ELSE s1_lt END AS s_lt, CASE WHEN counts THEN f_lc ELSE s1_lc END AS s_lc, until1 AS s_until
 FROM (SELECT count_denied,
 	now,
@@ -760,7 +761,7 @@ FROM (SELECT lim,
 	f_lt,
 	f_lc,
 	verb,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -794,9 +795,8 @@ FROM (SELECT lim,
 	f_lt,
 	f_lc,
 	verb,
-	t0,
 	a0,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -1025,7 +1025,7 @@ FROM (SELECT lim,
 	never,
 	verb,
 	cost,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -1043,7 +1043,7 @@ FROM (SELECT lim,
 	never,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -1060,6 +1060,6 @@ FROM (SELECT lim,
 	CASE WHEN verb IN (1, 4) AND cost > lim OR u0 > now AND verb IN (1, 6) THEN 2::int2 ELSE verb END AS verb,
 	CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::float8 ELSE cost END AS cost, CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::int8 ELSE cn END AS cn,
 	CASE WHEN u0 > now AND verb = 4 THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at
-FROM (SELECT p.*, c.*, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, CASE WHEN s.kind = 4 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 4 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 4 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 4 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 4 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 4 THEN s.until_ns ELSE 0 END AS u0 FROM p CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE prio = 1) AS x)
+FROM (SELECT p.*, c.*, n.now AS now, CASE WHEN s.expires_at > n.now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > n.now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > n.now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > n.now THEN s.until_ns ELSE 0 END AS u0 FROM p CROSS JOIN (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now OFFSET 0) AS n CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x WHERE prio = 1) AS x)
 WHERE s.kind = 4 OR s.expires_at <= (extract(epoch FROM clock_timestamp()) * 1000000000)::int8
 RETURNING last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked

@@ -36,6 +36,7 @@ FROM (SELECT now,
 	allowed1 AS d_allowed,
 		CASE WHEN until1 <> 0 THEN greatest(reset2, until1 - now) ELSE reset2 END AS d_reset,
 		k_delay AS d_delay, k_at AS d_at, CASE WHEN o_verb = 6 AND allowed1 THEN cost ELSE 0::float8 END AS d_granted, until1 <> 0 AS d_blocked, o_verb = 3 OR o_verb IN (1, 4) AND (allowed1 OR until1 <> 0 OR count_denied) OR o_verb IN (5, 7) AND allowed1 OR o_verb = 6 AND allowed1 AND cost > 0 AS d_recorded,
+		until1 <> 0 OR reset2 > 0 AS d_lasts,
 		s1_time AS s_time, s1_a AS s_a, s1_b AS s_b, s1_lt AS s_lt, s1_lc AS s_lc, until1 AS s_until
 FROM (SELECT count_denied,
 	now,
@@ -232,7 +233,7 @@ FROM (SELECT lim,
 	never,
 	verb,
 	cost,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -252,7 +253,7 @@ FROM (SELECT lim,
 	never,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT lim,
 	full_at,
 	iv,
@@ -271,5 +272,5 @@ FROM (SELECT lim,
 	CASE WHEN verb IN (1, 4) AND cost > lim OR u0 > now AND verb IN (1, 6) THEN 2::int2 ELSE verb END AS verb,
 	CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::float8 ELSE cost END AS cost, CASE WHEN verb IN (1, 4) AND cost > lim THEN 0::int8 ELSE cn END AS cn,
 	CASE WHEN u0 > now AND verb = 4 THEN greatest(booked_at, u0) ELSE booked_at END AS booked_at
-FROM (SELECT p.*, c.*, s.kind AS held_kind, s.expires_at AS held_expiry, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, CASE WHEN s.kind = 4 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 4 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 4 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 4 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 4 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 4 THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
+FROM (SELECT p.*, c.*, s.kind AS held_kind, s.expires_at AS held_expiry, n.now AS now, CASE WHEN s.expires_at > n.now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > n.now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > n.now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > n.now THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key CROSS JOIN (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now OFFSET 0) AS n CROSS JOIN LATERAL (VALUES (1, op_verb, op_cost, op_cn, op_at), (2, 2::int2, 0::float8, 0::int8, op_at)) AS c(prio, verb, cost, cn, booked_at) OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
 WHERE prio = 1 AND (held_kind IS NULL OR held_kind = 4 OR held_expiry <= now)

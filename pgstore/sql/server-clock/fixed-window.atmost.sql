@@ -29,13 +29,13 @@ WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 INSERT INTO "{table}" AS s (key, kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked)
 SELECT key,
 	CASE WHEN d_recorded THEN 4 ELSE 4 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN start ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN count1 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN 0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_reset > 0 THEN NULL::int8[] ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_reset > 0 THEN NULL::float8[] ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN 0 WHEN d_reset > 0 THEN u0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN start ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN count1 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN 0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN NULL::int8[] WHEN d_lasts THEN NULL::int8[] ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN NULL::float8[] WHEN d_lasts THEN NULL::float8[] ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN 0 WHEN d_lasts THEN u0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN '-9223372036854775808'::int8 WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed AND op_cost > 0, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, false
 FROM (SELECT * FROM (SELECT key,
 	op_cost,
@@ -52,7 +52,8 @@ FROM (SELECT * FROM (SELECT key,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_cost,
 	lim,
@@ -100,7 +101,7 @@ FROM (SELECT key,
 	prio,
 	verb,
 	cost,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT key,
 	op_cost,
 	lim,
@@ -108,13 +109,12 @@ FROM (SELECT key,
 	iv,
 	slack,
 	now,
-	t0,
 	a0,
 	u0,
 	prio,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT z.*, c.* FROM (SELECT key, op_verb, op_cost, lim, full_at, iv, ivf, slack, am, tau, op_cn, maxe, max_delay, op_at, penalty, count_denied, now, t0, a0, b0, lt, lc, u0, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g,
 	d_used AS z_used, d_remaining AS z_remaining, d_reset AS z_reset
 FROM (SELECT key,
@@ -145,7 +145,8 @@ FROM (SELECT key,
 	d_reset,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -257,7 +258,7 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -284,7 +285,7 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, 0::int8 AS t0, 0::float8 AS a0, 0::float8 AS b0, '{}'::int8[] AS lt, '{}'::float8[] AS lc, 0::int8 AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, 6::int2, op_cost, op_cn),
@@ -296,13 +297,13 @@ CROSS JOIN LATERAL (VALUES
 WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 AND c.cost <= ceil(op_cost) - 1 OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x WHERE d_allowed OR prio = 5 ORDER BY prio LIMIT 1) AS x
 ON CONFLICT (key) DO UPDATE SET (kind, time_ns, a, b, log_times, log_costs, until_ns, expires_at, last_allowed, last_used, last_remaining, last_retry_after, last_reset_after, last_delay, last_at, last_granted, last_blocked) = (SELECT
 	CASE WHEN d_recorded THEN 4 ELSE s.kind END,
-	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_reset > 0 THEN start ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.a WHEN d_reset > 0 THEN count1 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.b WHEN d_reset > 0 THEN 0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_reset > 0 THEN NULL::int8[] ELSE NULL::int8[] END,
-	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_reset > 0 THEN NULL::float8[] ELSE NULL::float8[] END,
-	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_reset > 0 THEN u0 ELSE 0 END,
-	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_reset > 0 THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
+	CASE WHEN NOT d_recorded THEN s.time_ns WHEN d_lasts THEN start ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.a WHEN d_lasts THEN count1 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.b WHEN d_lasts THEN 0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.log_times WHEN d_lasts THEN NULL::int8[] ELSE NULL::int8[] END,
+	CASE WHEN NOT d_recorded THEN s.log_costs WHEN d_lasts THEN NULL::float8[] ELSE NULL::float8[] END,
+	CASE WHEN NOT d_recorded THEN s.until_ns WHEN d_lasts THEN u0 ELSE 0 END,
+	CASE WHEN NOT d_recorded THEN s.expires_at WHEN d_lasts THEN now + d_reset ELSE '-9223372036854775808'::int8 END,
 	d_allowed AND op_cost > 0, d_used, d_remaining, d_retry, d_reset, d_delay, d_at, d_granted, false
 FROM (SELECT * FROM (SELECT op_cost,
 	now,
@@ -318,7 +319,8 @@ FROM (SELECT * FROM (SELECT op_cost,
 	d_at,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT op_cost,
 	lim,
 	now,
@@ -362,20 +364,19 @@ FROM (SELECT op_cost,
 	prio,
 	verb,
 	cost,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT op_cost,
 	lim,
 	full_at,
 	iv,
 	slack,
 	now,
-	t0,
 	a0,
 	u0,
 	prio,
 	verb,
 	cost,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
 FROM (SELECT z.*, c.* FROM (SELECT key, op_verb, op_cost, lim, full_at, iv, ivf, slack, am, tau, op_cn, maxe, max_delay, op_at, penalty, count_denied, now, t0, a0, b0, lt, lc, u0, booked_at, least(floor(d_remaining + slack), ceil(op_cost) - 1, floor(lim)) AS g,
 	d_used AS z_used, d_remaining AS z_remaining, d_reset AS z_reset
 FROM (SELECT key,
@@ -406,7 +407,8 @@ FROM (SELECT key,
 	d_reset,
 	lim - d_used AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -518,7 +520,7 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	greatest(ws, t0) AS start, CASE WHEN ws > t0 THEN 0::float8 ELSE a0 END AS count0
+	greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0
 FROM (SELECT key,
 	op_verb,
 	op_cost,
@@ -545,8 +547,8 @@ FROM (SELECT key,
 	lt,
 	lc,
 	u0,
-	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws
-FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, CASE WHEN s.kind = 4 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 4 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 4 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 4 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 4 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 4 THEN s.until_ns ELSE 0 END AS u0 FROM p OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
+	(now / iv - CASE WHEN now % iv < 0 THEN 1 ELSE 0 END) * iv AS ws, (t0 / iv - CASE WHEN t0 % iv < 0 THEN 1 ELSE 0 END) * iv AS ts
+FROM (SELECT p.*, 2::int2 AS verb, 0::float8 AS cost, 0::int8 AS cn, op_at AS booked_at, n.now AS now, CASE WHEN s.expires_at > n.now THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.expires_at > n.now THEN s.a ELSE 0 END AS a0, CASE WHEN s.expires_at > n.now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > n.now THEN s.until_ns ELSE 0 END AS u0 FROM p CROSS JOIN (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now OFFSET 0) AS n OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x) AS z
 CROSS JOIN LATERAL (VALUES
 	(1, 6::int2, op_cost, op_cn),
 	(2, 6::int2, g, 0::int8),

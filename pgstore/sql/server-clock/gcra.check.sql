@@ -36,7 +36,8 @@ FROM (SELECT now,
 	d_at,
 	CASE WHEN lim - d_used > 0 THEN least((tau - (tat - now))::float8 / ivf, lim) ELSE lim - d_used END AS d_remaining,
 			CASE WHEN verb = 6 AND d_allowed THEN cost ELSE 0::float8 END AS d_granted,
-			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded
+			verb = 3 OR verb IN (1, 4, 5, 7) AND d_allowed OR verb = 6 AND d_allowed AND cost > 0 AS d_recorded,
+			d_reset > 0 AS d_lasts
 FROM (SELECT lim,
 	ivf,
 	tau,
@@ -107,5 +108,5 @@ FROM (SELECT lim,
 	held_expiry,
 	greatest(t0, now) AS tat0, verb = 5 AND now < booked_at AND t0 = booked_at + tau AS gives_back,
 			greatest(t0, now) + cn - tau AS fit_kind
-FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now, CASE WHEN s.kind = 2 THEN s.time_ns ELSE 0 END AS t0, CASE WHEN s.kind = 2 THEN s.a ELSE 0 END AS a0, CASE WHEN s.kind = 2 THEN s.b ELSE 0 END AS b0, CASE WHEN s.kind = 2 THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.kind = 2 THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.kind = 2 THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
+FROM (SELECT p.*, op_verb AS verb, op_cost AS cost, op_cn AS cn, op_at AS booked_at, s.kind AS held_kind, s.expires_at AS held_expiry, n.now AS now, CASE WHEN s.expires_at > n.now THEN CASE WHEN s.a <> ivf AND s.a <> 0 AND s.time_ns > n.now THEN n.now + floor(least((s.time_ns - n.now)::float8 / s.a * ivf, 1152921504606846976::float8) + '0.49999999999999994'::float8)::int8 ELSE s.time_ns END ELSE 0 END AS t0, CASE WHEN s.expires_at > n.now THEN CASE WHEN s.a <> ivf AND s.a <> 0 AND s.time_ns > n.now THEN ivf ELSE s.a END ELSE 0 END AS a0, CASE WHEN s.expires_at > n.now THEN s.b ELSE 0 END AS b0, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_times, '{}') ELSE '{}'::int8[] END AS lt, CASE WHEN s.expires_at > n.now THEN coalesce(s.log_costs, '{}') ELSE '{}'::float8[] END AS lc, CASE WHEN s.expires_at > n.now THEN s.until_ns ELSE 0 END AS u0 FROM p LEFT JOIN "{table}" AS s ON s.key = p.key CROSS JOIN (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::int8 AS now OFFSET 0) AS n OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x OFFSET 0) AS x) AS x
 WHERE held_kind IS NULL OR held_kind = 2 OR held_expiry <= now

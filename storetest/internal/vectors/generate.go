@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
@@ -82,9 +83,6 @@ func Generate() []Case {
 			if r.with != nil {
 				r.with(&p)
 			}
-			if span := longestSpan(p); span >= exactSpan {
-				panic(fmt.Sprintf("vectors: %s: spans %v, at least 2^53 ns", a.name, time.Duration(span)))
-			}
 			name := a.name + "/" + r.verb + "/" + r.rule
 			cases = append(cases, run(name, p, Today, r.build))
 			if r.everywhere {
@@ -100,13 +98,30 @@ func Generate() []Case {
 			panic("vectors: two cases named " + c.Name)
 		}
 		seen[c.Name] = true
+		for _, p := range limits(c) {
+			if span := longestSpan(p); span >= exactSpan {
+				panic(fmt.Sprintf("vectors: %s: %v spans %v, at least 2^53 ns", c.Name, p, time.Duration(span)))
+			}
+		}
 	}
 	return cases
 }
 
+// limits returns the Params c's steps run under: the case's, then those
+// of its steps that have their own.
+func limits(c Case) []engine.Params {
+	ps := []engine.Params{c.Params}
+	for _, s := range c.Steps {
+		if s.Params != nil && !slices.Contains(ps, *s.Params) {
+			ps = append(ps, *s.Params)
+		}
+	}
+	return ps
+}
+
 // run builds the case name of p from start.
 func run(name string, p engine.Params, start int64, build func(*builder)) Case {
-	b := &builder{c: Case{Name: name, Params: p}, now: start}
+	b := &builder{c: Case{Name: name, Params: p}, p: p, now: start}
 	build(b)
 	return b.c
 }
@@ -114,7 +129,8 @@ func run(name string, p engine.Params, start int64, build func(*builder)) Case {
 // endStart returns the start from which build's ops end at the latest
 // time a step accepts: exactly, or, for windows aligned on the epoch,
 // whose decisions depend on where in a window a case starts, in the last
-// interval before it.
+// period before it, the least common multiple of the windows' lengths
+// the case's steps run under.
 func endStart(p engine.Params, build func(*builder)) int64 {
 	c := run("", p, Today, build)
 	last := Today
@@ -125,9 +141,26 @@ func endStart(p engine.Params, build func(*builder)) int64 {
 	}
 	shift := maxTime - last
 	if p.Kind == engine.KindSlidingCounter || p.Kind == engine.KindFixedWindow && !p.Anchored {
-		shift = arith.FloorDiv(shift, p.Interval) * p.Interval
+		period := int64(1)
+		for _, q := range limits(c) {
+			period = lcm(period, q.Interval)
+		}
+		shift = arith.FloorDiv(shift, period) * period
 	}
 	return Today + shift
+}
+
+// lcm returns the least common multiple of a and b, which are positive,
+// and panics if it takes more than a fraction of the years the times span.
+func lcm(a, b int64) int64 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	if a/x > maxTime/16/b {
+		panic(fmt.Sprintf("vectors: windows of %v and %v are aligned together too rarely", time.Duration(a), time.Duration(b)))
+	}
+	return a / x * b
 }
 
 // longestSpan returns the longest duration, in nanoseconds, that p's
@@ -147,9 +180,14 @@ func longestSpan(p engine.Params) float64 {
 }
 
 // A builder runs a case's ops through Step on one key, from a fresh
-// state, and records each with its outcome.
+// state, and records each with its outcome. It keeps the state as a store
+// does: the state an op leaves is written back iff Params.Records the
+// decision or Params.Carries the state the op read.
 type builder struct {
-	c   Case
+	c Case
+	// p are the Params the next op runs under: the case's, until the key's
+	// limit changes (see as).
+	p   engine.Params
 	s   engine.State
 	now int64 // the time of the next op
 	// latest is the latest time an op was decided at, and expires when
@@ -158,33 +196,76 @@ type builder struct {
 	latest, expires int64
 }
 
-// step decides op by Step from the key's state, records it with its
-// outcome, and returns Step's decision and error.
+// step decides op by Step from the key's state, under the Params of the
+// moment, records it with its outcome, and returns Step's decision and
+// error.
 func (b *builder) step(op engine.Op) (engine.Decision, error) {
-	next, d, err := b.c.Params.Step(b.s, op)
+	p := b.p
+	next, d, err := p.Step(clone(b.s), op)
 	s := Step{Op: op, Err: sentinelName(err)}
-	if err == nil || b.c.Params.Overflows(op, err) {
+	if p != b.c.Params {
+		s.Params = &p
+	}
+	decided := err == nil || p.Overflows(op, err)
+	if decided {
 		want := d
 		s.Want = &want
 	}
 	b.c.Steps = append(b.c.Steps, s)
-	b.s = next
+	// Written back as a store does: what the op left, if it recorded or
+	// carried the state over to p's limit.
+	writes := decided && (p.Records(op.Verb, &d) || p.Carries(&b.s, &op))
 	inRange := engine.CheckTime(op.Now) == nil
 	switch {
+	case p.Kind != b.c.Params.Kind || p.Anchored != b.c.Params.Anchored || p.IntervalRefill != b.c.Params.IntervalRefill:
+		b.fail("runs under another algorithm or mode than the case's")
 	case err != nil && s.Err == "":
 		b.fail(fmt.Sprintf("no sentinel in %v", err))
 	case inRange && op.Now < b.expires && b.expires <= b.latest:
 		// A store that forgot the key after its expiry would decide from a
 		// fresh state: either answer is right, and a vector has one.
 		b.fail("steps back before an expiry the store may have acted on")
+	case inRange && b.expires <= op.Now && !b.asIfForgotten(op, next, d, err, writes):
+		// The expiry is the one the last write computed, under the Params
+		// of the moment: a limit that changed since may find the key
+		// forgotten sooner than its own rules would.
+		b.fail("decides otherwise from a state past its expiry, which a store may have forgotten")
 	}
-	if s.Want != nil && b.c.Params.Records(op.Verb, &d) {
+	if writes {
+		b.s = next
 		b.expires = op.Now + int64(d.ResetAfter)
 	}
 	if inRange {
 		b.latest = max(b.latest, op.Now)
 	}
 	return d, err
+}
+
+// asIfForgotten reports whether op, which Step decided as d and err from
+// the key's state, leaving next (written back iff writes), is decided
+// alike from a fresh state, and leaves the same state.
+func (b *builder) asIfForgotten(op engine.Op, next engine.State, d engine.Decision, err error, writes bool) bool {
+	var fresh engine.State
+	again, e, errAgain := b.p.Step(fresh, op)
+	decided := errAgain == nil || b.p.Overflows(op, errAgain)
+	if sentinelName(errAgain) != sentinelName(err) || (errAgain == nil) != (err == nil) || d != e ||
+		writes != (decided && (b.p.Records(op.Verb, &e) || b.p.Carries(&fresh, &op))) {
+		return false
+	}
+	return !writes || sameState(next, again)
+}
+
+// clone returns s with a log of its own, which a step may rewrite.
+func clone(s engine.State) engine.State {
+	s.Log = slices.Clone(s.Log)
+	return s
+}
+
+// sameState reports whether a and b are the same state, an empty log
+// being none.
+func sameState(a, b engine.State) bool {
+	return slices.Equal(a.Log, b.Log) && a.Time == b.Time && a.Until == b.Until &&
+		math.Float64bits(a.A) == math.Float64bits(b.A) && math.Float64bits(a.B) == math.Float64bits(b.B)
 }
 
 // admit decides op, which must be admitted (for a cancel, give its cost
@@ -264,7 +345,6 @@ func (b *builder) extend(at int64) engine.Op {
 	return op
 }
 
-// limit is the Params' limit.
 // wait is an acquisition of cost by the waiter of ticket (0 for none)
 // with patience, which a denial lines up.
 func (b *builder) wait(cost float64, ticket, patience int64) engine.Op {
@@ -287,10 +367,27 @@ func (b *builder) leave(ticket int64) engine.Op {
 	return op
 }
 
-func (b *builder) limit() float64 { return b.c.Params.Limit }
+// as runs the next ops under q instead of the Params of the moment: the
+// key's limit changes (to the case's own Params again, if q is them).
+func (b *builder) as(q engine.Params) {
+	if err := q.Validate(); err != nil {
+		panic(fmt.Sprintf("vectors: %s: %v", b.c.Name, err))
+	}
+	b.p = q
+}
 
-// interval is the Params' interval.
-func (b *builder) interval() int64 { return b.c.Params.Interval }
+// changed returns the case's Params changed by f.
+func (b *builder) changed(f func(q *engine.Params)) engine.Params {
+	q := b.c.Params
+	f(&q)
+	return q
+}
+
+// limit is the limit of the Params of the moment.
+func (b *builder) limit() float64 { return b.p.Limit }
+
+// interval is the interval of the Params of the moment.
+func (b *builder) interval() int64 { return b.p.Interval }
 
 // up returns the next float64 above x: one ulp over.
 func up(x float64) float64 { return math.Nextafter(x, math.Inf(1)) }

@@ -821,4 +821,363 @@ var recipes = []recipe{
 			b.now = end
 			b.expect(!b.decide(b.allow(1)).Blocked, "free when the block ends")
 		}},
+
+	// Limits that change (see "Limits that change" in package engine):
+	// ops under other Params of the case's algorithm and mode, on the
+	// state that the Params before left. GCRA converts the cost its TAT
+	// holds to the new interval, once, and records it even on a denial.
+	{verb: "allow", rule: "limit-raised-tenfold-admits-at-the-new-rate-at-once", applies: gcra, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		slow := b.deny(b.allow(1)).RetryAfter
+		fast := b.changed(tenfold)
+		b.as(fast)
+		d := b.deny(b.allow(1)) // converts, and records it
+		b.expect(d.RetryAfter <= time.Duration(fast.Interval) && d.RetryAfter < slow, "told to retry within a new interval")
+		b.now += int64(d.RetryAfter)
+		b.admit(b.allow(1))
+		for range 3 {
+			b.expect(b.deny(b.allow(1)).RetryAfter == time.Duration(fast.Interval), "one unit a new interval")
+			b.now += fast.Interval
+			b.admit(b.allow(1))
+		}
+	}},
+	{verb: "allow", rule: "limit-lowered-tenfold-keeps-what-was-used", applies: named("gcra"), everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.now += b.interval() // a unit drained at the old rate
+		slow := b.changed(tenfoldSlower)
+		b.as(slow)
+		b.expect(b.admit(b.allow(1)).Remaining == 0, "the unit drained, and no more")
+		b.expect(b.deny(b.allow(1)).RetryAfter == time.Duration(slow.Interval), "one unit a new interval")
+	}},
+	{verb: "check", rule: "under-a-new-interval-converts-without-recording", applies: gcra, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		fast := b.changed(tenfold)
+		b.as(fast)
+		retry := b.deny(b.check(1)).RetryAfter
+		b.expect(retry <= time.Duration(fast.Interval), "decided as converted")
+		b.now += int64(retry)
+		// Converted at its own instant, from the TAT the check left as it
+		// was: less of the old backlog has drained than the check's
+		// conversion counted.
+		d := b.deny(b.allow(1))
+		b.now += int64(d.RetryAfter)
+		b.admit(b.allow(1))
+	}},
+	{verb: "allow", rule: "limit-lowered-a-nanosecond-before-the-tat-converts-the-nanosecond", applies: gcra, everywhere: true,
+		build: func(b *builder) {
+			tat := b.now + b.admit(b.allow(1)).ResetAfter.Nanoseconds()
+			b.now = tat - 1
+			b.as(b.changed(tenfoldSlower))
+			b.expect(b.deny(b.allow(b.limit())).RetryAfter == 10, "the nanosecond held is ten at a tenth of the rate")
+			b.now += 10
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit")
+		}},
+	{verb: "allow", rule: "limit-raised-a-nanosecond-before-the-tat-converts-it-to-none", applies: gcra, everywhere: true,
+		build: func(b *builder) {
+			tat := b.now + b.admit(b.allow(1)).ResetAfter.Nanoseconds()
+			b.now = tat - 1
+			b.as(b.changed(tenfold))
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit at once")
+		}},
+	{verb: "allow", rule: "conversion-rounds-half-a-nanosecond-away-from-zero", applies: named("gcra"), everywhere: true,
+		build: func(b *builder) {
+			t := b.interval()
+			tat := b.now + b.admit(b.allow(1)).ResetAfter.Nanoseconds()
+			held, to, half := tie(t)
+			b.now = tat - held
+			b.as(b.changed(func(q *engine.Params) { q.Interval = to }))
+			b.expect(b.deny(b.allow(b.limit())).RetryAfter == time.Duration(half)+1, "rounded up, not to the even nanosecond below")
+		}},
+	{verb: "allow", rule: "conversion-is-capped-at-2-to-the-60-ns", applies: named("gcra"), everywhere: true,
+		with: func(p *engine.Params) { p.Limit, p.Interval = 1000, int64(time.Millisecond) }, build: func(b *builder) {
+			b.admit(b.allow(b.limit())) // a thousand units held
+			b.as(b.changed(func(q *engine.Params) { q.Limit, q.Interval = 1, 30*24*int64(time.Hour) }))
+			d := b.deny(b.allow(1))
+			b.expect(d.RetryAfter == time.Duration(maxSpan) && d.ResetAfter == time.Duration(maxSpan), "a thousand months, capped")
+			b.now++
+			b.expect(b.deny(b.allow(1)).RetryAfter == time.Duration(maxSpan-1), "the capped TAT recorded")
+		}},
+	{verb: "reserve", rule: "limit-raised-tenfold-books-at-the-new-rate", applies: gcra, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		fast := b.changed(tenfold)
+		b.as(fast)
+		d := b.admit(b.reserve(1, fast.Interval))
+		b.expect(d.Delay > 0 && d.Delay <= time.Duration(fast.Interval), "booked within a new interval")
+		b.expect(b.deny(b.reserve(1, fast.Interval)).RetryAfter == time.Duration(d.Delay), "the next a new interval later")
+	}},
+	{verb: "cancel", rule: "of-a-booking-under-another-interval-gives-nothing-back", applies: gcra, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		at := b.admit(b.reserve(1, b.horizon())).At
+		fast := b.changed(tenfold)
+		b.as(fast)
+		b.deny(b.cancel(1, at)) // converts, and records it
+		b.now += fast.Interval
+		b.deny(b.allow(1))
+	}},
+
+	// The fixed window aligned on the epoch: a window counted under
+	// another length counts in the window of the new length that holds its
+	// start.
+	{verb: "allow", rule: "window-lengthened-keeps-the-count", applies: kind(engine.KindFixedWindow, false), everywhere: true,
+		build: func(b *builder) {
+			t, limit := b.interval(), b.limit()
+			long := b.changed(func(q *engine.Params) { q.Interval, q.Limit = 3*t, 2*limit })
+			start := arith.FloorDiv(b.now, 3*t)*3*t + 3*t // a window of the new length
+			b.now = start + t                             // the second of the old length in it
+			b.admit(b.allow(limit))
+			b.now += t / 2
+			b.as(long)
+			d := b.admit(b.allow(1))
+			b.expect(d.Used == limit+1 && int64(d.ResetAfter) == start+3*t-b.now, "the count kept, in the window that holds its start")
+			b.now = start + 2*t // the old window's end
+			b.expect(b.admit(b.allow(limit-1)).Remaining == 0, "the whole new limit used")
+			b.expect(int64(b.deny(b.allow(1)).RetryAfter) == t, "told to retry when the new window ends")
+			b.now = start + 3*t
+			b.expect(b.admit(b.allow(2*limit)).Remaining == 0, "the whole new limit in the next window")
+		}},
+	{verb: "allow", rule: "window-shortened-starts-anew-at-the-next-boundary-of-the-new-length",
+		applies: kind(engine.KindFixedWindow, false), everywhere: true, build: func(b *builder) {
+			short := b.changed(threeQuarters)
+			b.now = b.windowEnd()
+			start := b.now
+			b.admit(b.allow(b.limit()))
+			held := arith.FloorDiv(start, short.Interval) * short.Interval
+			b.expect(held < start, "a start that is not a multiple of the new length")
+			b.as(short)
+			b.now = held + short.Interval - 1
+			b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry when the window that holds the start ends")
+			b.now++
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit in a new window")
+		}},
+	{verb: "allow", rule: "window-start-a-nanosecond-before-a-boundary-of-the-new-length-counts-until-it",
+		applies: kind(engine.KindFixedWindow, false), everywhere: true, build: func(b *builder) {
+			boundary, limit := b.windowEnd(), b.limit()
+			b.as(b.changed(func(q *engine.Params) { q.Interval = 1 })) // windows of a nanosecond
+			b.now = boundary - 1
+			b.admit(b.allow(limit))
+			b.as(b.changed(func(q *engine.Params) { q.Limit = 2 * limit }))
+			d := b.admit(b.allow(1))
+			b.expect(d.Used == limit+1 && d.ResetAfter == 1, "the count kept, until the boundary")
+			b.now++
+			b.expect(b.admit(b.allow(2*limit)).Remaining == 0, "the whole limit in the next window")
+		}},
+	{verb: "allow", rule: "window-lengthened-ends-the-new-length-after-its-start", applies: kind(engine.KindFixedWindow, true), everywhere: true,
+		build: func(b *builder) {
+			t, limit, start := b.interval(), b.limit(), b.now
+			b.admit(b.allow(limit))
+			b.now += t / 2
+			b.as(b.changed(func(q *engine.Params) { q.Interval, q.Limit = 3*t, 2*limit }))
+			d := b.admit(b.allow(1))
+			b.expect(d.Used == limit+1 && int64(d.ResetAfter) == start+3*t-b.now, "the count kept, in the window of its start")
+			b.now = start + t // the old window's end
+			b.expect(b.admit(b.allow(limit-1)).Remaining == 0, "the whole new limit used")
+			b.expect(int64(b.deny(b.allow(1)).RetryAfter) == 2*t, "told to retry when the new window ends")
+			b.now = start + 3*t
+			b.expect(b.admit(b.allow(2*limit)).Remaining == 0, "the whole new limit in the next window")
+		}},
+	{verb: "allow", rule: "window-shortened-ends-the-new-length-after-its-start", applies: kind(engine.KindFixedWindow, true), everywhere: true,
+		build: func(b *builder) {
+			start := b.now
+			b.admit(b.allow(b.limit()))
+			short := b.changed(threeQuarters)
+			b.as(short)
+			b.now = start + short.Interval - 1
+			b.expect(b.deny(b.allow(1)).RetryAfter == 1, "told to retry when the new length has passed")
+			b.now++
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit in a new window")
+		}},
+
+	// The sliding counter: its windows counted under another length count
+	// in the windows of the new length that hold their start.
+	{verb: "allow", rule: "window-lengthened-keeps-both-counts", applies: kind(engine.KindSlidingCounter, false), everywhere: true,
+		build: func(b *builder) {
+			t, limit := b.interval(), b.limit()
+			w := 3 * t
+			start := arith.FloorDiv(b.now, w)*w + w // a window of the new length
+			b.now = start + t/2
+			b.admit(b.allow(limit)) // the previous window's count, to be
+			b.now = start + t + t/2
+			b.admit(b.allow(1))
+			b.as(b.changed(func(q *engine.Params) { q.Interval, q.Limit = w, 2*limit }))
+			d := b.admit(b.allow(1))
+			elapsed := b.now - start
+			b.expect(d.Used == 1+limit*float64(w-elapsed)/float64(w)+1, "both counts kept, the previous one weighed over the new length")
+			b.expect(int64(d.ResetAfter) == start+2*w-b.now, "counted in the window that holds its start")
+			b.now = start + 2*t + t/2 // past the old windows' ends
+			elapsed = b.now - start
+			b.expect(b.admit(b.check(0)).Used == 2+limit*float64(w-elapsed)/float64(w), "both counts kept")
+			b.now = start + w
+			b.expect(b.admit(b.allow(2*limit-2)).Remaining == 0, "the count the previous one")
+		}},
+	{verb: "allow", rule: "window-shortened-counts-the-window-that-holds-its-start-as-the-previous",
+		applies: kind(engine.KindSlidingCounter, false), everywhere: true, build: func(b *builder) {
+			short := b.changed(threeQuarters)
+			b.now = b.windowEnd()
+			start := b.now
+			b.admit(b.allow(b.limit()))
+			held := arith.FloorDiv(start, short.Interval) * short.Interval
+			b.expect(held < start, "a start that is not a multiple of the new length")
+			b.as(short)
+			b.now = held + short.Interval
+			d := b.deny(b.allow(1))
+			b.expect(d.Used == b.limit(), "the previous window's count, whole at the window's start")
+			b.now += int64(d.RetryAfter) - 1
+			b.deny(b.allow(1))
+			b.now++
+			b.admit(b.allow(1))
+		}},
+	{verb: "allow", rule: "window-shortened-forgets-a-window-that-is-not-the-previous-one",
+		applies: kind(engine.KindSlidingCounter, false), everywhere: true, build: func(b *builder) {
+			short := b.changed(threeQuarters)
+			b.now = b.windowEnd()
+			start := b.now
+			b.admit(b.allow(b.limit()))
+			held := arith.FloorDiv(start, short.Interval) * short.Interval
+			b.expect(held < start, "a start that is not a multiple of the new length")
+			b.as(short)
+			b.now = held + 2*short.Interval - 1
+			b.expect(b.deny(b.allow(b.limit())).RetryAfter == 1, "the previous window's count, to its last nanosecond")
+			b.now++
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "the whole limit two windows on")
+		}},
+	{verb: "allow", rule: "window-start-a-nanosecond-before-a-boundary-of-the-new-length-counts-until-it",
+		applies: kind(engine.KindSlidingCounter, false), everywhere: true, build: func(b *builder) {
+			boundary, limit, t := b.windowEnd(), b.limit(), b.interval()
+			b.as(b.changed(func(q *engine.Params) { q.Interval = 1 })) // windows of a nanosecond
+			b.now = boundary - 1
+			b.admit(b.allow(limit))
+			b.as(b.changed(func(q *engine.Params) { q.Limit = 2 * limit }))
+			d := b.admit(b.allow(1))
+			b.expect(d.Used == limit+1 && int64(d.ResetAfter) == t+1, "the count kept, in the window that ends at the boundary")
+			b.now++
+			b.expect(b.admit(b.allow(limit-1)).Remaining == 0, "the count the previous window's at the boundary")
+		}},
+
+	// The buckets read their level (or tokens in use) as it stands, and
+	// the time since at the new rate.
+	{verb: "allow", rule: "capacity-lowered-keeps-the-level-and-waits", applies: reservableBucket, everywhere: true,
+		build: func(b *builder) {
+			b.admit(b.allow(b.limit()))
+			before := b.deny(b.check(1)).RetryAfter
+			low := b.changed(func(q *engine.Params) { q.Limit /= 2 })
+			b.as(low)
+			d := b.deny(b.allow(1))
+			b.expect(d.Used == low.Limit && d.RetryAfter > before, "full, and told to wait for the level held to drain")
+			b.now += int64(d.RetryAfter) - 1
+			b.deny(b.allow(1))
+			b.now++
+			b.admit(b.allow(1))
+		}},
+	{verb: "allow", rule: "rate-raised-counts-the-time-since-the-last-update-at-the-new-rate", applies: meter, everywhere: true,
+		build: func(b *builder) {
+			b.admit(b.allow(b.limit()))
+			b.now += b.interval() / 2
+			fast := b.changed(func(q *engine.Params) { q.Amount *= 2 })
+			b.as(fast)
+			b.expect(b.admit(b.allow(b.c.Params.Amount)).Remaining == 0, "half an interval at twice the rate drained")
+			b.deny(b.allow(1))
+		}},
+
+	// The sliding log and the concurrency limit read their entries as
+	// they stand.
+	{verb: "allow", rule: "max-entries-lowered-below-the-entries-held-merges-into-the-newest",
+		applies: kind(engine.KindSlidingLog, false), everywhere: true, build: func(b *builder) {
+			start := b.now
+			for i := range int64(4) {
+				b.now = start + i
+				b.admit(b.allow(1))
+			}
+			b.as(b.changed(func(q *engine.Params) { q.MaxEntries = 2 }))
+			b.now = start + 4
+			b.admit(b.allow(1))
+			b.now = start + b.interval() + 3 // the four entries' window passed
+			b.expect(b.deny(b.allow(b.limit()-1)).RetryAfter == 1, "the newest entry holds two")
+			b.now++
+			b.expect(b.admit(b.allow(b.limit())).Remaining == 0, "every entry gone")
+		}},
+	{verb: "allow", rule: "max-entries-lowered-below-the-leases-held-admits-none-until-below", applies: leases, everywhere: true,
+		build: func(b *builder) {
+			start := b.now
+			var held []int64
+			for i := range int64(3) {
+				b.now = start + i
+				held = append(held, b.admit(b.allow(0.5)).At)
+			}
+			b.as(b.changed(func(q *engine.Params) { q.MaxEntries = 1 }))
+			d := b.deny(b.allow(0.5))
+			b.expect(d.Used == 1.5 && int64(d.RetryAfter) == held[2]-b.now, "the leases kept: told to retry when all have expired")
+			for _, at := range held[:2] {
+				b.admit(b.release(at))
+				b.deny(b.allow(0.5))
+			}
+			b.admit(b.release(held[2]))
+			b.admit(b.allow(0.5))
+		}},
+	{verb: "allow", rule: "max-entries-lowered-below-the-waiters-keeps-their-places", applies: leases, everywhere: true,
+		build: func(b *builder) {
+			held := b.admit(b.allow(b.limit())).At
+			first := b.deny(b.wait(1, 0, patience)).At
+			second := b.deny(b.wait(1, 0, patience)).At
+			b.as(b.changed(func(q *engine.Params) { q.MaxEntries = 1 }))
+			b.expect(b.deny(b.wait(1, 0, patience)).At == 0, "no place in a line longer than the new maximum")
+			b.expect(b.deny(b.wait(1, second, patience)).At == second, "its place kept")
+			b.admit(b.release(held))
+			b.deny(b.wait(1, second, patience))
+			b.admit(b.wait(1, first, patience))
+			b.deny(b.wait(1, second, patience))
+		}},
+	{verb: "allow", rule: "limit-lowered-below-the-leases-held-admits-none-until-below", applies: leases, everywhere: true,
+		build: func(b *builder) {
+			a := b.admit(b.allow(1)).At
+			b.now++
+			c := b.admit(b.allow(1)).At
+			b.as(b.changed(func(q *engine.Params) { q.Limit = 1 }))
+			d := b.deny(b.allow(1))
+			b.expect(d.Used == 1 && int64(d.RetryAfter) == c-b.now, "the leases kept, over the new limit")
+			b.admit(b.release(a))
+			b.deny(b.allow(1))
+			b.admit(b.release(c))
+			b.admit(b.allow(1))
+		}},
+}
+
+// Limits that change.
+
+// gcra reports whether a is GCRA.
+func gcra(a algorithm) bool { return a.p.Kind == engine.KindGCRA }
+
+// reservableBucket reports whether a is a bucket: leaky, or of tokens.
+func reservableBucket(a algorithm) bool {
+	return a.p.Kind == engine.KindLeakyBucket || a.p.Kind == engine.KindTokenBucket
+}
+
+// named reports whether a is the algorithm named name.
+func named(name string) func(algorithm) bool {
+	return func(a algorithm) bool { return a.name == name }
+}
+
+// tenfold raises the rate of p tenfold: a tenth of the interval.
+func tenfold(p *engine.Params) { p.Interval /= 10 }
+
+// tenfoldSlower lowers the rate of p tenfold: ten times the interval.
+func tenfoldSlower(p *engine.Params) { p.Interval *= 10 }
+
+// threeQuarters shortens p's window to three quarters: a length that does
+// not divide the old one, and of which a few old windows are a multiple.
+func threeQuarters(p *engine.Params) { p.Interval = p.Interval / 4 * 3 }
+
+// tie returns a time held at interval t, and a new interval, at which
+// GCRA's conversion of the time is a whole, even number of nanoseconds and
+// a half, exactly: half, the number, which is not zero, so that the time
+// unconverted is another.
+func tie(t int64) (held, to int64, half float64) {
+	for to = t / 2; to < t; to++ {
+		for held = 1; held < 1000; held++ {
+			x := float64(held) / float64(t) * float64(to)
+			if whole := math.Floor(x); x-whole == 0.5 && whole > 0 && math.Mod(whole, 2) == 0 {
+				return held, to, whole
+			}
+		}
+	}
+	panic("vectors: no tie")
 }

@@ -1,0 +1,95 @@
+package sluice
+
+import "github.com/sluice-go/sluice/engine"
+
+// A GCRA key records the emission interval its state was computed with
+// (State.A: engine's "Limits that change"). A shard's GCRA table keeps its
+// keys in 24-byte slots that have no room for it: they all have the
+// shard's primary interval, the first a GCRA key was saved with there. A
+// GCRA key recorded with another interval (a limit per key, or one that
+// changed) lives in the other table, in a 48-byte slot of Kind GCRA, with
+// its interval; a key moves between the tables when its interval does.
+// load and save give its slot there as otherGCRA - i.
+
+// otherGCRA is the highest slot number that names slot 0 of the other
+// table, for a GCRA key recorded with another interval than the primary.
+const otherGCRA = -2
+
+// otherAt names slot i of the other table as a GCRA key's.
+func otherAt(i int) int { return otherGCRA - i }
+
+// slotOf is the slot of the other table that at names.
+func slotOf(at int) int { return otherGCRA - at }
+
+// primaryOf reports whether a GCRA state s goes in the GCRA table: it was
+// computed with the shard's primary interval, which the first such state
+// sets, or with none.
+func (sh *shard) primaryOf(s *engine.State) bool {
+	if s.A == 0 {
+		return true
+	}
+	if sh.primaryA == 0 {
+		sh.primaryA = s.A
+	}
+	return s.A == sh.primaryA
+}
+
+// loadOtherGCRA is load for a GCRA key that the GCRA table does not hold:
+// absent, or recorded with another interval, or a key of another
+// algorithm.
+func (sh *shard) loadOtherGCRA(id keyID, now int64, s *engine.State) (at int, other engine.Kind) {
+	i, ok := sh.slots.find(id)
+	if !ok {
+		return -1, 0
+	}
+	e := &sh.slots.slots[i]
+	if e.kind() != engine.KindGCRA {
+		return -1, claimAt(sh, &sh.slots, i, now)
+	}
+	e.used()
+	if e.expires <= now {
+		return otherAt(i), 0 // fresh again, whatever its Params now: as if forgotten
+	}
+	s.Time, s.A = e.time, e.a
+	if sh.blocks != nil {
+		sh.blocked(id, s, true)
+	}
+	return otherAt(i), 0
+}
+
+// saveOtherGCRA is save for a GCRA state recorded with another interval
+// than the shard's primary, in the other table.
+func (sh *shard) saveOtherGCRA(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
+	switch {
+	case at >= 0: // in the GCRA table, with the primary interval until now
+		sh.drop(true, at)
+		at = -1
+	case at <= otherGCRA:
+		at = slotOf(at)
+	}
+	if d.ResetAfter <= 0 { // fresh again, as if absent
+		if at >= 0 {
+			sh.drop(false, at)
+		}
+		return
+	}
+	if at < 0 {
+		sh.makeRoom(id, bound, now)
+		at = sh.insert(false, id, p.Kind)
+	}
+	e := &sh.slots.slots[at]
+	e.time, e.a, e.b, e.expires = s.Time, s.A, 0, now+int64(d.ResetAfter)
+	sh.block(id, s)
+}
+
+// resolveGCRA is resolve for a GCRA key of a group, in whichever table
+// holds it.
+func (sh *shard) resolveGCRA(id keyID, at int) int {
+	if at <= otherGCRA {
+		if i := resolve(&sh.slots, id, slotOf(at)); i >= 0 {
+			return otherAt(i)
+		}
+		return -1
+	}
+	return resolve(&sh.tats, id, at)
+}
