@@ -104,3 +104,52 @@ func benchAllow(b *testing.B, opts ...sluice.Option) {
 		}
 	}
 }
+
+// BenchmarkAllowPerKey measures Allow on a GCRA whose limit is looked up
+// per key ([sluice.NewPerKey]) beside the same GCRA with a fixed limit,
+// on existing keys of the default in-memory store, admitting: with a
+// lookup that returns one limiter (what looking up costs sluice) and one
+// that reads each key's plan from a map (a lookup as users write them).
+func BenchmarkAllowPerKey(b *testing.B) {
+	ctx := context.Background()
+	rate := sluice.PerHour(3600)
+	fixed, err := sluice.NewGCRA(rate, 1e9)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ks := keys(10_000)
+	plans := make(map[string]*sluice.Limiter, len(ks))
+	for _, k := range ks {
+		plans[k] = fixed
+	}
+	one, err := sluice.NewPerKey(func(context.Context, string) (*sluice.Limiter, error) { return fixed, nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	byMap, err := sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) { return plans[key], nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		lim  *sluice.Limiter
+	}{{"fixed", fixed}, {"lookup=one", one}, {"lookup=map", byMap}} {
+		for _, n := range []int{1, 10_000} {
+			for _, k := range ks[:n] {
+				if _, err := c.lim.Allow(ctx, k, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run(c.name+"/keys="+strconv.Itoa(n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := c.lim.Allow(ctx, ks[i%n], 1); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}

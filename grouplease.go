@@ -85,7 +85,7 @@ func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (Group
 	if err != nil {
 		for j, l := range g.limits {
 			if tickets[j] != 0 {
-				l.leaveLine(ctx, keys[j], tickets[j])
+				l.leaveLine(ctx, keys[j], &l.params, tickets[j])
 			}
 		}
 	}

@@ -29,6 +29,7 @@ type Lease struct {
 	Decision
 
 	l    *Limiter
+	p    *engine.Params // the limit that holds key, as looked up when taken
 	key  string
 	cost float64
 }
@@ -40,22 +41,26 @@ type Lease struct {
 // enough for it to fit, or when the first waiter could have given up its
 // place (a release comes sooner).
 func (l *Limiter) TryAcquire(ctx context.Context, key string, cost float64) (Lease, error) {
-	return l.tryAcquire(ctx, key, cost, l.clock.now(), -1, 0)
+	p, err := l.limitOf(ctx, key)
+	if err != nil {
+		return Lease{l: l, key: key, cost: cost}, err
+	}
+	return l.tryAcquire(ctx, key, p, cost, l.clock.now(), -1, 0)
 }
 
 // tryAcquire is TryAcquire at now, for an Acquire that began at began and
 // holds ticket in key's line (0 for none), or for none if began is
 // negative. An Acquire waits in line: a denial gives it its ticket in
 // Decision.At.
-func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now, began, ticket int64) (Lease, error) {
-	ls := Lease{l: l, key: key, cost: cost}
+func (l *Limiter) tryAcquire(ctx context.Context, key string, p *engine.Params, cost float64, now, began, ticket int64) (Lease, error) {
+	ls := Lease{l: l, p: p, key: key, cost: cost}
 	n := note{lease: true}
 	op := engine.Op{Verb: engine.VerbAllow, Cost: cost, Now: now}
 	if began >= 0 {
 		n.waited = time.Duration(max(now-began, 0))
 		op.At, op.MaxDelay = ticket, int64(l.patience())
 	}
-	err := l.leaseOp(ctx, key, op, &ls.Decision, n)
+	err := l.leaseOp(ctx, key, p, op, &ls.Decision, n)
 	return ls, err
 }
 
@@ -75,22 +80,27 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, cost float64, now,
 // lease poll plus the limiter's timeout or a second (a day at most), and
 // is then passed over: what a dead waiter costs the others.
 func (l *Limiter) Acquire(ctx context.Context, key string, cost float64) (Lease, error) {
-	ls := Lease{l: l, key: key, cost: cost, Decision: Decision{Limit: l.params.Limit}}
-	if err := l.checkLeases(); err != nil {
+	ls := Lease{l: l, key: key, cost: cost}
+	p, err := l.limitOf(ctx, key)
+	if err != nil {
+		return ls, err
+	}
+	ls.p, ls.Limit = p, p.Limit
+	if err := checkLeases(p); err != nil {
 		return ls, err
 	}
 	began := l.clock.now()
 	var ticket int64 // the waiter's place in key's line, once denied
-	err := l.acquiring(ctx, key, func() (bool, time.Duration, error) {
+	err = l.acquiring(ctx, key, func() (bool, time.Duration, error) {
 		var err error
-		ls, err = l.tryAcquire(ctx, key, cost, l.clock.now(), began, ticket)
+		ls, err = l.tryAcquire(ctx, key, p, cost, l.clock.now(), began, ticket)
 		if err == nil && !ls.Allowed {
 			ticket, ls.At = ls.At, 0 // a place in line, not a lease
 		}
 		return ls.Allowed, ls.RetryAfter, err
 	})
 	if err != nil && ticket != 0 {
-		l.leaveLine(ctx, key, ticket)
+		l.leaveLine(ctx, key, p, ticket)
 	}
 	return ls, err
 }
@@ -108,11 +118,11 @@ func (l *Limiter) patience() time.Duration {
 // that stopped waiting: even after ctx ended, within the limiter's timeout
 // or a second. A leaving that fails costs the others the waiter's
 // patience at most; nobody to tell.
-func (l *Limiter) leaveLine(ctx context.Context, key string, ticket int64) {
+func (l *Limiter) leaveLine(ctx context.Context, key string, p *engine.Params, ticket int64) {
 	ctx, cancel := givingBack(ctx, l.mem != nil, l.timeout)
 	defer cancel()
 	var d Decision
-	_ = l.decide(ctx, key, engine.Op{Verb: engine.VerbLeave, Now: l.clock.now(), At: ticket}, decided(&d))
+	_ = l.decide(ctx, key, p, engine.Op{Verb: engine.VerbLeave, Now: l.clock.now(), At: ticket}, decided(&d))
 }
 
 // acquiring calls try until it grants a lease or fails, sleeping between
@@ -171,13 +181,13 @@ func (ls *Lease) Extend(ctx context.Context) error {
 // end releases or extends the lease, as verb says.
 func (ls *Lease) end(ctx context.Context, verb engine.Verb) error {
 	l := ls.l
-	if l == nil || !ls.Allowed || ls.At == 0 {
+	if l == nil || ls.p == nil || !ls.Allowed || ls.At == 0 {
 		return fmt.Errorf("%w: %q", ErrNotHeld, ls.key)
 	}
 	ctx, cancel := givingBack(ctx, l.mem != nil, l.timeout)
 	defer cancel()
 	var d Decision
-	err := l.leaseOp(ctx, ls.key, engine.Op{Verb: verb, Cost: ls.cost, Now: l.clock.now(), At: ls.At}, &d, note{lease: true})
+	err := l.leaseOp(ctx, ls.key, ls.p, engine.Op{Verb: verb, Cost: ls.cost, Now: l.clock.now(), At: ls.At}, &d, note{lease: true})
 	switch {
 	case err != nil:
 		return err
@@ -209,25 +219,25 @@ func givingBack(ctx context.Context, mem bool, timeout time.Duration) (context.C
 	return context.WithTimeout(ctx, cancelTimeout)
 }
 
-// leaseOp decides op, a lease's, on key into *d, which is zero, and hands
-// the decision to the observer with n.
-func (l *Limiter) leaseOp(ctx context.Context, key string, op engine.Op, d *Decision, n note) error {
-	err := l.checkLeases()
+// leaseOp decides op, a lease's, under p on key into *d, which is zero,
+// and hands the decision to the observer with n.
+func (l *Limiter) leaseOp(ctx context.Context, key string, p *engine.Params, op engine.Op, d *Decision, n note) error {
+	err := checkLeases(p)
 	if err != nil {
-		d.Limit = l.params.Limit
+		d.Limit = p.Limit
 	} else {
-		err = l.decide(ctx, key, op, decided(d))
+		err = l.decide(ctx, key, p, op, decided(d))
 	}
 	if l.observer != nil {
-		l.observe(ctx, key, op, decided(d), err, n)
+		l.observe(ctx, key, p, op, decided(d), err, n)
 	}
 	return err
 }
 
-// checkLeases refuses a lease of a limiter that holds none.
-func (l *Limiter) checkLeases() error {
-	if l.params.Kind != engine.KindConcurrency {
-		return fmt.Errorf("%w: %v takes no leases: use NewConcurrencyLimit", ErrUnsupported, l.params.Kind)
+// checkLeases refuses a lease under p unless p is a concurrency limit.
+func checkLeases(p *engine.Params) error {
+	if p.Kind != engine.KindConcurrency {
+		return fmt.Errorf("%w: %v takes no leases: use NewConcurrencyLimit", ErrUnsupported, p.Kind)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
@@ -20,6 +21,7 @@ type Limiter struct {
 	store    Store
 	clock    nanoClock
 	mem      *MemStore // store, when it is a MemStore: called directly
+	fast     bool      // mem, no observer and a fixed limit: the usual request goes straight to mem
 	owned    bool      // store was made by the limiter, and Close closes it
 	name     string
 	observer Observer      // or nil
@@ -27,27 +29,44 @@ type Limiter struct {
 	lateness time.Duration // how late a reserved turn may be acted on
 
 	leasePoll time.Duration // how long Acquire waits at most before asking again
+
+	// lookup, for a limiter built with NewPerKey, returns the limiter
+	// whose params hold a key; params is then zero.
+	lookup func(ctx context.Context, key string) (*Limiter, error)
+	kind   atomic.Uint32 // the algorithm of the limits lookup returns, once one is
 }
 
 func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
+	return build(p, opts, false)
+}
+
+// build returns a limiter of p with opts, or, perKey, one without Params
+// of its own, whose opts may not set any.
+func build(p engine.Params, opts []Option, perKey bool) (*Limiter, error) {
 	s := settings{params: p, lateness: DefaultMaxLateness, leasePoll: DefaultLeasePoll}
 	for _, o := range opts {
 		if err := o.apply(&s); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.params.Validate(); err != nil {
-		return nil, err
+	switch {
+	case perKey && s.params != engine.Params{}:
+		return nil, fmt.Errorf("%w: a per-key limiter takes its algorithm's options from the limiters its lookup returns", ErrInvalidConfig)
+	case !perKey:
+		if err := s.params.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if s.clock == nil {
 		s.clock = SystemClock()
 	}
 	l := &Limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
 		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness, leasePoll: s.leasePoll}
-	if l.store == nil {
+	if l.store == nil && !s.template {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
 	l.mem, _ = l.store.(*MemStore)
+	l.fast = l.mem != nil && l.observer == nil && !perKey
 	return l, nil
 }
 
@@ -81,7 +100,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 }
 
 // Params returns the limiter's algorithm and configuration. Its Step
-// method is the algorithm as a pure function.
+// method is the algorithm as a pure function. A per-key limiter
+// ([NewPerKey]) has none of its own: its Params are zero.
 func (l *Limiter) Params() engine.Params { return l.params }
 
 // Close releases the limiter's default in-memory store. It does nothing
@@ -98,39 +118,42 @@ func (l *Limiter) Close() error {
 // inlined, so that *d is their caller's variable.
 func (l *Limiter) now(ctx context.Context, key string, verb engine.Verb, cost float64, d *engine.Decision) error {
 	op := engine.Op{Verb: verb, Cost: cost, Now: l.clock.now()}
-	if l.mem != nil && l.observer == nil && l.params.Usual(verb, cost, op.Now) {
+	if l.fast && l.params.Usual(verb, cost, op.Now) {
 		return l.mem.apply(key, &l.params, op, d) // the usual request, in memory, unobserved: do adds nothing
 	}
-	return l.do(ctx, key, op, d)
+	if l.lookup != nil {
+		return l.nowPerKey(ctx, key, op, d)
+	}
+	return l.do(ctx, key, &l.params, op, d)
 }
 
-// do decides op on key into *d, which is zero, and hands the decision to
-// the observer. The clock is read again only for an observer.
-func (l *Limiter) do(ctx context.Context, key string, op engine.Op, d *engine.Decision) error {
-	err := l.decide(ctx, key, op, d)
+// do decides op under p on key into *d, which is zero, and hands the
+// decision to the observer. The clock is read again only for an observer.
+func (l *Limiter) do(ctx context.Context, key string, p *engine.Params, op engine.Op, d *engine.Decision) error {
+	err := l.decide(ctx, key, p, op, d)
 	if l.observer != nil {
-		l.observe(ctx, key, op, d, err, note{})
+		l.observe(ctx, key, p, op, d, err, note{})
 	}
 	return err
 }
 
-// decide decides op on key into *d, which is zero.
-func (l *Limiter) decide(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
+// decide decides op under p on key into *d, which is zero.
+func (l *Limiter) decide(ctx context.Context, key string, p *engine.Params, op engine.Op, d *engine.Decision) (err error) {
 	var refused error // a cost above the limit that is decided all the same
-	usual := l.params.Usual(op.Verb, op.Cost, op.Now) && op.At == 0 && op.MaxDelay == 0
+	usual := p.Usual(op.Verb, op.Cost, op.Now) && op.At == 0 && op.MaxDelay == 0
 	if !usual {
-		if refused = l.params.Check(op); refused != nil && !l.params.Overflows(op, refused) {
-			d.Limit = l.params.Limit
+		if refused = p.Check(op); refused != nil && !p.Overflows(op, refused) {
+			d.Limit = p.Limit
 			return refused
 		}
 	}
 	if l.mem != nil {
-		err = l.mem.apply(key, &l.params, op, d) // validated: skip Apply's checks
+		err = l.mem.apply(key, p, op, d) // validated: skip Apply's checks
 		if !usual && err == nil {
-			l.mem.releasedBy(key, &l.params, op, d) // an Allow or a check releases nothing
+			l.mem.releasedBy(key, p, op, d) // an Allow or a check releases nothing
 		}
 	} else {
-		err = l.apply(ctx, key, op, d)
+		err = l.apply(ctx, key, p, op, d)
 	}
 	if err == nil {
 		err = refused // decided, and still refused: whatever the store says
@@ -138,14 +161,15 @@ func (l *Limiter) decide(ctx context.Context, key string, op engine.Op, d *engin
 	return err
 }
 
-// apply decides op on a remote store, within the limiter's timeout.
-func (l *Limiter) apply(ctx context.Context, key string, op engine.Op, d *engine.Decision) (err error) {
+// apply decides op under p on a remote store, within the limiter's
+// timeout.
+func (l *Limiter) apply(ctx context.Context, key string, p *engine.Params, op engine.Op, d *engine.Decision) (err error) {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	*d, err = l.store.Apply(ctx, key, &l.params, op)
+	*d, err = l.store.Apply(ctx, key, p, op)
 	return timedOut(ctx, err)
 }
 

@@ -135,6 +135,16 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		// Field by field, in place: no literal built aside and copied.
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
+		if l.lookup != nil {
+			p, err := l.limitOf(ctx, keys[i])
+			if err != nil {
+				return err
+			}
+			if p.Kind == engine.KindConcurrency {
+				return fmt.Errorf("%w: limiter %d of the group, per key, looked up a concurrency limit: a group's leases are taken on fixed limits", ErrUnsupported, i)
+			}
+			o.Params = p
+		}
 		if at != nil {
 			o.Op.At = at[i]
 		}
@@ -177,10 +187,10 @@ func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.Group
 	for i, l := range limits {
 		if l.observer != nil {
 			var ln note
-			if l.params.Kind == engine.KindConcurrency {
+			if ops[i].Params.Kind == engine.KindConcurrency {
 				ln = n
 			}
-			l.observe(ctx, ops[i].Key, ops[i].Op, &each[i], err, ln)
+			l.observe(ctx, ops[i].Key, ops[i].Params, ops[i].Op, &each[i], err, ln)
 		}
 	}
 	return err

@@ -162,10 +162,10 @@ type note struct {
 // observe hands the decision just made to the limiter's observer. op.Now
 // is the limiter's time when the decision began: the latency costs one
 // more reading of the clock, and only here.
-func (l *Limiter) observe(ctx context.Context, key string, op engine.Op, d *engine.Decision, err error, n note) {
+func (l *Limiter) observe(ctx context.Context, key string, p *engine.Params, op engine.Op, d *engine.Decision, err error, n note) {
 	l.observer.Observe(ctx, Event{
 		Limiter:  l.name,
-		Kind:     l.params.Kind,
+		Kind:     p.Kind,
 		Verb:     op.Verb,
 		Key:      key,
 		Cost:     op.Cost,

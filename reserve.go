@@ -27,6 +27,7 @@ type Reservation struct {
 	Decision
 
 	l     *Limiter
+	p     *engine.Params // the limit that held key, as looked up when booked
 	key   string
 	cost  float64
 	act   int64 // when the caller may act, on the limiter's clock
@@ -46,14 +47,18 @@ type Reservation struct {
 // algorithms return an error wrapping [ErrUnsupported].
 func (l *Limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
 	r := new(Reservation)
-	return r, l.reserve(ctx, key, cost, maxDelay, r)
+	p, err := l.limitOf(ctx, key)
+	if err != nil {
+		return r, err
+	}
+	return r, l.reserve(ctx, key, p, cost, maxDelay, r)
 }
 
-// reserve books into *r, which is zero.
-func (l *Limiter) reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration, r *Reservation) error {
-	r.l, r.key, r.cost = l, key, cost
+// reserve books under p into *r, which is zero.
+func (l *Limiter) reserve(ctx context.Context, key string, p *engine.Params, cost float64, maxDelay time.Duration, r *Reservation) error {
+	r.l, r.p, r.key, r.cost = l, p, key, cost
 	op := engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: l.clock.now(), MaxDelay: int64(maxDelay)}
-	err := l.do(ctx, key, op, decided(&r.Decision))
+	err := l.do(ctx, key, p, op, decided(&r.Decision))
 	r.act = op.Now + int64(r.Delay)
 	if l.mem == nil {
 		r.ready = l.clock.now()
@@ -149,7 +154,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		defer cancel()
 	}
 	var d engine.Decision
-	return l.do(ctx, r.key, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
+	return l.do(ctx, r.key, r.p, engine.Op{Verb: engine.VerbCancel, Cost: r.cost, Now: now, At: r.At}, &d)
 }
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on
@@ -164,10 +169,14 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // gives its turn back. The window algorithms cannot book ahead: there Wait
 // asks again when its denial said it could, and waiters are not queued.
 func (l *Limiter) Wait(ctx context.Context, key string, cost float64) error {
-	if !l.params.Reservable() {
+	p, err := l.limitOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !p.Reservable() {
 		return l.poll(ctx, key, cost)
 	}
-	return rebooking(func() error { return l.waitOnce(ctx, key, cost) })
+	return rebooking(func() error { return l.waitOnce(ctx, key, p, cost) })
 }
 
 // rebooking runs wait, which books a turn and waits for it, again while
@@ -182,13 +191,13 @@ func rebooking(wait func() error) error {
 }
 
 // waitOnce books one turn for Wait and sleeps until it.
-func (l *Limiter) waitOnce(ctx context.Context, key string, cost float64) error {
+func (l *Limiter) waitOnce(ctx context.Context, key string, p *engine.Params, cost float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	maxDelay := untilDeadline(ctx)
 	var r Reservation
-	if err := l.reserve(ctx, key, cost, maxDelay, &r); err != nil {
+	if err := l.reserve(ctx, key, p, cost, maxDelay, &r); err != nil {
 		return err
 	}
 	if !r.Allowed {

@@ -38,6 +38,47 @@ func BenchmarkUnary(b *testing.B) {
 	require.Len(b, grpc.ServerTransportStreamFromContext(ctx).(*headerStream).header.Get("ratelimit"), 1)
 }
 
+// BenchmarkUnaryLimit measures an admitted call as BenchmarkUnary does,
+// under a limiter with a fixed limit and under a per-key limiter of the
+// same limit ([sluice.NewPerKey]), whose lookup is a map of tiers.
+// Compare with benchstat -col /limit.
+func BenchmarkUnaryLimit(b *testing.B) {
+	for _, limit := range []string{"fixed", "per-key"} {
+		b.Run("limit="+limit, func(b *testing.B) {
+			tier, err := sluice.NewGCRA(sluice.PerSecond(1e9), 1e9)
+			require.NoError(b, err)
+			defer tier.Close()
+			lim := tier
+			if limit == "per-key" {
+				other, err := sluice.NewGCRA(sluice.PerSecond(1e8), 1e8)
+				require.NoError(b, err)
+				defer other.Close()
+				plans := map[string]*sluice.Limiter{"198.51.100.7": other}
+				lim, err = sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) {
+					if plan, ok := plans[key]; ok {
+						return plan, nil
+					}
+					return tier, nil
+				})
+				require.NoError(b, err)
+				defer lim.Close()
+			}
+			icpt, err := sluicegrpc.NewInterceptor(lim)
+			require.NoError(b, err)
+			ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}})
+			ctx = grpc.NewContextWithServerTransportStream(ctx, &headerStream{})
+			info := &grpc.UnaryServerInfo{FullMethod: checkMethod}
+			handler := func(context.Context, any) (any, error) { return nil, nil }
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := icpt.Unary(ctx, nil, info, handler); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // headerStream is a grpc.ServerTransportStream that keeps the last header
 // metadata set and sends nothing.
 type headerStream struct{ header metadata.MD }

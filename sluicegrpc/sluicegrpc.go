@@ -70,6 +70,21 @@
 // [WithConcurrencyRetryAfter] (1 second by default), capped at when the
 // earliest lease expires, rather than the exact delay a rate limit sends.
 //
+// # Limits per key
+//
+// With a per-key limiter ([sluice.NewPerKey]) each call is held to its
+// key's limit, the one the limiter's lookup returns for the key (a plan,
+// by API key): the metadata, the QuotaFailure's quota value, and whether
+// the call holds a lease follow the limit the lookup returns at that call
+// ([sluice.Limiter.ParamsFor]), so that a plan that changes applies at
+// the key's next call. Each distinct limit's policy is built once and
+// kept (up to 64 limits), so that a call on a known limit allocates no
+// more than under a fixed limit. A lookup that fails is answered as a
+// failing store is (codes.Unavailable, or served under [WithFailOpen]); a
+// key's limit that [NewInterceptor] would refuse of a fixed limiter (less
+// than one whole unit, or below the minimum cost) ends its calls with
+// codes.Internal, as a misconfigured key does.
+//
 // # Clients
 //
 // A [Pacer] waits on a limiter before each outgoing call, so that a job
@@ -141,16 +156,22 @@ type CostFunc func(ctx context.Context, fullMethod string, req any) (float64, er
 type Interceptor struct {
 	config
 	lim    *sluice.Limiter
-	policy *ratelimitheader.Policy
+	policy *ratelimitheader.Policy // nil for a per-key limiter
 	// leases says that lim is a concurrency limit: a call holds a lease
 	// while it runs.
 	leases bool
+	// perKey, for a per-key limiter ([sluice.NewPerKey]), holds the
+	// policy of each limit its lookup returns: a call's is its key's,
+	// which also says whether the call holds a lease.
+	perKey *ratelimitheader.Cache[*ratelimitheader.Policy]
 }
 
 // NewInterceptor returns server interceptors that limit calls with lim,
 // configured by opts, or an error wrapping [sluice.ErrInvalidConfig] if
 // lim is nil, an option is invalid, or the limiter's limit cannot be
-// reported (less than one whole unit, or below the minimum cost).
+// reported (less than one whole unit, or below the minimum cost). For a
+// per-key limiter ([sluice.NewPerKey]) the limit is known per call, and
+// checked then: see the package's Limits per key section.
 func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 	if lim == nil {
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
@@ -166,13 +187,24 @@ func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 	if i.key == nil {
 		i.key = ClientIP{}.Key
 	}
-	p, err := ratelimitheader.New(lim, ratelimitheader.Config{
+	c := ratelimitheader.Config{
 		Name:      i.name,
 		Unit:      i.unit,
 		Window:    i.window,
 		WindowSet: i.windowSet,
 		MinCost:   i.minCost,
-	})
+	}
+	if lim.PerKey() {
+		// The limit, and what depends on it, is known per call: see
+		// admit.
+		cache, err := ratelimitheader.NewCache(c, func(p *ratelimitheader.Policy) *ratelimitheader.Policy { return p })
+		if err != nil {
+			return nil, err
+		}
+		i.perKey = cache
+		return i, nil
+	}
+	p, err := ratelimitheader.New(lim, c)
 	if err != nil {
 		return nil, err
 	}
@@ -236,19 +268,30 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	cost, costErr := i.costOf(ctx, method, req)
-	if !i.leases {
+	policy, leases := i.policy, i.leases
+	if i.perKey != nil {
+		params, err := i.lim.ParamsFor(ctx, key)
+		if err != nil { // a lookup that fails, as a store that fails
+			return nil, i.limiterFailed(ctx, method, err)
+		}
+		if policy, err = i.perKey.Get(params); err != nil {
+			return nil, i.misfit(ctx, method, err)
+		}
+		leases = policy.Concurrent()
+	}
+	if !leases {
 		d, err := i.lim.Allow(ctx, key, cost)
 		if err != nil {
 			return nil, i.limiterFailed(ctx, method, err)
 		}
-		return nil, i.answer(ctx, method, key, d, costErr, setHeader)
+		return nil, i.answer(ctx, method, key, policy, d, costErr, setHeader)
 	}
 	lease, err := i.lim.TryAcquire(ctx, key, cost)
 	if err != nil {
 		return nil, i.limiterFailed(ctx, method, err)
 	}
 	if !lease.Allowed {
-		return nil, i.answer(ctx, method, key, lease.Decision, costErr, setHeader)
+		return nil, i.answer(ctx, method, key, policy, lease.Decision, costErr, setHeader)
 	}
 	served := false
 	defer func() {
@@ -256,18 +299,18 @@ func (i *Interceptor) admit(ctx context.Context, method string, req any, setHead
 			i.release(ctx, method, &lease)
 		}
 	}()
-	if err := i.answer(ctx, method, key, lease.Decision, costErr, setHeader); err != nil {
+	if err := i.answer(ctx, method, key, policy, lease.Decision, costErr, setHeader); err != nil {
 		return nil, err
 	}
 	served = true
 	return &lease, nil
 }
 
-// answer sends the RateLimit fields of d, the decision on a call of key,
-// with setHeader, and returns nil if the call is to be served, or its
-// status error: a denial, or the error of its cost.
-func (i *Interceptor) answer(ctx context.Context, method, key string, d sluice.Decision, costErr error, setHeader func(metadata.MD) error) error {
-	fields := i.policy.Fields(d)
+// answer sends the RateLimit fields of d, the decision under policy on a
+// call of key, with setHeader, and returns nil if the call is to be
+// served, or its status error: a denial, or the error of its cost.
+func (i *Interceptor) answer(ctx context.Context, method, key string, policy *ratelimitheader.Policy, d sluice.Decision, costErr error, setHeader func(metadata.MD) error) error {
+	fields := policy.Fields(d)
 	// A header that cannot be sent (the stream's header is already out)
 	// must not change the decision.
 	_ = setHeader(metadata.MD{PolicyMetadataKey: {fields.Policy}, RateLimitMetadataKey: {fields.RateLimit}})
@@ -276,7 +319,7 @@ func (i *Interceptor) answer(ctx context.Context, method, key string, d sluice.D
 	}
 	switch {
 	case !d.Allowed && !i.dryRun:
-		return denied(key, i.policy, fields, d, i.busy)
+		return denied(key, policy, fields, d, i.busy)
 	case costErr != nil:
 		i.report(ctx, method, costErr)
 		if !i.dryRun {
@@ -337,6 +380,21 @@ func (i *Interceptor) limiterFailed(ctx context.Context, method string, err erro
 		return nil
 	}
 	return unavailable(i.unavailable)
+}
+
+// misfit returns the status of a call whose key's limit, as a per-key
+// limiter looked it up, cannot be served with the interceptor's
+// configuration because of err (its policy cannot be stated: less than
+// one whole unit, or below the minimum cost), or nil to serve it anyway
+// under dry run. It is the server's misconfiguration, which
+// [NewInterceptor] refuses for a fixed limit: codes.Internal, as for a
+// misconfigured key, whether or not the interceptor fails open.
+func (i *Interceptor) misfit(ctx context.Context, method string, err error) error {
+	i.report(ctx, method, fmt.Errorf("sluicegrpc: the limit looked up for the call's key does not fit the interceptor: %w", err))
+	if i.dryRun {
+		return nil
+	}
+	return status.Error(codes.Internal, "sluicegrpc: misconfigured limit")
 }
 
 func (i *Interceptor) report(ctx context.Context, method string, err error) {

@@ -1,6 +1,7 @@
 package sluicehttp_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -44,5 +45,57 @@ func BenchmarkMiddleware(b *testing.B) {
 			}
 			require.Equal(b, http.StatusOK, w.Code)
 		})
+	}
+}
+
+// BenchmarkMiddlewareLimit measures an admitted request as
+// BenchmarkMiddleware does, under a limiter with a fixed limit and under
+// a per-key limiter of the same limit ([sluice.NewPerKey]), whose lookup
+// is a map of tiers: the second pays the lookup, twice (for the fields,
+// then for the decision), and the policy's cache. Compare with
+// benchstat -col /limit.
+func BenchmarkMiddlewareLimit(b *testing.B) {
+	for _, limit := range []string{"fixed", "per-key"} {
+		for _, bc := range []struct {
+			name string
+			opts []sluicehttp.Option
+		}{
+			{name: "IPv4"},
+			{name: "IPv4+legacy", opts: []sluicehttp.Option{sluicehttp.WithLegacyHeaders()}},
+			{name: "IPv4+max delay", opts: []sluicehttp.Option{sluicehttp.WithMaxDelay(time.Second)}},
+		} {
+			b.Run("limit="+limit+"/"+bc.name, func(b *testing.B) {
+				tier, err := sluice.NewGCRA(sluice.PerSecond(1e9), 1e9)
+				require.NoError(b, err)
+				defer tier.Close()
+				lim := tier
+				if limit == "per-key" {
+					other, err := sluice.NewGCRA(sluice.PerSecond(1e8), 1e8)
+					require.NoError(b, err)
+					defer other.Close()
+					plans := map[string]*sluice.Limiter{"198.51.100.7": other}
+					lim, err = sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) {
+						if plan, ok := plans[key]; ok {
+							return plan, nil
+						}
+						return tier, nil
+					})
+					require.NoError(b, err)
+					defer lim.Close()
+				}
+				mw, err := sluicehttp.New(lim, bc.opts...)
+				require.NoError(b, err)
+				h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				r := httptest.NewRequest(http.MethodGet, "/", nil)
+				r.RemoteAddr = "192.0.2.1:1234"
+				w := httptest.NewRecorder()
+				b.ReportAllocs()
+				for b.Loop() {
+					clear(w.Header())
+					h.ServeHTTP(w, r)
+				}
+				require.Equal(b, http.StatusOK, w.Code)
+			})
+		}
 	}
 }

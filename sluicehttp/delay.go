@@ -53,7 +53,9 @@ import (
 //
 // Otherwise it needs a limiter that reserves: the GCRA, the leaky bucket or
 // the token bucket. With a window algorithm [New] fails with an error
-// wrapping [sluice.ErrInvalidConfig] and [sluice.ErrUnsupported]. maxDelay
+// wrapping [sluice.ErrInvalidConfig] and [sluice.ErrUnsupported]; under a
+// per-key limiter ([sluice.NewPerKey]), a request whose key's limit is a
+// window algorithm is answered 500 with that error. maxDelay
 // must be between 0 and 2^60 ns (about 36 years); 0 holds nothing, as
 // without the option. A server's WriteTimeout must leave room for the
 // delay.
@@ -68,13 +70,14 @@ func WithMaxDelay(maxDelay time.Duration) Option {
 	})
 }
 
-// checkDelay reports whether lim can hold requests as the configuration
-// asks.
-func checkDelay(lim *sluice.Limiter, c *config) error {
-	if c.maxDelay == 0 || c.groupLeases {
-		return nil // a group that holds leases waits with Acquire
+// checkDelay reports whether a limiter of p can hold requests for
+// maxDelay: any can in a group that holds leases, which waits with
+// Acquire.
+func checkDelay(p *engine.Params, maxDelay time.Duration, groupLeases bool) error {
+	if maxDelay == 0 || groupLeases {
+		return nil
 	}
-	if p := lim.Params(); !p.Reservable() && p.Kind != engine.KindConcurrency {
+	if !p.Reservable() && p.Kind != engine.KindConcurrency {
 		return fmt.Errorf("%w: %w: WithMaxDelay needs a limiter that reserves (GCRA, leaky or token bucket) or a concurrency limit, not a %v",
 			sluice.ErrInvalidConfig, sluice.ErrUnsupported, p.Kind)
 	}
@@ -125,13 +128,13 @@ func hold[D any, T turn](ctx context.Context, d D, t T, again func() (D, T, erro
 
 // held finishes a request whose hold failed with err: a client that went
 // away is reported to the error hook, anything else is the limiter's
-// failure, answered as such.
-func (m *middleware) held(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
+// failure, answered as such, listing policies.
+func (m *middleware) held(next http.Handler, w http.ResponseWriter, r *http.Request, err error, policies []*Fields) {
 	if r.Context().Err() != nil {
 		m.canceled(r, "held", err)
 		return
 	}
-	m.limiterFailed(next, w, r, err)
+	m.limiterFailed(next, w, r, err, policies)
 }
 
 // servedAt returns d, the decision of a request held for d.Delay, as it

@@ -2,12 +2,14 @@ package sluicehttp_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -228,4 +230,56 @@ func ExampleNew_concurrency() {
 	//     Retry-After: 1
 	// 200 200
 	// 200 RateLimit: "exports";r=1
+}
+
+func ExampleNew_perKey() {
+	clock := newClock() // exact output; a server runs on the system clock
+
+	// One limiter per plan, made once; a plan's limiter serves as a limit
+	// only. The per-key limiter keeps every key's state.
+	free, _ := sluice.NewFixedWindow(2, time.Minute)
+	pro, _ := sluice.NewFixedWindow(100, time.Minute)
+	var mu sync.Mutex
+	plans := map[string]*sluice.Limiter{"k-acme": pro} // from a database, say
+	lim, err := sluice.NewPerKey(func(_ context.Context, apiKey string) (*sluice.Limiter, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if plan, ok := plans[apiKey]; ok {
+			return plan, nil
+		}
+		return free, nil
+	}, sluice.WithClock(clock))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit, err := sluicehttp.New(lim, sluicehttp.WithKey(sluicehttp.HeaderKey("X-API-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	handler := limit(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `{"ok":true}`)
+	}))
+	get := func(apiKey string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-API-Key", apiKey)
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		fmt.Println(apiKey, w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"))
+	}
+
+	get("k-acme")
+	for range 3 {
+		get("k-hobby")
+	}
+	// An upgrade applies at the next request; what was used still counts.
+	mu.Lock()
+	plans["k-hobby"] = pro
+	mu.Unlock()
+	get("k-hobby")
+	// Output:
+	// k-acme 200 "default";q=100;w=60 "default";r=99;t=60
+	// k-hobby 200 "default";q=2;w=60 "default";r=1;t=60
+	// k-hobby 200 "default";q=2;w=60 "default";r=0;t=60
+	// k-hobby 429 "default";q=2;w=60 "default";r=0;t=60
+	// k-hobby 200 "default";q=100;w=60 "default";r=97;t=60
 }

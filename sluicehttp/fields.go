@@ -1,6 +1,7 @@
 package sluicehttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,7 +27,8 @@ type Fields struct {
 // the policy is reported apply: [WithPolicyName], [WithQuotaUnit],
 // [WithWindow], [WithLegacyHeaders], [WithConcurrencyRetryAfter] and
 // [WithMinCost] (checked against the limit); the others have no effect
-// here.
+// here. A per-key limiter ([sluice.NewPerKey]) is refused: its fields
+// differ per key, and the middleware writes them.
 func NewFields(lim *sluice.Limiter, opts ...Option) (*Fields, error) {
 	c := defaults()
 	var errs []error
@@ -40,20 +42,97 @@ func NewFields(lim *sluice.Limiter, opts ...Option) (*Fields, error) {
 }
 
 func newFields(lim *sluice.Limiter, c *config) (*Fields, error) {
-	if lim == nil {
+	switch {
+	case lim == nil:
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
+	case lim.PerKey():
+		return nil, fmt.Errorf("%w: a per-key limiter's fields differ per key: the middleware writes them (New, NewGroup)", sluice.ErrInvalidConfig)
 	}
-	p, err := ratelimitheader.New(lim, ratelimitheader.Config{
+	p, err := ratelimitheader.New(lim, policyConfig(c))
+	if err != nil {
+		return nil, err
+	}
+	return &Fields{policy: p, legacy: c.legacy, busy: c.busy}, nil
+}
+
+// policyConfig returns what the configuration says of the policy.
+func policyConfig(c *config) ratelimitheader.Config {
+	return ratelimitheader.Config{
 		Name:      c.name,
 		Unit:      c.unit,
 		Window:    c.window,
 		WindowSet: c.windowSet,
 		MinCost:   c.minCost,
+	}
+}
+
+// perKeyFields are the fields of a per-key limiter ([sluice.NewPerKey]):
+// those of the limit its lookup returns for a request's key, one Fields
+// per limit, kept in a bounded cache.
+type perKeyFields struct {
+	lim      *sluice.Limiter
+	cache    *ratelimitheader.Cache[*Fields]
+	maxDelay time.Duration
+	// groupLeases says that a group holds leases and waits with
+	// Acquire: any limit can wait then.
+	groupLeases bool
+}
+
+func newPerKeyFields(lim *sluice.Limiter, c *config) (*perKeyFields, error) {
+	cache, err := ratelimitheader.NewCache(policyConfig(c), func(p *ratelimitheader.Policy) *Fields {
+		return &Fields{policy: p, legacy: c.legacy, busy: c.busy}
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Fields{policy: p, legacy: c.legacy, busy: c.busy}, nil
+	return &perKeyFields{lim: lim, cache: cache, maxDelay: c.maxDelay, groupLeases: c.groupLeases}, nil
+}
+
+// forKey returns the fields of key's limit as the lookup returns it now.
+// A lookup that fails returns its error, which is answered as a store's
+// failure is. A limit the configuration cannot serve returns a *misfit:
+// one whose RateLimit-Policy cannot be stated (less than one whole unit,
+// or below the minimum cost), or that cannot hold requests as
+// [WithMaxDelay] asks; for a limiter with a fixed limit, [New] refuses
+// those.
+func (pk *perKeyFields) forKey(ctx context.Context, key string) (*Fields, error) {
+	p, err := pk.lim.ParamsFor(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := pk.cache.Get(p)
+	if err == nil {
+		err = checkDelay(&p, pk.maxDelay, pk.groupLeases)
+	}
+	if err != nil {
+		return nil, &misfit{err: err}
+	}
+	return f, nil
+}
+
+// A misfit is a limit, looked up for a request's key, that the
+// middleware's configuration cannot serve. It wraps
+// [sluice.ErrInvalidConfig].
+type misfit struct{ err error }
+
+func (e *misfit) Error() string {
+	return "sluicehttp: the limit looked up for the request's key does not fit the middleware: " + e.err.Error()
+}
+
+func (e *misfit) Unwrap() error { return e.err }
+
+// perKeyFailed answers a request whose key's fields could not be had
+// because of err, listing policies: a limit that does not fit is refused
+// as a misconfigured [Middleware] refuses (never served under
+// fail-open), and a lookup that failed is answered as the limiter's
+// failure.
+func (m *middleware) perKeyFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error, policies []*Fields) {
+	var bad *misfit
+	if errors.As(err, &bad) {
+		m.fail(next, w, r, err, false, policies)
+		return
+	}
+	m.limiterFailed(next, w, r, err, policies)
 }
 
 // Write adds to h the RateLimit-Policy and RateLimit fields that describe

@@ -53,6 +53,18 @@ type Policy struct {
 // request until its turn on every policy, which then must all reserve; or,
 // with a concurrency limit among them, until every policy admits it, with
 // the group's Acquire, whatever their algorithms.
+//
+// A policy's limiter may be per key ([sluice.NewPerKey]), for rate
+// limits: its fields, and whether it can hold requests under
+// [WithMaxDelay], are its key's limit's, decided per request as [New]
+// decides them (see the package's Limits per key section), and its lookup
+// is given the key the store sees: "{203.0.113.7}:burst". Its
+// RateLimit-Policy is listed once its lookup has answered: not on the 400
+// of a request without a key, nor on the 503 of a lookup that failed. A
+// group's leases are taken on fixed limits only: a request whose per-key
+// policy looks up a concurrency limit is refused with
+// [sluice.ErrUnsupported] (500).
+//
 // NewGroup returns an error wrapping [sluice.ErrInvalidConfig] for no
 // policies, a nil limiter, names missing or alike, or limiters that do not
 // share a store, and [sluice.ErrUnsupported] for a store that cannot
@@ -78,9 +90,9 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 	if err != nil {
 		return nil, err
 	}
-	m.leases = false // the group's, not its first policy's
+	m.leases, m.perKey = false, nil // the group's, not its first policy's
 	g := &groupMiddleware{middleware: m, policies: make([]groupPolicy, len(policies)), leases: leases}
-	m.policies = make([]*Fields, len(policies))
+	m.policies = make([]*Fields, 0, len(policies))
 	for i, p := range policies {
 		if p.Name == "" {
 			return nil, fmt.Errorf("%w: policy %d has no name", sluice.ErrInvalidConfig, i)
@@ -92,19 +104,29 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 		}
 		c := m.config
 		c.name = p.Name
-		fields, err := newFields(p.Limiter, &c)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkDelay(p.Limiter, &c); err != nil {
-			return nil, err
-		}
 		key := p.Key
 		if key == nil {
 			key = m.key
 		}
-		g.policies[i] = groupPolicy{name: p.Name, key: key, fields: fields}
-		m.policies[i] = fields
+		g.policies[i] = groupPolicy{name: p.Name, key: key}
+		if p.Limiter.PerKey() {
+			pk, err := newPerKeyFields(p.Limiter, &c)
+			if err != nil {
+				return nil, err
+			}
+			g.policies[i].perKey, g.perKey = pk, true
+			continue
+		}
+		fields, err := newFields(p.Limiter, &c)
+		if err != nil {
+			return nil, err
+		}
+		params := p.Limiter.Params()
+		if err := checkDelay(&params, c.maxDelay, c.groupLeases); err != nil {
+			return nil, err
+		}
+		g.policies[i].fields = fields
+		m.policies = append(m.policies, fields)
 	}
 	if g.group, err = sluice.NewGroup(lims...); err != nil {
 		return nil, err
@@ -120,12 +142,40 @@ type groupMiddleware struct {
 	// leases says that a concurrency limit is among the policies: a
 	// request holds the group's leases while it is served.
 	leases bool
+	// perKey says that a per-key limiter is among the policies: the
+	// middleware's policies are then the others', and each request's
+	// are looked up for its keys.
+	perKey bool
 }
 
 type groupPolicy struct {
-	name   string
-	key    KeyFunc
+	name string
+	key  KeyFunc
+	// fields are the policy's, or, for a per-key limiter, nil: perKey
+	// gives each request's.
 	fields *Fields
+	perKey *perKeyFields
+}
+
+// fieldsFor returns the fields of each policy for a request of keys: the
+// middleware's policies, or, with per-key limiters among them, theirs as
+// looked up for keys, with a lookup's error.
+func (g *groupMiddleware) fieldsFor(ctx context.Context, keys []string) ([]*Fields, error) {
+	if !g.perKey {
+		return g.middleware.policies, nil
+	}
+	fields := make([]*Fields, len(g.policies))
+	for i, p := range g.policies {
+		if p.perKey == nil {
+			fields[i] = p.fields
+			continue
+		}
+		var err error
+		if fields[i], err = p.perKey.forKey(ctx, keys[i]); err != nil {
+			return nil, err
+		}
+	}
+	return fields, nil
 }
 
 func (g *groupMiddleware) wrap(next http.Handler) http.Handler {
@@ -143,19 +193,24 @@ func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *htt
 	for i, p := range g.policies {
 		key, err := p.key(r)
 		if err != nil {
-			g.fail(next, w, r, fmt.Errorf("%w: %w", ErrKey, err), false, false)
+			g.fail(next, w, r, fmt.Errorf("%w: %w", ErrKey, err), false, g.middleware.policies)
 			return
 		}
 		keys[i] = "{" + key + "}:" + p.name
 	}
 	cost, costErr := g.costOf(r)
+	fields, err := g.fieldsFor(r.Context(), keys)
+	if err != nil {
+		g.perKeyFailed(next, w, r, err, g.middleware.policies)
+		return
+	}
 	if g.leases {
-		g.serveLeased(next, w, r, keys, cost, costErr)
+		g.serveLeased(next, w, r, fields, keys, cost, costErr)
 		return
 	}
 	d, turn, err := g.decide(r.Context(), keys, cost, costErr)
 	if err != nil {
-		g.limiterFailed(next, w, r, err)
+		g.limiterFailed(next, w, r, err, fields)
 		return
 	}
 	if g.decisionHook != nil {
@@ -166,23 +221,23 @@ func (g *groupMiddleware) serve(next http.Handler, w http.ResponseWriter, r *htt
 			return g.decide(r.Context(), keys, cost, costErr)
 		})
 		if err != nil {
-			g.held(next, w, r, err)
+			g.held(next, w, r, err, fields)
 			return
 		}
 	}
-	for i, p := range g.policies {
+	for i, f := range fields {
 		each := d.Limits()[i]
 		if turn != nil {
 			each = servedAt(each)
 		}
-		p.fields.write(w.Header(), each)
+		f.write(w.Header(), each)
 	}
 	switch {
 	case !d.Allowed && !g.dryRun:
 		setRetryAfter(w.Header(), ratelimitheader.RetryAfter(d.RetryAfter))
 		g.deny(w, r, d.Decision)
 	case costErr != nil:
-		g.fail(next, w, r, costErr, false, true)
+		g.fail(next, w, r, costErr, false, nil)
 	default:
 		next.ServeHTTP(w, r)
 	}

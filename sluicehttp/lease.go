@@ -9,11 +9,11 @@ import (
 )
 
 // serveLeased serves r, of key and cost, holding a lease of the
-// concurrency limit for as long as next runs.
-func (m *middleware) serveLeased(next http.Handler, w http.ResponseWriter, r *http.Request, key string, cost float64, costErr error) {
+// concurrency limit whose fields are f for as long as next runs.
+func (m *middleware) serveLeased(next http.Handler, w http.ResponseWriter, r *http.Request, f *Fields, key string, cost float64, costErr error) {
 	lease, err := m.acquire(r.Context(), key, cost, costErr)
 	if err != nil {
-		m.leaseFailed(next, w, r, err)
+		m.leaseFailed(next, w, r, err, m.listed(f))
 		return
 	}
 	if lease.Allowed {
@@ -24,16 +24,16 @@ func (m *middleware) serveLeased(next http.Handler, w http.ResponseWriter, r *ht
 	if m.decisionHook != nil {
 		m.decisionHook(r, lease.Decision)
 	}
-	m.fields.write(w.Header(), lease.Decision)
+	f.write(w.Header(), lease.Decision)
 	switch {
 	case !lease.Allowed && !m.dryRun:
-		each := [1]sluice.Decision{lease.Decision}
-		if s, ok := retryAfter(m.policies, each[:]); ok {
+		each, fields := [1]sluice.Decision{lease.Decision}, [1]*Fields{f}
+		if s, ok := retryAfter(fields[:], each[:]); ok {
 			setRetryAfter(w.Header(), s)
 		}
 		m.full(w, r, lease.Decision)
 	case costErr != nil:
-		m.fail(next, w, r, costErr, false, true)
+		m.fail(next, w, r, costErr, false, nil)
 	default:
 		next.ServeHTTP(w, r)
 	}
@@ -69,13 +69,13 @@ func waitedInVain(d sluice.Decision) sluice.Decision {
 
 // leaseFailed answers a request whose lease could not be taken because of
 // err: a client that went away is reported to the error hook, anything
-// else is the limiter's failure, answered as such.
-func (m *middleware) leaseFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
+// else is the limiter's failure, answered as such, listing policies.
+func (m *middleware) leaseFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error, policies []*Fields) {
 	if r.Context().Err() != nil {
 		m.canceled(r, "lease", err)
 		return
 	}
-	m.limiterFailed(next, w, r, err)
+	m.limiterFailed(next, w, r, err, policies)
 }
 
 // A releaser is a lease: one limiter's or a group's.
@@ -93,11 +93,11 @@ func (m *middleware) release(r *http.Request, lease releaser) {
 }
 
 // serveLeased serves r, of keys and cost, holding the group's leases for
-// as long as next runs.
-func (g *groupMiddleware) serveLeased(next http.Handler, w http.ResponseWriter, r *http.Request, keys []string, cost float64, costErr error) {
-	lease, err := g.acquire(r.Context(), keys, cost, costErr)
+// as long as next runs. fields are each policy's.
+func (g *groupMiddleware) serveLeased(next http.Handler, w http.ResponseWriter, r *http.Request, fields []*Fields, keys []string, cost float64, costErr error) {
+	lease, err := g.acquire(r.Context(), fields, keys, cost, costErr)
 	if err != nil {
-		g.leaseFailed(next, w, r, err)
+		g.leaseFailed(next, w, r, err, fields)
 		return
 	}
 	if lease.Allowed {
@@ -108,13 +108,13 @@ func (g *groupMiddleware) serveLeased(next http.Handler, w http.ResponseWriter, 
 	}
 	each := lease.Limits()
 	full := false // whether a concurrency limit denied the request
-	for i, p := range g.policies {
-		p.fields.write(w.Header(), each[i])
-		full = full || !each[i].Allowed && p.fields.policy.Concurrent()
+	for i, f := range fields {
+		f.write(w.Header(), each[i])
+		full = full || !each[i].Allowed && f.policy.Concurrent()
 	}
 	switch {
 	case !lease.Allowed && !g.dryRun:
-		if s, ok := retryAfter(g.middleware.policies, each); ok {
+		if s, ok := retryAfter(fields, each); ok {
 			setRetryAfter(w.Header(), s)
 		}
 		if full {
@@ -123,15 +123,15 @@ func (g *groupMiddleware) serveLeased(next http.Handler, w http.ResponseWriter, 
 			g.deny(w, r, lease.Decision)
 		}
 	case costErr != nil:
-		g.fail(next, w, r, costErr, false, true)
+		g.fail(next, w, r, costErr, false, nil)
 	default:
 		next.ServeHTTP(w, r)
 	}
 }
 
 // acquire takes the group's leases for cost on keys, as the lone
-// limiter's acquire does.
-func (g *groupMiddleware) acquire(ctx context.Context, keys []string, cost float64, costErr error) (sluice.GroupLease, error) {
+// limiter's acquire does. fields are each policy's.
+func (g *groupMiddleware) acquire(ctx context.Context, fields []*Fields, keys []string, cost float64, costErr error) (sluice.GroupLease, error) {
 	if g.maxDelay == 0 || costErr != nil || g.dryRun {
 		return g.group.TryAcquire(ctx, keys, cost)
 	}
@@ -147,7 +147,7 @@ func (g *groupMiddleware) acquire(ctx context.Context, keys []string, cost float
 		// limits are what it waited for in vain.
 		d.Decision = waitedInVain(d.Decision)
 		for i, each := range d.Limits() {
-			if g.policies[i].fields.policy.Concurrent() {
+			if fields[i].policy.Concurrent() {
 				d.Limits()[i] = waitedInVain(each)
 			}
 		}

@@ -72,7 +72,8 @@ func WithCost(f CostFunc) Option {
 // requests the cost function finds free (an empty batch) or cannot price
 // is limited like any other. A minimum of 0 lets free requests through
 // whatever the key's allowance. The minimum must be finite, not negative,
-// and no more than the limiter's limit.
+// and no more than the limiter's limit (for a per-key limiter, than each
+// key's: a request whose key's limit is below it is answered 500).
 func WithMinCost(cost float64) Option {
 	return optionFunc(func(c *config) error {
 		if err := requestcost.CheckMin(cost); err != nil {

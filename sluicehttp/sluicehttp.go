@@ -104,6 +104,31 @@
 // ends), rather than a time at which the request is sure to be admitted.
 // [WithLegacyHeaders] sends no X-RateLimit-Reset for it either.
 //
+// # Limits per key
+//
+// With a per-key limiter ([sluice.NewPerKey]) each request is held to
+// its key's limit: the one the limiter's lookup returns for the key (a
+// customer's plan, by API key). What depends on the limit is decided per
+// request, from the limit the lookup returns then
+// ([sluice.Limiter.ParamsFor]): the RateLimit fields, the 429s, and
+// whether the request holds a lease (a key on a concurrency limit holds
+// one while it is served). A plan that changes applies at the key's next
+// request. The middleware builds the policy of each distinct limit once
+// and keeps it (up to 64 limits; past that, each new one replaces one in
+// turn), so that a request on a known limit allocates no more than under
+// a fixed limit; it calls the lookup twice per request, for the fields
+// and for the decision, so the lookup should be fast.
+//
+// A lookup that fails is answered as a failing store is (see Errors),
+// with no RateLimit-Policy: no limit is known for the key. What [New]
+// checks of a fixed limit when it is made, it checks of a key's limit on
+// the key's requests: a limit below one whole unit or below the minimum
+// cost, or one that cannot hold requests as [WithMaxDelay] asks, is
+// answered 500 with an error wrapping [sluice.ErrInvalidConfig], as a
+// misconfigured [Middleware] answers, even under [WithFailOpen]. In
+// [NewGroup] a policy's limiter may be per key, for rate limits; its
+// lookup is given the key the store sees ("{key}:name").
+//
 // # Errors
 //
 // A request without a key is answered 400 Bad Request, or 500 Internal
@@ -202,7 +227,9 @@ func ErrorStatus(err error) int {
 // New returns middleware that limits requests with lim, configured by
 // opts, or an error wrapping [sluice.ErrInvalidConfig] if lim is nil, an
 // option is invalid, or the limiter's limit cannot be reported (less than
-// one whole unit, or below the minimum cost).
+// one whole unit, or below the minimum cost). For a per-key limiter
+// ([sluice.NewPerKey]) the limit is known per request, and checked then:
+// see the package's Limits per key section.
 func New(lim *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	m, err := newMiddleware(lim, opts)
 	if err != nil {
@@ -224,7 +251,7 @@ func Middleware(lim *sluice.Limiter, opts ...Option) func(http.Handler) http.Han
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			m.fail(next, w, r, err, false, false)
+			m.fail(next, w, r, err, false, m.policies)
 		})
 	}
 }
@@ -233,10 +260,15 @@ func Middleware(lim *sluice.Limiter, opts ...Option) func(http.Handler) http.Han
 type middleware struct {
 	config
 	lim    *sluice.Limiter
-	fields *Fields // nil when misconfigured
+	fields *Fields // nil when misconfigured, or for a per-key limiter
 	// policies holds every policy's fields, so that an answer without a
-	// decision lists them all too; nil when misconfigured.
+	// decision lists them all too; nil when misconfigured. A per-key
+	// limiter's are the key's: none are known without a request.
 	policies []*Fields
+	// perKey, for a per-key limiter ([sluice.NewPerKey]), gives each
+	// request the fields of its key's limit, which also says whether the
+	// request holds a lease.
+	perKey *perKeyFields
 	// retryAfter is the Retry-After of a 503, in seconds; 0 leaves it out.
 	retryAfter int64
 	// leases says that lim is a concurrency limit: a request holds a
@@ -267,17 +299,24 @@ func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 	if err := errors.Join(errs...); err != nil {
 		return m, err
 	}
+	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
+	if lim != nil && lim.PerKey() {
+		// What depends on the limit is known per request: see forKey.
+		pk, err := newPerKeyFields(lim, &m.config)
+		m.perKey = pk
+		return m, err
+	}
 	fields, err := newFields(lim, &m.config)
 	if err != nil {
 		return m, err
 	}
-	if err := checkDelay(lim, &m.config); err != nil {
+	p := lim.Params()
+	if err := checkDelay(&p, m.maxDelay, m.groupLeases); err != nil {
 		return m, err
 	}
 	m.fields = fields
 	m.policies = []*Fields{fields}
-	m.leases = lim.Params().Kind == engine.KindConcurrency
-	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
+	m.leases = p.Kind == engine.KindConcurrency
 	return m, nil
 }
 
@@ -294,17 +333,25 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	key, err := m.key(r)
 	if err != nil {
-		m.fail(next, w, r, fmt.Errorf("%w: %w", ErrKey, err), false, false)
+		m.fail(next, w, r, fmt.Errorf("%w: %w", ErrKey, err), false, m.policies)
 		return
 	}
 	cost, costErr := m.costOf(r)
-	if m.leases {
-		m.serveLeased(next, w, r, key, cost, costErr)
+	f, leases := m.fields, m.leases
+	if m.perKey != nil {
+		if f, err = m.perKey.forKey(r.Context(), key); err != nil {
+			m.perKeyFailed(next, w, r, err, nil)
+			return
+		}
+		leases = f.policy.Concurrent()
+	}
+	if leases {
+		m.serveLeased(next, w, r, f, key, cost, costErr)
 		return
 	}
 	d, turn, err := m.decide(r.Context(), key, cost, costErr)
 	if err != nil {
-		m.limiterFailed(next, w, r, err)
+		m.limiterFailed(next, w, r, err, m.listed(f))
 		return
 	}
 	if m.decisionHook != nil {
@@ -315,21 +362,30 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 			return m.decide(r.Context(), key, cost, costErr)
 		})
 		if err != nil {
-			m.held(next, w, r, err)
+			m.held(next, w, r, err, m.listed(f))
 			return
 		}
 		d = servedAt(d)
 	}
-	m.fields.write(w.Header(), d)
+	f.write(w.Header(), d)
 	switch {
 	case !d.Allowed && !m.dryRun:
 		setRetryAfter(w.Header(), ratelimitheader.RetryAfter(d.RetryAfter))
 		m.deny(w, r, d)
 	case costErr != nil:
-		m.fail(next, w, r, costErr, false, true)
+		m.fail(next, w, r, costErr, false, nil)
 	default:
 		next.ServeHTTP(w, r)
 	}
+}
+
+// listed returns the policies an answer without a decision lists, for a
+// request whose fields are f: the middleware's, or, per key, f alone.
+func (m *middleware) listed(f *Fields) []*Fields {
+	if f == m.fields {
+		return m.policies
+	}
+	return []*Fields{f}
 }
 
 // costOf returns what r is charged: its cost, at least the minimum cost.
@@ -346,20 +402,22 @@ func (m *middleware) costOf(r *http.Request) (cost float64, err error) {
 	return cost, nil
 }
 
-// limiterFailed answers a request whose decision failed with err.
-func (m *middleware) limiterFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error) {
+// limiterFailed answers a request whose decision failed with err, listing
+// policies in RateLimit-Policy. A per-key limiter's lookup that failed
+// is answered here too, as its store's failure would be.
+func (m *middleware) limiterFailed(next http.Handler, w http.ResponseWriter, r *http.Request, err error, policies []*Fields) {
 	switch {
 	case errors.Is(err, sluice.ErrCostExceedsLimit), errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrUnsupported):
 		// The request's own fault, or the configuration's, not an
 		// outage: never served under fail-open.
-		m.fail(next, w, r, err, false, false)
+		m.fail(next, w, r, err, false, policies)
 	case r.Context().Err() != nil:
 		// The store's error is most likely the request's end (a client
 		// that hung up cancels its context), and nobody waits for an
 		// answer: neither serve nor report a store failure.
 		m.canceled(r, "limiter", err)
 	default:
-		m.fail(next, w, r, err, true, false)
+		m.fail(next, w, r, err, true, policies)
 	}
 }
 
@@ -373,16 +431,15 @@ func (m *middleware) canceled(r *http.Request, step string, err error) {
 
 // fail reports err and serves the request if the configuration says so,
 // or answers it with the error handler. limiterErr reports whether err
-// came from the limiter or its store, rather than from the request, and
-// decided whether the request's fields were written.
-func (m *middleware) fail(next http.Handler, w http.ResponseWriter, r *http.Request, err error, limiterErr, decided bool) {
+// came from the limiter or its store, rather than from the request.
+// policies are those whose RateLimit-Policy the answer lists: none when
+// the request's fields were written already, with its decision.
+func (m *middleware) fail(next http.Handler, w http.ResponseWriter, r *http.Request, err error, limiterErr bool, policies []*Fields) {
 	if m.errorHook != nil {
 		m.errorHook(r, err)
 	}
-	if !decided {
-		for _, f := range m.policies {
-			f.writePolicy(w.Header())
-		}
+	for _, f := range policies {
+		f.writePolicy(w.Header())
 	}
 	if m.dryRun || m.failOpen && limiterErr {
 		next.ServeHTTP(w, r)

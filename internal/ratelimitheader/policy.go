@@ -49,16 +49,28 @@ type Policy struct {
 }
 
 // New returns the policy lim enforces, named by c, or an error wrapping
-// [sluice.ErrInvalidConfig].
+// [sluice.ErrInvalidConfig]: [FromParams] of lim's Params.
+func New(lim *sluice.Limiter, c Config) (*Policy, error) {
+	if lim == nil {
+		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
+	}
+	return FromParams(lim.Params(), c)
+}
+
+// FromParams returns the policy of the limit params describes, named by
+// c, or an error wrapping [sluice.ErrInvalidConfig]. The limit of a
+// per-key limiter ([sluice.NewPerKey]) differs per key: a key's policy is
+// that of [sluice.Limiter.ParamsFor] for the key, and a [Cache] keeps one
+// per limit.
 //
-// q is lim's limit in whole units, rounded down, and a limit below one
+// q is the limit in whole units, rounded down, and a limit below one
 // whole unit is an error: no Integer q could describe it. The window w,
 // unless c sets it, is the window length for the window algorithms, and
 // for GCRA and the buckets the time in which q units drain or refill, so
 // that q/w is the long-run rate even for a fractional burst. A
 // concurrency limit has no window of its own: w is left out unless c sets
 // one, and its unit is [ConcurrentRequests] unless c names another.
-func New(lim *sluice.Limiter, c Config) (*Policy, error) {
+func FromParams(params engine.Params, c Config) (*Policy, error) {
 	if c.Name == "" {
 		c.Name = "default"
 	}
@@ -66,10 +78,6 @@ func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lim == nil {
-		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
-	}
-	params := lim.Params()
 	p := &Policy{rawName: c.Name, name: name, concurrent: params.Kind == engine.KindConcurrency}
 	if c.Unit == "" && p.concurrent {
 		c.Unit = ConcurrentRequests
@@ -100,6 +108,22 @@ func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	p.params += windowParam(window)
 	p.field = p.policyField(p.quota)
 	return p, nil
+}
+
+// check reports whether what c says holds whatever the limit, as
+// [FromParams] would find: a name and a unit that a Structured Field
+// String can carry, and a window that is not negative.
+func (c *Config) check() error {
+	if _, err := SFString("policy name", c.Name); err != nil {
+		return err
+	}
+	if _, err := SFString("quota unit", c.Unit); err != nil {
+		return err
+	}
+	if c.WindowSet && c.Window < 0 {
+		return fmt.Errorf("%w: negative policy window %v", sluice.ErrInvalidConfig, c.Window)
+	}
+	return nil
 }
 
 // Window returns the window over which quota whole units of p's limit
