@@ -20,7 +20,7 @@ import (
 //
 // The format, in full (durations in Go's syntax, "1.5s", "720h"; a rate
 // is an amount per period, "10/s", "100/1m", "1000/720h"; a number may be
-// fractional):
+// fractional; the comments are this page's, JSON has none):
 //
 //	{
 //	  "policies": {

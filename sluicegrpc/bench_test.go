@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/plantest"
 	"github.com/sluice-go/sluice/sluicegrpc"
 )
 
@@ -45,24 +46,7 @@ func BenchmarkUnary(b *testing.B) {
 func BenchmarkUnaryLimit(b *testing.B) {
 	for _, limit := range []string{"fixed", "per-key"} {
 		b.Run("limit="+limit, func(b *testing.B) {
-			tier, err := sluice.NewGCRA(sluice.PerSecond(1e9), 1e9)
-			require.NoError(b, err)
-			defer tier.Close()
-			lim := tier
-			if limit == "per-key" {
-				other, err := sluice.NewGCRA(sluice.PerSecond(1e8), 1e8)
-				require.NoError(b, err)
-				defer other.Close()
-				plans := map[string]*sluice.Limiter{"198.51.100.7": other}
-				lim, err = sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) {
-					if plan, ok := plans[key]; ok {
-						return plan, nil
-					}
-					return tier, nil
-				})
-				require.NoError(b, err)
-				defer lim.Close()
-			}
+			lim := plantest.BenchLimiter(b, limit == "per-key")
 			icpt, err := sluicegrpc.NewInterceptor(lim)
 			require.NoError(b, err)
 			ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}})

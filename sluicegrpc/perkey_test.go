@@ -18,23 +18,6 @@ import (
 	"github.com/sluice-go/sluice/sluicegrpc"
 )
 
-// perKey returns a limiter of plans' tiers on clock, closed when the test
-// ends.
-func perKey(t *testing.T, p *plantest.Plans, clock sluice.Clock) *sluice.Limiter {
-	t.Helper()
-	lim, err := sluice.NewPerKey(p.Lookup, sluice.WithClock(clock))
-	require.NoError(t, err)
-	t.Cleanup(func() { lim.Close() })
-	return lim
-}
-
-func must(lim *sluice.Limiter, err error) *sluice.Limiter {
-	if err != nil {
-		panic(err)
-	}
-	return lim
-}
-
 // called is what a call ended with: its code, its header metadata, and
 // the RetryInfo delay and QuotaFailure quota value of an error.
 type called struct {
@@ -81,13 +64,13 @@ func TestPerKeyTiersEachSendTheirOwnMetadataAndAreExhaustedAtTheirOwnLimits(t *t
 		t.Run(map[bool]string{false: "unary", true: "stream"}[stream], func(t *testing.T) {
 			clock := newClock()
 			p := plantest.New(t, map[string]*sluice.Limiter{
-				"free":    must(sluice.NewFixedWindow(1, time.Minute)),
-				"pro":     must(sluice.NewFixedWindow(3, time.Minute)),
-				"metered": must(sluice.NewFixedWindow(2, 20*time.Second)),
+				"free":    plantest.Must(sluice.NewFixedWindow(1, time.Minute)),
+				"pro":     plantest.Must(sluice.NewFixedWindow(3, time.Minute)),
+				"metered": plantest.Must(sluice.NewFixedWindow(2, 20*time.Second)),
 			})
 			p.Set("k-pro", "pro")
 			p.Set("k-metered", "metered")
-			client, ts := limited(t, perKey(t, p, clock))
+			client, ts := limited(t, p.Limiter(t, clock))
 			clock.Add(12 * time.Second)
 			const free, pro, metered = `"default";q=1;w=60`, `"default";q=3;w=60`, `"default";q=2;w=20`
 			tests := []struct {
@@ -125,10 +108,10 @@ func TestPerKeyTiersEachSendTheirOwnMetadataAndAreExhaustedAtTheirOwnLimits(t *t
 func TestPerKeyTierChangeTakesEffectAtTheNextCall(t *testing.T) {
 	clock := newClock()
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free": must(sluice.NewFixedWindow(1, time.Minute)),
-		"pro":  must(sluice.NewFixedWindow(3, time.Minute)),
+		"free": plantest.Must(sluice.NewFixedWindow(1, time.Minute)),
+		"pro":  plantest.Must(sluice.NewFixedWindow(3, time.Minute)),
 	})
-	client, ts := limited(t, perKey(t, p, clock))
+	client, ts := limited(t, p.Limiter(t, clock))
 	const free, pro = `"default";q=1;w=60`, `"default";q=3;w=60`
 	exhausted := func(policy string, quota int64) called {
 		return called{code: codes.ResourceExhausted, policy: policy, rateLimit: `"default";r=0;t=60`, retry: time.Minute, quota: quota}
@@ -176,7 +159,7 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 	for _, tt := range tests {
 		for _, stream := range []bool{false, true} {
 			t.Run(tt.name+map[bool]string{false: ", unary", true: ", stream"}[stream], func(t *testing.T) {
-				p := plantest.New(t, map[string]*sluice.Limiter{"free": must(sluice.NewFixedWindow(5, time.Minute))})
+				p := plantest.New(t, map[string]*sluice.Limiter{"free": plantest.Must(sluice.NewFixedWindow(5, time.Minute))})
 				p.Fail(errNoPlan)
 				down := fixedWindow(t, 5, time.Minute, newClock(), sluice.WithStore(failingStore{}))
 				end := func(lim *sluice.Limiter) (called, []error, bool) {
@@ -188,7 +171,7 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 					return c, hooked, ts.served.Load() == 1
 				}
 				storeEnd, storeHooked, storeServed := end(down)
-				got, hooked, served := end(perKey(t, p, newClock()))
+				got, hooked, served := end(p.Limiter(t, newClock()))
 
 				require.Equal(t, called{code: tt.code, retry: tt.retry}, got)
 				require.Equal(t, storeEnd, got, "as the store's")
@@ -202,9 +185,9 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 	}
 
 	t.Run("a call ended while its limit is looked up is not a failure", func(t *testing.T) {
-		p := plantest.New(t, map[string]*sluice.Limiter{"free": must(sluice.NewFixedWindow(5, time.Minute))})
+		p := plantest.New(t, map[string]*sluice.Limiter{"free": plantest.Must(sluice.NewFixedWindow(5, time.Minute))})
 		var hooked []error
-		limit, err := sluicegrpc.NewInterceptor(perKey(t, p, newClock()), sluicegrpc.WithKey(sluicegrpc.MetadataKey("x-api-key")),
+		limit, err := sluicegrpc.NewInterceptor(p.Limiter(t, newClock()), sluicegrpc.WithKey(sluicegrpc.MetadataKey("x-api-key")),
 			sluicegrpc.WithFailOpen(), sluicegrpc.WithErrorHook(func(_ context.Context, _ string, err error) { hooked = append(hooked, err) }))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k")))
@@ -228,8 +211,8 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 // under dry run.
 func TestPerKeyLimitThatDoesNotFitTheInterceptorIsInternal(t *testing.T) {
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free":       must(sluice.NewFixedWindow(2, time.Minute)),
-		"fractional": must(sluice.NewFixedWindow(0.5, time.Minute)),
+		"free":       plantest.Must(sluice.NewFixedWindow(2, time.Minute)),
+		"fractional": plantest.Must(sluice.NewFixedWindow(0.5, time.Minute)),
 	})
 	p.Set("k-fractional", "fractional")
 	tests := []struct {
@@ -250,7 +233,7 @@ func TestPerKeyLimitThatDoesNotFitTheInterceptorIsInternal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var hooked []error
-			client, ts := limited(t, perKey(t, p, newClock()), append(tt.opts, sluicegrpc.WithErrorHook(func(_ context.Context, _ string, err error) {
+			client, ts := limited(t, p.Limiter(t, newClock()), append(tt.opts, sluicegrpc.WithErrorHook(func(_ context.Context, _ string, err error) {
 				hooked = append(hooked, err)
 			}))...)
 			_, err := check(client, withKey(tt.key))
@@ -265,7 +248,7 @@ func TestPerKeyLimitThatDoesNotFitTheInterceptorIsInternal(t *testing.T) {
 			}
 		})
 	}
-	_, err := sluicegrpc.NewInterceptor(perKey(t, p, newClock()), sluicegrpc.WithPolicyName("caf\u00e9"))
+	_, err := sluicegrpc.NewInterceptor(p.Limiter(t, newClock()), sluicegrpc.WithPolicyName("caf\u00e9"))
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "what holds whatever the limit is checked when the interceptor is made")
 }
 
@@ -274,11 +257,11 @@ func TestPerKeyLimitThatDoesNotFitTheInterceptorIsInternal(t *testing.T) {
 // tier's slots, and every slot comes back as its stream ends.
 func TestPerKeyConcurrencyTiersHoldALeasePerCallAndStream(t *testing.T) {
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free": must(sluice.NewConcurrencyLimit(1, time.Hour)),
-		"pro":  must(sluice.NewConcurrencyLimit(2, time.Hour)),
+		"free": plantest.Must(sluice.NewConcurrencyLimit(1, time.Hour)),
+		"pro":  plantest.Must(sluice.NewConcurrencyLimit(2, time.Hour)),
 	})
 	p.Set("k-pro", "pro")
-	lim := perKey(t, p, newClock())
+	lim := p.Limiter(t, newClock())
 	g := newGated(t, concurrencyInterceptor(t, lim))
 	const freeSlots, proSlots = `"default";q=1;qu="concurrent-requests"`, `"default";q=2;qu="concurrent-requests"`
 	var closers []context.CancelFunc

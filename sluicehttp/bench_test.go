@@ -1,7 +1,6 @@
 package sluicehttp_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/plantest"
 	"github.com/sluice-go/sluice/sluicehttp"
 )
 
@@ -65,24 +65,7 @@ func BenchmarkMiddlewareLimit(b *testing.B) {
 			{name: "IPv4+max delay", opts: []sluicehttp.Option{sluicehttp.WithMaxDelay(time.Second)}},
 		} {
 			b.Run("limit="+limit+"/"+bc.name, func(b *testing.B) {
-				tier, err := sluice.NewGCRA(sluice.PerSecond(1e9), 1e9)
-				require.NoError(b, err)
-				defer tier.Close()
-				lim := tier
-				if limit == "per-key" {
-					other, err := sluice.NewGCRA(sluice.PerSecond(1e8), 1e8)
-					require.NoError(b, err)
-					defer other.Close()
-					plans := map[string]*sluice.Limiter{"198.51.100.7": other}
-					lim, err = sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) {
-						if plan, ok := plans[key]; ok {
-							return plan, nil
-						}
-						return tier, nil
-					})
-					require.NoError(b, err)
-					defer lim.Close()
-				}
+				lim := plantest.BenchLimiter(b, limit == "per-key")
 				mw, err := sluicehttp.New(lim, bc.opts...)
 				require.NoError(b, err)
 				h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

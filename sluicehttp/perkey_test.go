@@ -17,23 +17,6 @@ import (
 	"github.com/sluice-go/sluice/sluicehttp"
 )
 
-// perKey returns a limiter of plans' tiers on clock, closed when the test
-// ends.
-func perKey(t *testing.T, p *plantest.Plans, clock sluice.Clock, opts ...sluice.Option) *sluice.Limiter {
-	t.Helper()
-	lim, err := sluice.NewPerKey(p.Lookup, append([]sluice.Option{sluice.WithClock(clock)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { lim.Close() })
-	return lim
-}
-
-func must(lim *sluice.Limiter, err error) *sluice.Limiter {
-	if err != nil {
-		panic(err)
-	}
-	return lim
-}
-
 // byAPIKey keys requests by their X-API-Key header.
 var byAPIKey = sluicehttp.WithKey(sluicehttp.HeaderKey("X-API-Key"))
 
@@ -47,13 +30,13 @@ func (s *server) getAs(key string) *httptest.ResponseRecorder {
 func TestPerKeyTiersEachSendTheirOwnFieldsAndAreDeniedAtTheirOwnLimits(t *testing.T) {
 	clock := newClock()
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free":    must(sluice.NewFixedWindow(2, time.Minute)),
-		"pro":     must(sluice.NewFixedWindow(5, time.Minute)),
-		"metered": must(sluice.NewFixedWindow(3, 20*time.Second)),
+		"free":    plantest.Must(sluice.NewFixedWindow(2, time.Minute)),
+		"pro":     plantest.Must(sluice.NewFixedWindow(5, time.Minute)),
+		"metered": plantest.Must(sluice.NewFixedWindow(3, 20*time.Second)),
 	})
 	p.Set("k-pro", "pro")
 	p.Set("k-metered", "metered")
-	s := newServer(t, perKey(t, p, clock), byAPIKey)
+	s := newServer(t, p.Limiter(t, clock), byAPIKey)
 	clock.Add(12 * time.Second) // 48 s left in the window
 
 	tests := []struct {
@@ -94,10 +77,10 @@ func TestPerKeyTiersEachSendTheirOwnFieldsAndAreDeniedAtTheirOwnLimits(t *testin
 func TestPerKeyTierChangeTakesEffectAtTheNextRequest(t *testing.T) {
 	clock := newClock()
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free": must(sluice.NewFixedWindow(2, time.Minute)),
-		"pro":  must(sluice.NewFixedWindow(5, time.Minute)),
+		"free": plantest.Must(sluice.NewFixedWindow(2, time.Minute)),
+		"pro":  plantest.Must(sluice.NewFixedWindow(5, time.Minute)),
 	})
-	s := newServer(t, perKey(t, p, clock), byAPIKey)
+	s := newServer(t, p.Limiter(t, clock), byAPIKey)
 	clock.Add(12 * time.Second)
 	const free, pro = `"default";q=2;w=60`, `"default";q=5;w=60`
 	steps := []struct {
@@ -153,7 +136,7 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := plantest.New(t, map[string]*sluice.Limiter{"free": must(sluice.NewFixedWindow(5, time.Minute))})
+			p := plantest.New(t, map[string]*sluice.Limiter{"free": plantest.Must(sluice.NewFixedWindow(5, time.Minute))})
 			p.Fail(errNoPlan)
 			down, err := sluice.NewFixedWindow(5, time.Minute, sluice.WithStore(failingStore{}), sluice.WithClock(newClock()))
 			require.NoError(t, err)
@@ -171,7 +154,7 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 				return s.do(r), s, hooked
 			}
 			storeW, storeS, storeHooked := answer(down)
-			w, s, hooked := answer(perKey(t, p, newClock()))
+			w, s, hooked := answer(p.Limiter(t, newClock()))
 
 			require.Equal(t, tt.status, w.Code)
 			require.Equal(t, storeW.Code, w.Code, "as the store's")
@@ -207,9 +190,9 @@ func TestPerKeyLookupThatFailsIsAnsweredAsAStoreThatFails(t *testing.T) {
 // under dry run; the other keys are served.
 func TestPerKeyLimitThatDoesNotFitTheMiddlewareIsRefusedOnItsRequest(t *testing.T) {
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free":       must(sluice.NewGCRA(sluice.PerSecond(10), 5)),
-		"window":     must(sluice.NewFixedWindow(100, time.Minute)),
-		"fractional": must(sluice.NewGCRA(sluice.PerSecond(1), 0.5)),
+		"free":       plantest.Must(sluice.NewGCRA(sluice.PerSecond(10), 5)),
+		"window":     plantest.Must(sluice.NewFixedWindow(100, time.Minute)),
+		"fractional": plantest.Must(sluice.NewGCRA(sluice.PerSecond(1), 0.5)),
 	})
 	p.Set("k-window", "window")
 	p.Set("k-fractional", "fractional")
@@ -242,7 +225,7 @@ func TestPerKeyLimitThatDoesNotFitTheMiddlewareIsRefusedOnItsRequest(t *testing.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var hooked []error
-			s := newServer(t, perKey(t, p, newClock()), append(tt.opts, byAPIKey,
+			s := newServer(t, p.Limiter(t, newClock()), append(tt.opts, byAPIKey,
 				sluicehttp.WithErrorHook(func(_ *http.Request, err error) { hooked = append(hooked, err) }))...)
 			w := s.getAs(tt.key)
 			require.Equal(t, tt.status, w.Code)
@@ -263,8 +246,8 @@ func TestPerKeyLimitThatDoesNotFitTheMiddlewareIsRefusedOnItsRequest(t *testing.
 }
 
 func TestPerKeyConfigurationIsCheckedWhenTheMiddlewareIsMade(t *testing.T) {
-	p := plantest.New(t, map[string]*sluice.Limiter{"free": must(sluice.NewFixedWindow(5, time.Minute))})
-	lim := perKey(t, p, newClock())
+	p := plantest.New(t, map[string]*sluice.Limiter{"free": plantest.Must(sluice.NewFixedWindow(5, time.Minute))})
+	lim := p.Limiter(t, newClock())
 	for _, opt := range []sluicehttp.Option{
 		sluicehttp.WithPolicyName("caf\u00e9"),
 		sluicehttp.WithQuotaUnit("\n"),
@@ -325,11 +308,11 @@ func TestPerKeyRequestAllocatesNoMoreThanAFixedOne(t *testing.T) {
 func TestPerKeyConcurrencyTiersHoldALeasePerRequest(t *testing.T) {
 	clock := newClock()
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free": must(sluice.NewConcurrencyLimit(1, time.Minute)),
-		"pro":  must(sluice.NewConcurrencyLimit(3, time.Minute)),
+		"free": plantest.Must(sluice.NewConcurrencyLimit(1, time.Minute)),
+		"pro":  plantest.Must(sluice.NewConcurrencyLimit(3, time.Minute)),
 	})
 	p.Set("k-pro", "pro")
-	lim := perKey(t, p, clock)
+	lim := p.Limiter(t, clock)
 	mw, err := sluicehttp.New(lim, byAPIKey)
 	require.NoError(t, err)
 	// Each request served stays in its handler until the test lets them
@@ -397,7 +380,7 @@ func TestPerKeyConcurrencyTiersHoldALeasePerRequest(t *testing.T) {
 }
 
 func TestPerKeyTierIsHeldUnderMaxDelay(t *testing.T) {
-	p := plantest.New(t, map[string]*sluice.Limiter{"free": must(sluice.NewGCRA(sluice.PerSecond(1), 1))})
+	p := plantest.New(t, map[string]*sluice.Limiter{"free": plantest.Must(sluice.NewGCRA(sluice.PerSecond(1), 1))})
 	s := newShaper(t, func(c sluice.Clock) (*sluice.Limiter, error) {
 		return sluice.NewPerKey(p.Lookup, sluice.WithClock(c))
 	}, sluicehttp.WithMaxDelay(2*time.Second))
@@ -418,14 +401,14 @@ func TestPerKeyMemberOfAGroupMiddleware(t *testing.T) {
 	daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(clock))
 	require.NoError(t, err)
 	p := plantest.New(t, map[string]*sluice.Limiter{
-		"free":  must(sluice.NewTokenBucket(sluice.PerSecond(1), 2)),
-		"pro":   must(sluice.NewTokenBucket(sluice.PerSecond(2), 4)),
-		"slots": must(sluice.NewConcurrencyLimit(2, time.Minute)),
+		"free":  plantest.Must(sluice.NewTokenBucket(sluice.PerSecond(1), 2)),
+		"pro":   plantest.Must(sluice.NewTokenBucket(sluice.PerSecond(2), 4)),
+		"slots": plantest.Must(sluice.NewConcurrencyLimit(2, time.Minute)),
 	})
 	// The lookup sees the key the store sees, "{key}:burst".
 	p.Set("{k-pro}:burst", "pro")
 	p.Set("{k-slots}:burst", "slots")
-	burst := perKey(t, p, clock, sluice.WithStore(st))
+	burst := p.Limiter(t, clock, sluice.WithStore(st))
 	mw, err := sluicehttp.NewGroup([]sluicehttp.Policy{
 		{Limiter: daily, Name: "day"},
 		{Limiter: burst, Name: "burst"},
@@ -476,11 +459,11 @@ func TestGuidePerKeySectionShowsWhatTheMiddlewareSends(t *testing.T) {
 	require.True(t, ok, "the guide has the section")
 	section, _, _ = strings.Cut(section, "\n## ")
 	p := plantest.New(t, map[string]*sluice.Limiter{ // as in the guide
-		"free": must(sluice.NewFixedWindow(100, time.Hour)),
-		"pro":  must(sluice.NewFixedWindow(5000, time.Hour)),
+		"free": plantest.Must(sluice.NewFixedWindow(100, time.Hour)),
+		"pro":  plantest.Must(sluice.NewFixedWindow(5000, time.Hour)),
 	})
 	p.Set("k-pro", "pro")
-	s := newServer(t, perKey(t, p, newClock()), byAPIKey)
+	s := newServer(t, p.Limiter(t, newClock()), byAPIKey)
 	free, pro := s.getAs("k-free").Header().Get("RateLimit-Policy"), s.getAs("k-pro").Header().Get("RateLimit-Policy")
 	require.Contains(t, section, "RateLimit-Policy: "+free+"\n", "a free key's")
 	require.Contains(t, section, "`"+pro+"` for a pro key")

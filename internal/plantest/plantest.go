@@ -71,3 +71,47 @@ func (p *Plans) LookedUp() []string {
 	defer p.mu.Unlock()
 	return append([]string(nil), p.keys...)
 }
+
+// Limiter returns a per-key limiter of p's tiers on clock, with opts,
+// closed when the test ends.
+func (p *Plans) Limiter(t testing.TB, clock sluice.Clock, opts ...sluice.Option) *sluice.Limiter {
+	t.Helper()
+	lim, err := sluice.NewPerKey(p.Lookup, append([]sluice.Option{sluice.WithClock(clock)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	return lim
+}
+
+// Must returns lim, a tier built for a test, or panics with err.
+func Must(lim *sluice.Limiter, err error) *sluice.Limiter {
+	if err != nil {
+		panic(err)
+	}
+	return lim
+}
+
+// BenchLimiter returns the limiter the adapters' benchmarks compare a
+// per-key limit with a fixed one by: a GCRA of 10^9 per second and as
+// much burst, fixed, or perKey, looked up in a map of tiers that holds
+// another for one client; closed when the benchmark ends.
+func BenchLimiter(b *testing.B, perKey bool) *sluice.Limiter {
+	b.Helper()
+	tier := Must(sluice.NewGCRA(sluice.PerSecond(1e9), 1e9))
+	b.Cleanup(func() { tier.Close() })
+	if !perKey {
+		return tier
+	}
+	other := Must(sluice.NewGCRA(sluice.PerSecond(1e8), 1e8))
+	b.Cleanup(func() { other.Close() })
+	plans := map[string]*sluice.Limiter{"198.51.100.7": other}
+	lim := Must(sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) {
+		if plan, ok := plans[key]; ok {
+			return plan, nil
+		}
+		return tier, nil
+	}))
+	b.Cleanup(func() { lim.Close() })
+	return lim
+}
