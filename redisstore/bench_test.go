@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
@@ -360,5 +361,62 @@ func BenchmarkServerTime(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkAllowPerKey measures Allow through a GCRA with a fixed limit
+// and through a per-key limiter ([sluice.NewPerKey]) whose lookup reads
+// each key's tier from a map, one call at a time, on 1024 keys of a local
+// Redis, with the server's time per decision: a per-key limit costs its
+// lookup in the process, and nothing on the server.
+func BenchmarkAllowPerKey(b *testing.B) {
+	srv := testserver.StartRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithPrefix("bench:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	free, err := sluice.NewGCRA(sluice.PerSecond(1000), 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pro, err := sluice.NewGCRA(sluice.PerSecond(10000), 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 1024)
+	plans := make(map[string]*sluice.Limiter, len(keys))
+	for i := range keys {
+		keys[i] = "perkey:user:" + strconv.Itoa(i)
+		plans[keys[i]] = free
+	}
+	fixed, err := sluice.NewGCRA(sluice.PerSecond(1000), 100, sluice.WithStore(st))
+	if err != nil {
+		b.Fatal(err)
+	}
+	perKey, err := sluice.NewPerKey(func(_ context.Context, key string) (*sluice.Limiter, error) {
+		if lim, ok := plans[key]; ok {
+			return lim, nil
+		}
+		return pro, nil
+	}, sluice.WithStore(st))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, lim := range []struct {
+		name string
+		lim  *sluice.Limiter
+	}{{"limit=fixed", fixed}, {"limit=per-key", perKey}} {
+		b.Run(lim.name, func(b *testing.B) {
+			b.ReportAllocs()
+			usec := scriptMicros(b, c)
+			for i := 0; b.Loop(); i++ {
+				if _, err := lim.lim.Allow(b.Context(), keys[i%len(keys)], 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(scriptMicros(b, c)-usec)/float64(b.N), "server-µs/op")
+		})
 	}
 }
