@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -316,21 +317,12 @@ func (s *limitSpec) missing(needs []string) string {
 // allowed reports a field of s that its algorithm does not take.
 func (s *limitSpec) allowed(policy, tier string, needs, takes []string) error {
 	for f, line := range s.lines {
-		if f == "algorithm" || contains(needs, f) || contains(takes, f) {
+		if f == "algorithm" || slices.Contains(needs, f) || slices.Contains(takes, f) {
 			continue
 		}
 		return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: f, Reason: "not a field of " + s.algorithm}
 	}
 	return nil
-}
-
-func contains(fields []string, f string) bool {
-	for _, g := range fields {
-		if g == f {
-			return true
-		}
-	}
-	return false
 }
 
 // with returns s with the fields t gives in place of its own.

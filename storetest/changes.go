@@ -1,18 +1,16 @@
 package storetest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
-	"github.com/sluice-go/sluice/internal/arith"
+	"github.com/sluice-go/sluice/storetest/internal/vectors"
 )
 
 // RunChanges replays random traces in which each key's limit changes at
@@ -32,7 +30,7 @@ func RunChanges(t *testing.T, st sluice.Store, opts ...Option) {
 		if ai >= len(ps) {
 			// A store's own extremes are at the edge of what it computes:
 			// vary them only within it.
-			limits = slices.DeleteFunc(limits, func(q engine.Params) bool { return span(q) > span(p) })
+			limits = slices.DeleteFunc(limits, func(q engine.Params) bool { return vectors.LongestSpan(q) > vectors.LongestSpan(p) })
 		}
 		for oi, origin := range origins {
 			traces := max(c.traces/2, 2)
@@ -70,21 +68,6 @@ func Variants(p engine.Params) []engine.Params {
 	return out
 }
 
-// span is the longest duration p's algorithm computes with, as a store
-// bounds it: the window (twice it for the sliding counter), GCRA's burst,
-// or the time a full bucket takes to drain or refill.
-func span(p engine.Params) float64 {
-	switch p.Kind {
-	case engine.KindGCRA:
-		return max(float64(p.Interval), arith.GCRASpan(p.Limit, p.Interval))
-	case engine.KindLeakyBucket, engine.KindTokenBucket:
-		return max(float64(p.Interval), arith.BucketSpan(p.Limit, p.Amount, p.Interval))
-	case engine.KindSlidingCounter:
-		return 2 * float64(p.Interval)
-	}
-	return float64(p.Interval)
-}
-
 // change returns one of p's variants, other than p when it has any.
 func change(rng *rand.Rand, p engine.Params) engine.Params {
 	vs := Variants(p)
@@ -101,7 +84,6 @@ func change(rng *rand.Rand, p engine.Params) engine.Params {
 // exactly the larger limit's burst: what each admits counts against the
 // other, converted exactly, and no decision is lost between them.
 func RunConcurrentChanges(t *testing.T, st sluice.Store, callers int) {
-	ctx := context.Background()
 	prefix := uniquePrefix()
 	for ai, p := range Algorithms() {
 		q := p
@@ -114,26 +96,7 @@ func RunConcurrentChanges(t *testing.T, st sluice.Store, callers int) {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%scc%d", prefix, ai)
 			want := max(burstFromRest(t, p), burstFromRest(t, q))
-			calls := 2*want/callers + 2 // each: more than enough in all
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			admitted, errs := 0, []error(nil)
-			for i := range callers {
-				wg.Go(func() {
-					for range calls {
-						d, err := st.Apply(ctx, key, &limits[i%2], engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base})
-						mu.Lock()
-						if err != nil {
-							errs = append(errs, err)
-						} else if d.Allowed {
-							admitted++
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			require.Empty(t, errs)
+			admitted := admitConcurrently(t, st, key, limits[:], callers, 2*want/callers+2) // more than enough calls
 			require.Equal(t, want, admitted)
 		})
 	}

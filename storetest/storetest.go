@@ -511,32 +511,41 @@ func difference(p engine.Params, want, got engine.Decision) string {
 // one instant, and requires that exactly the burst is admitted, for every
 // algorithm.
 func RunConcurrent(t *testing.T, st sluice.Store, callers int) {
-	ctx := context.Background()
 	prefix := uniquePrefix()
 	for ai, p := range Algorithms() {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
 			key := fmt.Sprintf("%sc%d", prefix, ai)
-			now := base
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			admitted, errs := 0, []error(nil)
-			for range callers {
-				wg.Go(func() {
-					d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						errs = append(errs, err)
-					} else if d.Allowed {
-						admitted++
-					}
-				})
-			}
-			wg.Wait()
-			require.Empty(t, errs)
+			admitted := admitConcurrently(t, st, key, []engine.Params{p}, callers, 1)
 			require.Equal(t, burstFromRest(t, p), admitted)
 		})
 	}
+}
+
+// admitConcurrently has callers goroutines each make calls Allows of one
+// unit on key at one instant, caller i under limits[i%len(limits)], and
+// returns how many were admitted; every call must succeed.
+func admitConcurrently(t *testing.T, st sluice.Store, key string, limits []engine.Params, callers, calls int) int {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted, errs := 0, []error(nil)
+	for i := range callers {
+		wg.Go(func() {
+			for range calls {
+				d, err := st.Apply(ctx, key, &limits[i%len(limits)], engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else if d.Allowed {
+					admitted++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, errs)
+	return admitted
 }
 
 // burstFromRest is how many unit requests the specification admits at one

@@ -99,7 +99,7 @@ func Generate() []Case {
 		}
 		seen[c.Name] = true
 		for _, p := range limits(c) {
-			if span := longestSpan(p); span >= exactSpan {
+			if span := LongestSpan(p); span >= exactSpan {
 				panic(fmt.Sprintf("vectors: %s: %v spans %v, at least 2^53 ns", c.Name, p, time.Duration(span)))
 			}
 		}
@@ -163,11 +163,11 @@ func lcm(a, b int64) int64 {
 	return a / x * b
 }
 
-// longestSpan returns the longest duration, in nanoseconds, that p's
+// LongestSpan returns the longest duration, in nanoseconds, that p's
 // algorithm computes with, as a store bounds it: the window (twice it for
 // the sliding counter, which remembers the previous window), GCRA's burst,
 // or the time a full bucket takes to drain or refill.
-func longestSpan(p engine.Params) float64 {
+func LongestSpan(p engine.Params) float64 {
 	switch p.Kind {
 	case engine.KindGCRA:
 		return max(float64(p.Interval), arith.GCRASpan(p.Limit, p.Interval))
