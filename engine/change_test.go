@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-go/sluice/internal/arith"
 )
 
 const ms = int64(time.Millisecond)
@@ -163,4 +165,32 @@ func TestBucketKeepsItsLevelUnderANewCapacityAndRate(t *testing.T) {
 	require.False(t, d.Allowed)
 	require.Equal(t, 10.0, d.Used, "clamped to the capacity")
 	require.Equal(t, 40*time.Second, d.RetryAfter)
+}
+
+func TestWholeNanosIsTheRoundedFloatProductWhereItAnswers(t *testing.T) {
+	for _, c := range []struct {
+		amount   float64
+		interval int64
+		whole    bool
+	}{
+		{1, 333333333, true}, {5, int64(time.Second) / 10, true}, {2047, 1<<42 - 1, true},
+		{2048, 1, false}, {1, 1 << 42, false}, {2.5, 333333333, false}, {0, 1<<42 - 1, true},
+		{1e9, 1000, false}, {-1, 5, false},
+	} {
+		got, whole := wholeNanos(c.amount, c.interval)
+		require.Equal(t, c.whole, whole, "%v*%v", c.amount, c.interval)
+		if whole {
+			require.Equal(t, arith.Nanos(c.amount, c.interval), got, "%v*%v", c.amount, c.interval)
+		}
+	}
+}
+
+func FuzzWholeNanosIsTheRoundedFloatProduct(f *testing.F) {
+	f.Add(3.0, int64(1<<41+1))
+	f.Add(2047.0, int64(1<<42-1))
+	f.Fuzz(func(t *testing.T, amount float64, interval int64) {
+		if got, whole := wholeNanos(amount, interval); whole && got != arith.Nanos(amount, interval) {
+			t.Fatalf("wholeNanos(%v, %v) = %v, arith.Nanos %v", amount, interval, got, arith.Nanos(amount, interval))
+		}
+	})
 }

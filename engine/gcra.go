@@ -2,7 +2,6 @@ package engine
 
 import (
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/sluice-go/sluice/internal/arith"
@@ -20,7 +19,10 @@ func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 			s.Time, s.A = stored, float64(t)
 		}
 	}
-	tau := p.gcraNanos(p.Limit)
+	tau, whole := wholeNanos(p.Limit, t)
+	if !whole {
+		tau = p.gcraNanos(p.Limit)
+	}
 	tat := max(stored, op.Now)
 	if op.Verb == VerbCancel {
 		// The reservation is the key's last booking iff the TAT is still
@@ -105,10 +107,10 @@ func (p *Params) carriedTAT(s *State, now int64) int64 {
 // gcraNanos converts an amount to nanoseconds at the emission interval.
 func (p *Params) gcraNanos(amount float64) int64 { return arith.Nanos(amount, p.Interval) }
 
-// wholeNanos returns amount*interval and true for a whole amount whose
-// product with the interval is below 2^53: the float product gcraNanos
-// rounds is then that of the integers, exactly, with nothing to round.
+// wholeNanos returns amount*interval and true for a whole amount below
+// 2^11 at an interval below 2^42 ns (73 minutes): the product, below 2^53,
+// is the float product gcraNanos rounds, exactly, with nothing to round.
 func wholeNanos(amount float64, interval int64) (int64, bool) {
 	n := int64(amount)
-	return n * interval, float64(n) == amount && bits.Len64(uint64(n))+bits.Len64(uint64(interval)) <= 53
+	return n * interval, float64(n) == amount && (uint64(n)>>11|uint64(interval)>>42) == 0
 }
