@@ -153,3 +153,45 @@ func BenchmarkAllowPerKey(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAllowCalendar decides on a monthly quota in Paris beside an
+// aligned fixed window of the same limit: the calendar's windows are
+// computed once per month, and a decision allocates nothing.
+func BenchmarkAllowCalendar(b *testing.B) {
+	ctx := context.Background()
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		b.Fatal(err)
+	}
+	monthly, err := sluice.NewCalendarWindow(1e15, sluice.Month, paris)
+	if err != nil {
+		b.Fatal(err)
+	}
+	aligned, err := sluice.NewFixedWindow(1e15, 30*24*time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ks := keys(10_000)
+	for _, c := range []struct {
+		name string
+		lim  *sluice.Limiter
+	}{{"aligned", aligned}, {"calendar", monthly}} {
+		for _, n := range []int{1, 10_000} {
+			for _, k := range ks[:n] {
+				if _, err := c.lim.Allow(ctx, k, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run(c.name+"/keys="+strconv.Itoa(n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := c.lim.Allow(ctx, ks[i%n], 1); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}

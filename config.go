@@ -26,7 +26,8 @@ import (
 //	  "policies": {
 //	    "api": {
 //	      "algorithm": "gcra",        // or token-bucket, leaky-bucket, fixed-window,
-//	                                  // sliding-log, sliding-counter, concurrency
+//	                                  // sliding-log, sliding-counter, calendar-window,
+//	                                  // concurrency
 //	      "rate": "10/s", "burst": 20, // GCRA and the token bucket
 //	      "tiers": {
 //	        "free": {"rate": "1/s", "burst": 5},
@@ -35,7 +36,8 @@ import (
 //	    },
 //	    "spend":   {"algorithm": "leaky-bucket", "capacity": 1000, "rate": "1000/720h"},
 //	    "uploads": {"algorithm": "concurrency", "limit": 3, "ttl": "5m"},
-//	    "search":  {"algorithm": "fixed-window", "limit": 100, "window": "1m", "anchored": true}
+//	    "search":  {"algorithm": "fixed-window", "limit": 100, "window": "1m", "anchored": true},
+//	    "monthly": {"algorithm": "calendar-window", "limit": 1000, "period": "month", "zone": "Europe/Paris"}
 //	  }
 //	}
 //
@@ -43,7 +45,9 @@ import (
 // ([NewGCRA], [NewTokenBucket], with "interval_refill": true for
 // [WithIntervalRefill]); capacity and rate ([NewLeakyBucket]); limit and
 // window ([NewFixedWindow] with "anchored", [NewSlidingLog] with
-// "max_entries", [NewSlidingCounter]); limit and ttl
+// "max_entries", [NewSlidingCounter]); limit, period ("day", "week",
+// "month" or "year") and zone (an IANA name, "Europe/Paris")
+// ([NewCalendarWindow]); limit and ttl
 // ([NewConcurrencyLimit], with "max_entries"). Every rate limit may also
 // take "penalty" (a duration, [WithPenalty]) and "count_denied"
 // ([WithCountDenied]). A tier sets any of these but the algorithm. A

@@ -118,6 +118,8 @@ func TestConfigRejectsAMistakeWithItsLineAndReason(t *testing.T) {
 		{"given twice", "{\"policies\": {\"api\": {\"algorithm\": \"gcra\", \"rate\": \"1/s\",\n\"burst\": 1,\n\"burst\": 2}}}", 3, "given twice"},
 		{"more after the end", "{\"policies\": {\"api\": {\"algorithm\": \"gcra\", \"rate\": \"1/s\", \"burst\": 1}}}\n{}", 2, "more after"},
 		{"nameless policy", "{\"policies\": {\n\"\": {}}}", 2, "needs a name"},
+		{"not a period", "{\"policies\": {\"q\": {\"algorithm\": \"calendar-window\", \"limit\": 1,\n\"period\": \"fortnight\", \"zone\": \"UTC\"}}}", 2, "want a calendar period"},
+		{"not a zone", "{\"policies\": {\"q\": {\"algorithm\": \"calendar-window\", \"limit\": 1, \"period\": \"day\",\n\"zone\": \"Europe/Atlantis\"}}}", 2, "no time zone \"Europe/Atlantis\""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := sluice.ParseConfig([]byte(c.doc))
@@ -156,4 +158,24 @@ func TestConfigReloadThatFailsKeepsTheOldConfigurationInForce(t *testing.T) {
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 	require.ErrorContains(t, err, `"api"`, "a policy in use is not dropped")
 	require.Equal(t, 2, admitted(t, api, "free:a"), "the old configuration")
+}
+
+func TestConfigCalendarWindowIsAQuotaPerCalendarMonthInItsZone(t *testing.T) {
+	c, err := sluice.ParseConfig([]byte(`{"policies": {"monthly": {
+	  "algorithm": "calendar-window", "limit": 2, "period": "month", "zone": "Europe/Paris",
+	  "tiers": {"pro": {"limit": 5}}
+	}}}`))
+	require.NoError(t, err)
+	paris := zone(t, "Europe/Paris")
+	mock := mockAt(paris, 2026, time.June, 30, 23, 0, 0, 0)
+	quota, err := c.Limiter("monthly", planOf, sluice.WithClock(mock))
+	require.NoError(t, err)
+	defer quota.Close()
+	require.Equal(t, 2, admitted(t, quota, "default:a"))
+	require.Equal(t, 5, admitted(t, quota, "pro:b"))
+	d, err := quota.CanAccept(context.Background(), "pro:b", 1)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, d.RetryAfter, "July starts at midnight in Paris")
+	mock.Add(time.Hour)
+	require.Equal(t, 5, admitted(t, quota, "pro:b"), "a new month")
 }

@@ -62,6 +62,8 @@ type limitValues struct {
 	window, ttl, penalty          time.Duration
 	anchored, refill, countDenied bool
 	maxEntries                    int
+	period                        Period
+	zone                          *time.Location
 }
 
 // configFields are the fields of a policy, and those of a tier (all but
@@ -78,6 +80,8 @@ var configFields = map[string]func(s *limitValues, raw json.RawMessage) error{
 	"interval_refill": func(s *limitValues, raw json.RawMessage) error { return json.Unmarshal(raw, &s.refill) },
 	"count_denied":    func(s *limitValues, raw json.RawMessage) error { return json.Unmarshal(raw, &s.countDenied) },
 	"max_entries":     func(s *limitValues, raw json.RawMessage) error { return json.Unmarshal(raw, &s.maxEntries) },
+	"period":          func(s *limitValues, raw json.RawMessage) error { return parsePeriod(raw, &s.period) },
+	"zone":            func(s *limitValues, raw json.RawMessage) error { return parseZone(raw, &s.zone) },
 }
 
 // algorithmFields are the fields each algorithm takes: those it needs
@@ -89,6 +93,7 @@ var algorithmFields = map[string]struct{ needs, takes []string }{
 	"fixed-window":    {[]string{"limit", "window"}, []string{"anchored", "penalty", "count_denied"}},
 	"sliding-log":     {[]string{"limit", "window"}, []string{"max_entries", "penalty", "count_denied"}},
 	"sliding-counter": {[]string{"limit", "window"}, []string{"penalty", "count_denied"}},
+	"calendar-window": {[]string{"limit", "period", "zone"}, []string{"penalty", "count_denied"}},
 	"concurrency":     {[]string{"limit", "ttl"}, []string{"max_entries"}},
 }
 
@@ -380,6 +385,8 @@ func (s *limitSpec) build(policy, tier string, line int) (*Limiter, error) {
 		l, err = NewSlidingLog(v.limit, v.window, opts...)
 	case "sliding-counter":
 		l, err = NewSlidingCounter(v.limit, v.window, opts...)
+	case "calendar-window":
+		l, err = NewCalendarWindow(v.limit, v.period, v.zone, opts...)
 	default:
 		l, err = NewConcurrencyLimit(v.limit, v.ttl, opts...)
 	}
@@ -387,6 +394,34 @@ func (s *limitSpec) build(policy, tier string, line int) (*Limiter, error) {
 		return nil, &ConfigError{Line: line, Policy: policy, Tier: tier, Reason: strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": ")}
 	}
 	return l, nil
+}
+
+// parsePeriod reads a calendar period: "day", "week", "month" or "year".
+func parsePeriod(raw json.RawMessage, p *Period) error {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		for q := Day; q <= Year; q++ {
+			if s == q.String() {
+				*p = q
+				return nil
+			}
+		}
+	}
+	return errors.New(`want a calendar period: "day", "week", "month" or "year"`)
+}
+
+// parseZone reads an IANA time zone's name ("Europe/Paris", "UTC").
+func parseZone(raw json.RawMessage, loc **time.Location) error {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil || s == "" {
+		return errors.New(`want a time zone's name, "Europe/Paris"`)
+	}
+	l, err := time.LoadLocation(s)
+	if err != nil {
+		return fmt.Errorf("no time zone %q in the zone database: %w", s, err)
+	}
+	*loc = l
+	return nil
 }
 
 // parseRate reads a rate, "amount/period": an amount per a Go duration,

@@ -34,6 +34,8 @@ type Limiter struct {
 	// whose params hold a key; params is then zero.
 	lookup func(ctx context.Context, key string) (*Limiter, error)
 	kind   atomic.Uint32 // the algorithm of the limits lookup returns, once one is
+
+	cal *calendarWindows // of a calendar window, whose params are those of its creation
 }
 
 func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
@@ -49,24 +51,27 @@ func build(p engine.Params, opts []Option, perKey bool) (*Limiter, error) {
 			return nil, err
 		}
 	}
+	if s.clock == nil {
+		s.clock = SystemClock()
+	}
 	switch {
 	case perKey && s.params != engine.Params{}:
 		return nil, fmt.Errorf("%w: a per-key limiter takes its algorithm's options from the limiters its lookup returns", ErrInvalidConfig)
 	case !perKey:
+		if s.cal != nil {
+			s.params = s.cal.start(s.params, nanoClock{s.clock}.now())
+		}
 		if err := s.params.Validate(); err != nil {
 			return nil, err
 		}
 	}
-	if s.clock == nil {
-		s.clock = SystemClock()
-	}
-	l := &Limiter{params: s.params, store: s.store, clock: nanoClock{s.clock},
+	l := &Limiter{params: s.params, store: s.store, clock: nanoClock{s.clock}, cal: s.cal,
 		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness, leasePoll: s.leasePoll}
 	if l.store == nil && !s.template {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}
 	l.mem, _ = l.store.(*MemStore)
-	l.fast = l.mem != nil && l.observer == nil && !perKey
+	l.fast = l.mem != nil && l.observer == nil && !perKey && s.cal == nil
 	return l, nil
 }
 
@@ -99,10 +104,20 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return timedOut(ctx, l.store.Reset(ctx, key))
 }
 
-// Params returns the limiter's algorithm and configuration. Its Step
-// method is the algorithm as a pure function. A per-key limiter
-// ([NewPerKey]) has none of its own: its Params are zero.
-func (l *Limiter) Params() engine.Params { return l.params }
+// Params returns the limiter's algorithm and configuration, for a
+// calendar window ([NewCalendarWindow]) with the windows around the
+// limiter's time now. Its Step method is the algorithm as a pure function.
+// A per-key limiter ([NewPerKey]) has none of its own: its Params are
+// zero.
+func (l *Limiter) Params() engine.Params { return *l.limitAt(l.clock.now()) }
+
+// limitAt returns the limiter's own Params in force at now.
+func (l *Limiter) limitAt(now int64) *engine.Params {
+	if l.cal != nil {
+		return l.cal.at(now)
+	}
+	return &l.params
+}
 
 // Close releases the limiter's default in-memory store. It does nothing
 // to a store passed with [WithStore], which its owner closes.
@@ -118,13 +133,20 @@ func (l *Limiter) Close() error {
 // inlined, so that *d is their caller's variable.
 func (l *Limiter) now(ctx context.Context, key string, verb engine.Verb, cost float64, d *engine.Decision) error {
 	op := engine.Op{Verb: verb, Cost: cost, Now: l.clock.now()}
-	if l.fast && l.params.Usual(verb, cost, op.Now) {
+	if l.fast && fixedUsual(&l.params, verb, cost, op.Now) {
 		return l.mem.apply(key, &l.params, op, d) // the usual request, in memory, unobserved: do adds nothing
 	}
-	if l.lookup != nil {
-		return l.nowPerKey(ctx, key, op, d)
+	if l.lookup != nil || l.cal != nil {
+		return l.nowLookedUp(ctx, key, op, d)
 	}
 	return l.do(ctx, key, &l.params, op, d)
+}
+
+// fixedUsual is p.Usual for the Params of a fast limiter, which are never
+// a calendar window's: its four comparisons but the windows' test, which
+// the hot path need not pay.
+func fixedUsual(p *engine.Params, verb engine.Verb, cost float64, now int64) bool {
+	return verb-engine.VerbAllow <= engine.VerbCheck-engine.VerbAllow && cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime
 }
 
 // do decides op under p on key into *d, which is zero, and hands the

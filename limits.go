@@ -135,8 +135,8 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		// Field by field, in place: no literal built aside and copied.
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
-		if l.lookup != nil {
-			p, err := l.limitOf(ctx, keys[i])
+		if l.lookup != nil || l.cal != nil {
+			p, err := l.limitOf(ctx, keys[i], op.Now)
 			if err != nil {
 				return err
 			}

@@ -23,6 +23,8 @@ type settings struct {
 
 	leasePoll time.Duration
 	template  bool // a limit for a per-key limiter's lookup: no store of its own
+
+	cal *calendarWindows // of a calendar window ([NewCalendarWindow])
 }
 
 // asLimit makes a limiter that only serves as a limit for a per-key

@@ -60,22 +60,27 @@ func NewPerKey(lookup func(ctx context.Context, key string) (*Limiter, error), o
 // lookup returns for key now, with the lookup's error. An HTTP or gRPC
 // adapter reads them to describe a key's limit (its RateLimit-Policy).
 func (l *Limiter) ParamsFor(ctx context.Context, key string) (engine.Params, error) {
-	p, err := l.limitOf(ctx, key)
+	p, err := l.limitOf(ctx, key, l.clock.now())
 	if err != nil {
 		return engine.Params{}, err
 	}
 	return *p, nil
 }
 
-// PerKey reports whether the limiter looks up each key's limit
-// ([NewPerKey]).
-func (l *Limiter) PerKey() bool { return l.lookup != nil }
+// Fixed reports whether the limiter decides every request under the same
+// Params ([Limiter.Params]): not a per-key limiter ([NewPerKey]), whose
+// limit is looked up for each key, nor a calendar window
+// ([NewCalendarWindow]), whose windows move with its clock. An adapter
+// that describes a limit reads one that is not fixed with
+// [Limiter.ParamsFor] for each request.
+func (l *Limiter) Fixed() bool { return l.lookup == nil && l.cal == nil }
 
-// limitOf returns the Params that hold key: the limiter's own, or, for a
-// per-key limiter, those of the limiter its lookup returns.
-func (l *Limiter) limitOf(ctx context.Context, key string) (*engine.Params, error) {
+// limitOf returns the Params that hold key at now: the limiter's own, or,
+// for a per-key limiter, those of the limiter its lookup returns, with the
+// calendar windows around now of a calendar window.
+func (l *Limiter) limitOf(ctx context.Context, key string, now int64) (*engine.Params, error) {
 	if l.lookup == nil {
-		return &l.params, nil
+		return l.limitAt(now), nil
 	}
 	t, err := l.lookup(ctx, key)
 	switch {
@@ -90,13 +95,13 @@ func (l *Limiter) limitOf(ctx context.Context, key string) (*engine.Params, erro
 		return nil, fmt.Errorf("%w: the lookup of a per-key limiter of %v returned a %v: its limits share one algorithm",
 			ErrInvalidConfig, engine.Kind(l.kind.Load()), t.params.Kind)
 	}
-	return &t.params, nil
+	return t.limitAt(now), nil
 }
 
-// nowPerKey is now for a per-key limiter: op decided under the key's
-// limit, looked up first.
-func (l *Limiter) nowPerKey(ctx context.Context, key string, op engine.Op, d *engine.Decision) error {
-	p, err := l.limitOf(ctx, key)
+// nowLookedUp is now for a per-key limiter or a calendar window: op
+// decided under the key's limit at op.Now, looked up first.
+func (l *Limiter) nowLookedUp(ctx context.Context, key string, op engine.Op, d *engine.Decision) error {
+	p, err := l.limitOf(ctx, key, op.Now)
 	if err != nil {
 		return l.refuse(ctx, key, op, d, err)
 	}

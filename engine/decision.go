@@ -94,9 +94,9 @@ type Op struct {
 // algorithm (see [Kind]); the zero State is a fresh key.
 type State struct {
 	// Time is the leaky bucket's last update, GCRA's theoretical arrival
-	// time, the token bucket's last refill, a window's start, or the
-	// latest expiry a concurrency limit handed out, in nanoseconds since
-	// the Unix epoch.
+	// time, the token bucket's last refill, a window's start (a calendar
+	// window's end), or the latest expiry a concurrency limit handed out,
+	// in nanoseconds since the Unix epoch.
 	Time int64
 	// A is the leaky bucket's level, the token bucket's tokens in use (so
 	// that zero is a full bucket), the current window's count, the

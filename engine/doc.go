@@ -85,9 +85,12 @@
 // interval at that instant, and records it (see [Params.Carries]): a GCRA
 // raised from 10/s to 100/s admits at 100/s at once, and one lowered
 // keeps what was used. A state written before the interval was recorded
-// (A zero) is read as computed with the current one. The algorithm and
-// its mode (Kind, Anchored, IntervalRefill) are the key's own: a limit
-// that changes them reads the state as it stands.
+// (A zero) is read as computed with the current one. A calendar window's
+// count, kept with its window's end, counts in the window of another
+// calendar (a daily quota made monthly) that holds its end, and is fresh
+// from that end on if the new window ends first. The algorithm and its
+// mode (Kind, Anchored, IntervalRefill, calendar windows or not) are the
+// key's own: a limit that changes them reads the state as it stands.
 //
 // Step cannot see a key's expiry: a decision under a new limit that
 // records nothing may tell a RetryAfter or ResetAfter past it, when the
@@ -101,6 +104,23 @@
 // flips between them count in a window of its own length, which the
 // other may take as past and forget: change a window's length under new
 // keys when both may be in force.
+//
+// # Calendar windows
+//
+// A calendar window (see [Params.Windows]) is a fixed window whose
+// windows are the calendar's in a time zone: days of 23 to 25 hours,
+// months of 28 to 31 days. Neither Lua nor SQL knows the time zone
+// database, so the caller computes the windows and sends three of them
+// with every request: the one holding its time, the one before and the
+// one after. A store deciding by the caller's clock counts in the middle
+// one. A store that reads its own clock counts in the one of the three
+// that holds its time, exactly, whenever its clock and the caller's differ
+// by less than a window (23 hours at the least); otherwise the request
+// fails with [ErrTimeOutOfRange], recording nothing. It never falls back
+// to the caller's clock. The state keeps the end of the window it counted
+// in (State.Time), not its start: a window later than the caller's, which
+// a store's clock ahead or a clock stepped back leaves behind, ends where
+// the state says, whatever windows the next request brings.
 //
 // # Clocks that step back
 //

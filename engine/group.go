@@ -47,6 +47,9 @@ func CheckGroup(ops []GroupOp, callerClock bool) error {
 			if err := CheckTime(g.Op.Now); err != nil {
 				return err
 			}
+			if err := g.Params.CheckWindows(g.Op.Now); err != nil {
+				return err
+			}
 		}
 		if err := g.Params.CheckOp(g.Op); err != nil {
 			return err

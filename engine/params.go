@@ -17,7 +17,7 @@ const (
 	KindLeakyBucket    Kind = iota + 1 // leaky bucket meter: level and last update
 	KindGCRA                           // generic cell rate algorithm: theoretical arrival time
 	KindTokenBucket                    // token bucket: tokens in use and last refill
-	KindFixedWindow                    // fixed window: count and window start
+	KindFixedWindow                    // fixed window: count and window start (or a calendar window's end)
 	KindSlidingLog                     // sliding log: admitted requests of the last window
 	KindSlidingCounter                 // sliding counter: two window counts and window start
 	KindConcurrency                    // concurrency limit: the leases held
@@ -88,6 +88,20 @@ type Params struct {
 	// a client that keeps overflowing stays limited instead of getting
 	// through at each instant the limit allows.
 	CountDenied bool
+	// Windows, when its last boundary is not zero, makes the fixed window
+	// a calendar window (see [Params.Calendar]): it holds the boundaries,
+	// in nanoseconds since the Unix epoch, of three consecutive windows
+	// of a calendar (local days, weeks, months or years in a time zone),
+	// [Windows[0], Windows[1]), [Windows[1], Windows[2]) and [Windows[2],
+	// Windows[3]), the middle one holding the caller's time, whose length
+	// is Interval. A decision counts in the window that holds its time, on
+	// the clock the store decides by: a store that reads its own clock
+	// finds its window among the three, and refuses a time outside them
+	// with [ErrTimeOutOfRange], never deciding by the caller's clock
+	// instead. Boundaries come from the calendar, which only the caller
+	// knows: sluice.NewCalendarWindow computes them around its clock's
+	// time for each decision.
+	Windows [4]int64
 }
 
 const (
@@ -122,6 +136,9 @@ func (p Params) String() string {
 	}
 	if p.CountDenied {
 		s += " count-denied"
+	}
+	if p.Calendar() {
+		s += fmt.Sprintf(" windows=%v..%v", time.Unix(0, p.Windows[1]).UTC(), time.Unix(0, p.Windows[2]).UTC())
 	}
 	return s + "}"
 }
@@ -161,6 +178,10 @@ func (p *Params) Validate() error {
 		// A lease is held until released, not spent: there is no
 		// overflow to punish, nor a denial to count.
 		return p.invalid("penalties and counted denials apply only to rate limits")
+	case p.Windows != [4]int64{}:
+		if err := p.checkWindows(); err != nil {
+			return err
+		}
 	}
 	// The longest span an algorithm computes must fit: the GCRA burst, and
 	// the time a full bucket takes to drain or refill.
@@ -173,6 +194,60 @@ func (p *Params) Validate() error {
 	}
 	if span > maxSpan {
 		return p.invalid("limit takes longer than " + time.Duration(maxSpan).String() + " to drain or refill")
+	}
+	return nil
+}
+
+// checkWindows reports whether the calendar windows of p are usable: of a
+// fixed window that is not anchored, ascending, each at most 2^60 ns long,
+// the middle one Interval long, from -2^60 ns to 2^62 + 2^60 ns, so that
+// every time a step accepts may lie in the middle window.
+func (p *Params) checkWindows() error {
+	w := p.Windows
+	switch {
+	case !p.Calendar():
+		return p.invalid("calendar windows need a last boundary")
+	case p.Kind != KindFixedWindow || p.Anchored:
+		return p.invalid("calendar windows apply only to the fixed window, not anchored")
+	case w[0] < -maxSpan || w[3] > maxTime+maxSpan:
+		return p.invalid("calendar windows must lie between -2^60 and 2^62 + 2^60 ns")
+	case !(w[0] < w[1] && w[1] < w[2] && w[2] < w[3]):
+		return p.invalid("calendar windows must be ascending")
+	case w[1]-w[0] > maxSpan || w[3]-w[2] > maxSpan:
+		return p.invalid("a calendar window must be at most " + time.Duration(maxSpan).String())
+	case p.Interval != w[2]-w[1]:
+		return p.invalid("the interval of calendar windows is the middle window's length")
+	}
+	return nil
+}
+
+// Calendar reports whether p is a calendar window: a fixed window whose
+// windows are the calendar's in Windows rather than multiples of Interval
+// since the epoch.
+func (p *Params) Calendar() bool { return p.Windows[3] != 0 }
+
+// window returns the calendar window of p that holds now, which
+// [Params.Check] required to lie in Windows.
+func (p *Params) window(now int64) (start, end int64) {
+	w := &p.Windows
+	switch {
+	case now < w[1]:
+		return w[0], w[1]
+	case now < w[2]:
+		return w[1], w[2]
+	}
+	return w[2], w[3]
+}
+
+// CheckWindows reports whether now, a time in nanoseconds since the Unix
+// epoch, lies in the calendar windows of p, or an error wrapping
+// [ErrTimeOutOfRange]: a store that reads its own clock calls it with its
+// time, which must then lie within a window of the caller's. Any time
+// lies in the windows of Params that are not a calendar window.
+func (p *Params) CheckWindows(now int64) error {
+	if p.Calendar() && (now < p.Windows[0] || now >= p.Windows[3]) {
+		return fmt.Errorf("%w: %v is outside the calendar windows from %v to %v, computed on the caller's clock",
+			ErrTimeOutOfRange, time.Unix(0, now).UTC(), time.Unix(0, p.Windows[0]).UTC(), time.Unix(0, p.Windows[3]).UTC())
 	}
 	return nil
 }
@@ -194,15 +269,19 @@ func (p *Params) check(op Op) error {
 	if err := CheckTime(op.Now); err != nil {
 		return err
 	}
+	if err := p.CheckWindows(op.Now); err != nil {
+		return err
+	}
 	return p.CheckOp(op)
 }
 
 // Usual reports whether an op of verb, cost and now is the common request,
 // which Check accepts: an Allow or a check of a cost that fits, at a time
-// in range. It is four comparisons, small enough to be inlined, for a
-// store's hot path to call Check only when it is false.
+// in range, of a limit that is not a calendar window. It is five
+// comparisons, small enough to be inlined, for a store's hot path to call
+// Check only when it is false.
 func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
-	return verb-VerbAllow <= VerbCheck-VerbAllow && cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime
+	return verb-VerbAllow <= VerbCheck-VerbAllow && cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime && p.Windows[3] == 0
 }
 
 // CheckCost reports whether verb and cost can run under p: an error

@@ -35,9 +35,23 @@ import (
 // costs three round trips by the caller's clock and four by the
 // database's, and a group of cancels, of lease releases or of lease
 // extensions three.
+//
+// A calendar window ([engine.Params.Calendar]) decides at a time that
+// lies in its windows: by the caller's clock, a group whose time lies
+// outside a limit's windows is refused before any round trip; by the
+// database's, once the time is read, and the transaction rolled back,
+// having written nothing. Either error wraps [sluice.ErrTimeOutOfRange]
+// and names the time.
 func (st *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
 	if err := engine.CheckGroup(ops, st.callerClock); err != nil {
 		return engine.Decision{}, err
+	}
+	if st.callerClock {
+		for _, g := range ops {
+			if err := g.Params.CheckWindows(g.Op.Now); err != nil {
+				return engine.Decision{}, err
+			}
+		}
 	}
 	if len(each) != len(ops) {
 		return engine.Decision{}, fmt.Errorf("%w: pgstore: %d decisions for %d limits", sluice.ErrInvalidConfig, len(each), len(ops))
@@ -186,8 +200,12 @@ func (g *group) begin(ctx context.Context) error {
 	if err != nil || g.st.callerClock {
 		return err
 	}
-	// Every decision at the database's time, read once.
-	for i := range g.ops {
+	// Every decision at the database's time, read once, which must lie in
+	// the windows of every calendar window.
+	for i, o := range g.ops {
+		if err := o.Params.CheckWindows(now); err != nil {
+			return fmt.Errorf("pgstore: group limit %d on key %q, by the database's clock: %w", i, o.Key, err)
+		}
 		g.ops[i].Op.Now = now
 	}
 	for i := range g.checks {

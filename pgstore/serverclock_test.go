@@ -334,3 +334,13 @@ func TestPruneKeepsBookedKeysUntilTheirReset(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&rows))
 	require.Equal(t, len(keys), rows)
 }
+
+// TestServerClockCalendarWindows runs the suite's calendar windows by the
+// database's real clock: windows that hold its time count in the one that
+// does, and those that do not are refused, for a key and for a group,
+// recording nothing.
+func TestServerClockCalendarWindows(t *testing.T) {
+	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
+	st, _ := newStore(t, pool)
+	storetest.RunServerClockCalendar(t, st)
+}

@@ -70,7 +70,8 @@ func line(lines []string, i int) string {
 }
 
 // TestEveryVariantHasItsStatements requires every combination of the
-// options that select a statement, valid, to have its variant's
+// options that select a statement (a calendar window's Windows among
+// them), valid, to have its variant's
 // statements on either clock (all three, but the concurrency limit's
 // partial grant, which it refuses), and the statements that decide
 // nothing to be there too.
@@ -79,23 +80,25 @@ func TestEveryVariantHasItsStatements(t *testing.T) {
 	for kind := engine.KindLeakyBucket; kind <= engine.KindConcurrency; kind++ {
 		for _, intervalRefill := range []bool{false, true} {
 			for _, anchored := range []bool{false, true} {
-				for _, penalty := range []int64{0, 1} {
-					for _, countDenied := range []bool{false, true} {
-						p := engine.Params{Kind: kind, Limit: 10, Interval: 1e9,
-							IntervalRefill: intervalRefill, Anchored: anchored, Penalty: penalty, CountDenied: countDenied}
-						switch kind {
-						case engine.KindLeakyBucket, engine.KindTokenBucket:
-							p.Amount = 1
-						case engine.KindSlidingLog, engine.KindConcurrency:
-							p.MaxEntries = 10
+				for _, windows := range [][4]int64{{}, {-1e9, 0, 1e9, 3e9}} {
+					for _, penalty := range []int64{0, 1} {
+						for _, countDenied := range []bool{false, true} {
+							p := engine.Params{Kind: kind, Limit: 10, Interval: 1e9, IntervalRefill: intervalRefill,
+								Anchored: anchored, Windows: windows, Penalty: penalty, CountDenied: countDenied}
+							switch kind {
+							case engine.KindLeakyBucket, engine.KindTokenBucket:
+								p.Amount = 1
+							case engine.KindSlidingLog, engine.KindConcurrency:
+								p.MaxEntries = 10
+							}
+							if p.Validate() != nil {
+								continue
+							}
+							v := sqlfile.Of(&p)
+							_, ok := variantIndex[v]
+							require.True(t, ok, "%+v: no variant", p)
+							seen[v] = true
 						}
-						if p.Validate() != nil {
-							continue
-						}
-						v := sqlfile.Of(&p)
-						_, ok := variantIndex[v]
-						require.True(t, ok, "%+v: no variant", p)
-						seen[v] = true
 					}
 				}
 			}
@@ -103,6 +106,9 @@ func TestEveryVariantHasItsStatements(t *testing.T) {
 	}
 	require.Len(t, seen, len(sqlfile.Variants), "a variant no valid Params has")
 	require.True(t, seen[sqlfile.Variant{Kind: engine.KindConcurrency}], "the concurrency limit has its statements")
+	for _, s := range []sqlfile.Strictness{sqlfile.Lenient, sqlfile.Blocking, sqlfile.Counting} {
+		require.True(t, seen[sqlfile.Variant{Kind: engine.KindFixedWindow, Calendar: true, Strict: s}], "the calendar window has its statements")
+	}
 	for _, callerClock := range []bool{false, true} {
 		for _, v := range sqlfile.Variants {
 			for _, s := range v.Statements() {

@@ -175,6 +175,15 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 // Apply runs op against key's state in one statement, atomically. It
 // implements [sluice.Store]. A key holding the live state of another
 // algorithm gives an error wrapping [sluice.ErrKeyConflict].
+//
+// A calendar window ([engine.Params.Calendar]) counts in the window, of
+// the three that p.Windows gives, that holds the time: by the caller's
+// clock, op.Now, which must lie in them; by the database's, its time,
+// which the statement finds its window for. A time outside the windows
+// gives an error wrapping [sluice.ErrTimeOutOfRange] that names it, and
+// the statement writes nothing: by the database's clock, it returns the
+// time it read, and no decision, as it returns none for a key holding
+// another algorithm's live state.
 func (st *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	if err := p.Validate(); err != nil {
 		return engine.Decision{}, err
@@ -191,7 +200,13 @@ func (st *Store) Apply(ctx context.Context, key string, p *engine.Params, op eng
 	if err != nil {
 		return d, err
 	}
-	if d, err = scanDecision(st.pool.QueryRow(ctx, sql, args...), key, p, op.Verb); err != nil {
+	row := st.pool.QueryRow(ctx, sql, args...)
+	if !st.callerClock && p.Calendar() {
+		d, err = scanOnDatabaseClock(row, key, p)
+	} else {
+		d, err = scanDecision(row, key, p, op.Verb)
+	}
+	if err != nil {
 		return d, err
 	}
 	return d, refused
@@ -234,7 +249,7 @@ func scanDecision(row pgx.Row, key string, p *engine.Params, verb engine.Verb) (
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return engine.Decision{Limit: p.Limit}, fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
+		return engine.Decision{Limit: p.Limit}, conflict(key, p)
 	case err != nil:
 		return engine.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q: %w", p.Kind, key, err)
 	}
@@ -242,8 +257,42 @@ func scanDecision(row pgx.Row, key string, p *engine.Params, verb engine.Verb) (
 	return d, nil
 }
 
+// scanOnDatabaseClock reads the decision that a calendar window's
+// statement by the database's clock returned on key under p: the
+// database's time, then the decision's columns, NULL when the statement
+// decided nothing, and wrote nothing. Then the time lies outside p's
+// windows, an error wrapping [sluice.ErrTimeOutOfRange] that names it,
+// or the key holds another algorithm's live state.
+func scanOnDatabaseClock(row pgx.Row, key string, p *engine.Params) (engine.Decision, error) {
+	var now int64
+	var allowed, blocked *bool
+	var used, remaining, granted *float64
+	var retry, reset, delay, at *int64
+	if err := row.Scan(&now, &allowed, &used, &remaining, &retry, &reset, &delay, &at, &granted, &blocked); err != nil {
+		return engine.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q: %w", p.Kind, key, err)
+	}
+	if allowed == nil {
+		if err := p.CheckWindows(now); err != nil {
+			return engine.Decision{Limit: p.Limit}, fmt.Errorf("pgstore: %v on key %q, by the database's clock: %w", p.Kind, key, err)
+		}
+		return engine.Decision{Limit: p.Limit}, conflict(key, p)
+	}
+	return engine.Decision{Allowed: *allowed, Limit: p.Limit, Used: *used, Remaining: *remaining, RetryAfter: time.Duration(*retry),
+		ResetAfter: time.Duration(*reset), Delay: time.Duration(*delay), At: *at, Granted: *granted, Blocked: *blocked}, nil
+}
+
+// conflict is the error of a statement on key under p that found the key
+// holding another algorithm's live state.
+func conflict(key string, p *engine.Params) error {
+	return fmt.Errorf("%w: key %q (wanted for %v)", sluice.ErrKeyConflict, key, p.Kind)
+}
+
 // args returns the parameters of the decisions' statements, in the order
-// of the CTE p they open with (sqlgen's params), which their headers list.
+// of the CTE p they open with (sqlgen's params), which their headers list:
+// the fourteen of every statement; op.Now with callerClock ($15); then
+// the four boundaries of a calendar window's Windows, which only its
+// statements take ($16 to $19 by the caller's clock, $15 to $18 by the
+// database's).
 func args(key string, p *engine.Params, op engine.Op, callerClock bool) []any {
 	var tau, costNanos int64
 	if p.Kind == engine.KindGCRA {
@@ -258,14 +307,21 @@ func args(key string, p *engine.Params, op engine.Op, callerClock bool) []any {
 	if callerClock {
 		args = append(args, op.Now)
 	}
+	if p.Calendar() {
+		args = append(args, p.Windows[0], p.Windows[1], p.Windows[2], p.Windows[3])
+	}
 	return args
 }
 
 // checkOp validates op as [engine.Params.Step] does; the caller's time only
-// when the store uses it.
+// when the store uses it: in range, and in a calendar window's windows.
+// By the database's clock, a calendar window's statement checks its time.
 func (st *Store) checkOp(p *engine.Params, op engine.Op) error {
 	if st.callerClock {
 		if err := engine.CheckTime(op.Now); err != nil {
+			return err
+		}
+		if err := p.CheckWindows(op.Now); err != nil {
 			return err
 		}
 	}

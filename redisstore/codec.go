@@ -20,16 +20,43 @@ import (
 // boxed numbers would be several. Times (the caller's now, a reservation's
 // MaxDelay, an op's At, a penalty) go as seconds and nanoseconds, since a
 // double is exact only up to 2^53.
+//
+// A call whose limits include a calendar window (engine.Params.Calendar,
+// variant 2) carries, after all the limit records, one more record per
+// limit, in the same order: its four window boundaries, Windows[0] to
+// Windows[3], each as seconds and nanoseconds (8 doubles), all zeros for a
+// limit that is no calendar window. A call without calendar windows has
+// none of them: the common limit record does not grow, and its input is
+// what it was before calendar windows, byte for byte.
 const (
-	opSize    = 2 + 5*8
-	limitSize = 3 + 9*8
+	opSize      = 2 + 5*8
+	limitSize   = 3 + 9*8
+	windowsSize = 8 * 8
+
+	// The variant byte of a limit record, zero for the others.
+	refillVariant   = 1 // the token bucket's interval refill, an anchored fixed window
+	calendarVariant = 2 // a calendar window: its windows follow the limit records
 )
 
 // args returns the input of a call deciding one op under p.
 func (s *Store) args(p *engine.Params, op engine.Op) string {
+	if p.Calendar() {
+		return s.calendarArgs(p, op)
+	}
 	var b [opSize + limitSize]byte
 	s.putOp(b[:opSize], op, p.Kind == engine.KindConcurrency)
 	putLimit(b[opSize:], p, op)
+	return string(b[:])
+}
+
+// calendarArgs is args for a calendar window, whose windows follow its
+// limit record: apart from args, so that the usual call's input is built
+// as it was.
+func (s *Store) calendarArgs(p *engine.Params, op engine.Op) string {
+	var b [opSize + limitSize + windowsSize]byte
+	s.putOp(b[:opSize], op, p.Kind == engine.KindConcurrency)
+	putLimit(b[opSize:], p, op)
+	putWindows(b[opSize+limitSize:], p)
 	return string(b[:])
 }
 
@@ -37,15 +64,50 @@ func (s *Store) args(p *engine.Params, op engine.Op) string {
 // their verb, time and maximum delay.
 func (s *Store) groupArgs(ops []engine.GroupOp) string {
 	var b [opSize + engine.MaxGroup*limitSize]byte
-	waits := false // whether a limit has a line to wait in
+	waits, calendar := false, false // whether a limit has a line to wait in, or is a calendar window
 	for _, g := range ops {
 		waits = waits || g.Params.Kind == engine.KindConcurrency
+		calendar = calendar || g.Params.Calendar()
+	}
+	if calendar {
+		return s.calendarGroupArgs(ops)
 	}
 	s.putOp(b[:opSize], ops[0].Op, waits)
 	for i, g := range ops {
 		putLimit(b[opSize+i*limitSize:], g.Params, g.Op)
 	}
 	return string(b[:opSize+len(ops)*limitSize])
+}
+
+// calendarGroupArgs is groupArgs for a group with a calendar window among
+// its limits: every limit's record, then every limit's windows (zeros
+// for the limits that are no calendar window).
+func (s *Store) calendarGroupArgs(ops []engine.GroupOp) string {
+	var b [opSize + engine.MaxGroup*(limitSize+windowsSize)]byte
+	waits := false
+	for _, g := range ops {
+		waits = waits || g.Params.Kind == engine.KindConcurrency
+	}
+	s.putOp(b[:opSize], ops[0].Op, waits)
+	windows := opSize + len(ops)*limitSize // where the windows start
+	for i, g := range ops {
+		putLimit(b[opSize+i*limitSize:], g.Params, g.Op)
+		putWindows(b[windows+i*windowsSize:], g.Params)
+	}
+	return string(b[:windows+len(ops)*windowsSize])
+}
+
+// putWindows packs the boundaries of p's calendar windows into b, each as
+// seconds and nanoseconds, or leaves b zero if p is no calendar window.
+func putWindows(b []byte, p *engine.Params) {
+	if !p.Calendar() {
+		return
+	}
+	var xs [8]float64
+	for i, w := range p.Windows {
+		xs[2*i], xs[2*i+1] = split(w)
+	}
+	putFloats(b, xs[:]...)
 }
 
 // putOp packs the op's fields into b: verb, clock, now, the TTL margin and
@@ -72,8 +134,14 @@ func (s *Store) putOp(b []byte, op engine.Op, waits bool) {
 // leaving, which goes as an instant does), both checked in range.
 func putLimit(b []byte, p *engine.Params, op engine.Op) {
 	b[0] = byte(p.Kind)
-	if p.IntervalRefill || p.Anchored {
-		b[1] = 1
+	switch {
+	case p.IntervalRefill || p.Anchored:
+		b[1] = refillVariant
+	case p.Calendar():
+		// The library reads the windows, never the interval, which is
+		// the middle window's length and may exceed 2^53 ns (a year),
+		// where float64(p.Interval) below rounds.
+		b[1] = calendarVariant
 	}
 	if p.CountDenied {
 		b[2] = 1
@@ -314,9 +382,13 @@ func instant(sec, nsec float64) (int64, bool) {
 // scriptError returns the error of a call of the library on what (a key,
 // a group) of verb: wrapping sluice.ErrUnsupported when the library
 // refused a verb or algorithm it does not know, or the server has no
-// Functions (before Redis 7.0).
+// Functions (before Redis 7.0), and sluice.ErrTimeOutOfRange when the
+// library refused a calendar window whose windows do not hold the time it
+// decides at (see outOfRange).
 func scriptError(verb engine.Verb, what string, err error) error {
 	switch {
+	case redis.HasErrorPrefix(err, "OUTOFRANGE"):
+		return fmt.Errorf("%w: redisstore: %v on %s: %s: %w", sluice.ErrTimeOutOfRange, verb, what, outOfRange(err), err)
 	case redis.HasErrorPrefix(err, "UNSUPPORTED"):
 		return fmt.Errorf("%w: redisstore: %v on %s: %w", sluice.ErrUnsupported, verb, what, err)
 	case redis.HasErrorPrefix(err, "unknown command") && strings.Contains(strings.ToLower(err.Error()), "fcall"):
@@ -324,4 +396,28 @@ func scriptError(verb engine.Verb, what string, err error) error {
 			sluice.ErrUnsupported, verb, what, err)
 	}
 	return fmt.Errorf("redisstore: %v on %s: %w", verb, what, err)
+}
+
+// outOfRangeReply is the library's error reply for a calendar window
+// whose windows do not hold the time of the decision (see fixedwindow.lua's
+// outside): the limit's index (from 1), whose clock the time is on
+// ("server's" or "caller's"), the time, and the first and last boundaries
+// of the windows, each as seconds and nanoseconds since the epoch.
+const outOfRangeReply = "OUTOFRANGE sluice: limit %d: the %s time %d s %d ns lies outside its calendar windows, from %d s %d ns to %d s %d ns"
+
+// outOfRange says, as times, what the library's error reply err for a
+// calendar window out of range names: the time it decided at, which on
+// the server's clock is the server's, and the windows, which the caller
+// computed on its own. A reply of another shape says only that.
+func outOfRange(err error) string {
+	var limit int
+	var clock string
+	var x [6]int64
+	_, scanErr := fmt.Sscanf(err.Error(), outOfRangeReply, &limit, &clock, &x[0], &x[1], &x[2], &x[3], &x[4], &x[5])
+	if scanErr != nil {
+		return "a time outside a calendar window's windows"
+	}
+	at := func(sec, nsec int64) string { return time.Unix(sec, nsec).UTC().String() }
+	return fmt.Sprintf("the %s time %v lies outside the calendar windows of limit %d, from %v to %v, computed on the caller's clock",
+		clock, at(x[0], x[1]), limit, at(x[2], x[3]), at(x[4], x[5]))
 }

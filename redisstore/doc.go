@@ -102,7 +102,17 @@
 // error wrapping [sluice.ErrUnsupported] for Params whose longest span is
 // longer: the window (twice it for the sliding counter), a lease's time to
 // live, GCRA's burst times its emission interval, or the time a full
-// bucket takes to drain or refill.
+// bucket takes to drain or refill. Calendar windows
+// ([engine.Params.Windows]) are the exception: they compute with times
+// alone, as seconds and nanoseconds, so a year's window works.
+//
+// A calendar window counts in the window, among the three the caller
+// computed around its clock, that holds the time of the decision. On the
+// server's clock, a call whose windows do not hold the server's time is
+// refused with an error wrapping [sluice.ErrTimeOutOfRange] that names it,
+// and records nothing, for a group too: the store never falls back on the
+// caller's clock. The callers' clocks must stay close enough to the
+// server's for its time to lie in their windows.
 //
 // A sliding log or concurrency limit decision reads and rewrites all of
 // the key's entries or leases (at most MaxEntries).

@@ -21,7 +21,10 @@ import (
 // limit denies is recorded in none, and one round trip decides the group
 // whatever the number of limits. In server-clock mode the function reads
 // the server's clock once, for the whole group (every op's Now is
-// ignored).
+// ignored); a calendar window among the limits whose windows do not hold
+// the server's time refuses the whole group, recording nothing, with an
+// error wrapping [sluice.ErrTimeOutOfRange] (as one that does not hold
+// the caller's time does, before Redis is contacted).
 //
 // Ops are checked with [engine.CheckGroup] before Redis is contacted, as
 // are the spans of their Params (as for Apply). On a Cluster client every

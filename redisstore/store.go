@@ -128,10 +128,19 @@ func (s *Store) Key(key string) string {
 //
 // Invalid Params and ops are reported without contacting Redis, as
 // [engine.Params.Step] reports them; Params whose longest span is 2^53 ns
-// or more give an error wrapping [sluice.ErrUnsupported]; a key holding
-// another algorithm's state, until that state is fresh, gives one wrapping
-// [sluice.ErrKeyConflict]. In server-clock mode op.Now is ignored, and
-// otherwise it must be in [0, 2^62] ns since the epoch, as for Step.
+// or more give an error wrapping [sluice.ErrUnsupported], except calendar
+// windows (a year is longer), which compute only with exact (seconds,
+// nanoseconds) pairs; a key holding another algorithm's state, until that
+// state is fresh, gives one wrapping [sluice.ErrKeyConflict]. In
+// server-clock mode op.Now is ignored, and otherwise it must be in [0,
+// 2^62] ns since the epoch, as for Step.
+//
+// A calendar window counts in the window that holds the time of the
+// decision. Its windows are the caller's, computed around its own clock:
+// on the server's clock, a server's time outside them is refused with an
+// error wrapping [sluice.ErrTimeOutOfRange] that names it, recording
+// nothing (never decided by the caller's clock instead), as the caller's
+// time outside them is refused before Redis is contacted.
 func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	d, refused := s.check(p, op)
 	if refused != nil && !p.Overflows(op, refused) {
@@ -182,7 +191,7 @@ func (s *Store) check(p *engine.Params, op engine.Op) (engine.Decision, error) {
 // checkSpan returns an error wrapping sluice.ErrUnsupported for Params
 // whose spans the script cannot compute exactly.
 func checkSpan(p *engine.Params) error {
-	if span := longestSpan(p); span >= maxSpan {
+	if span := longestSpan(p); span >= maxSpan && !p.Calendar() {
 		return fmt.Errorf("%w: redisstore: %v spans %v, at least 2^53 ns, beyond what the script computes exactly",
 			sluice.ErrUnsupported, p, time.Duration(span))
 	}
@@ -207,10 +216,15 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 }
 
 // checkOp validates op against p as [engine.Params.Step] does (verb, cost,
-// MaxDelay and At), and op.Now only if the decision uses it.
+// MaxDelay and At), and op.Now only if the decision uses it: in range,
+// and within the windows of a calendar window. (On the server's clock the
+// library checks its own time against the windows.)
 func checkOp(p *engine.Params, op engine.Op, usesNow bool) error {
 	if usesNow {
 		if err := engine.CheckTime(op.Now); err != nil {
+			return err
+		}
+		if err := p.CheckWindows(op.Now); err != nil {
 			return err
 		}
 	}
@@ -221,7 +235,9 @@ func checkOp(p *engine.Params, op engine.Op, usesNow bool) error {
 // algorithm computes with: the window (twice it for the sliding counter,
 // which remembers the previous window), a lease's time to live, GCRA's
 // burst, or the time a full bucket takes to drain or refill, as
-// [engine.Params.Validate] bounds it.
+// [engine.Params.Validate] bounds it. A calendar window computes with
+// (seconds, nanoseconds) pairs only, exact at any length, so checkSpan
+// does not hold its span, up to 2^60 ns, against it.
 func longestSpan(p *engine.Params) float64 {
 	span := float64(p.Interval)
 	switch p.Kind {

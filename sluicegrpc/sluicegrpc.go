@@ -194,7 +194,7 @@ func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 		WindowSet: i.windowSet,
 		MinCost:   i.minCost,
 	}
-	if lim.PerKey() {
+	if !lim.Fixed() {
 		// The limit, and what depends on it, is known per call: see
 		// admit.
 		cache, err := ratelimitheader.NewCache(c, func(p *ratelimitheader.Policy) *ratelimitheader.Policy { return p })

@@ -45,8 +45,8 @@ func newFields(lim *sluice.Limiter, c *config) (*Fields, error) {
 	switch {
 	case lim == nil:
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
-	case lim.PerKey():
-		return nil, fmt.Errorf("%w: a per-key limiter's fields differ per key: the middleware writes them (New, NewGroup)", sluice.ErrInvalidConfig)
+	case !lim.Fixed():
+		return nil, fmt.Errorf("%w: the fields of a per-key limiter or a calendar window differ per key or per window: the middleware writes them (New, NewGroup)", sluice.ErrInvalidConfig)
 	}
 	p, err := ratelimitheader.New(lim, policyConfig(c))
 	if err != nil {

@@ -109,7 +109,7 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 			key = m.key
 		}
 		g.policies[i] = groupPolicy{name: p.Name, key: key}
-		if p.Limiter.PerKey() {
+		if !p.Limiter.Fixed() {
 			pk, err := newPerKeyFields(p.Limiter, &c)
 			if err != nil {
 				return nil, err

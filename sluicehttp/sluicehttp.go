@@ -300,7 +300,7 @@ func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 		return m, err
 	}
 	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
-	if lim != nil && lim.PerKey() {
+	if lim != nil && !lim.Fixed() {
 		// What depends on the limit is known per request: see forKey.
 		pk, err := newPerKeyFields(lim, &m.config)
 		m.perKey = pk

@@ -2,7 +2,9 @@
 // bucket: 1000 units per 30 days, regained continuously as the bucket
 // leaks. It shows the three verbs of a leaky bucket (CanAccept, Allow,
 // Fillup) and why checking with CanAccept and then recording with Fillup
-// overspends when two spenders race, while Allow never does.
+// overspends when two spenders race, while Allow never does. Then it keeps
+// a quota by the calendar instead: 1000 units per calendar month in
+// Europe/Paris, which starts again at midnight on the 1st there.
 //
 // Time is simulated, so the output is the same on every run.
 package main
@@ -15,6 +17,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	_ "time/tzdata" // Europe/Paris, on a machine without a zone database
 
 	"github.com/benbjohnson/clock"
 
@@ -52,7 +55,48 @@ func run(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return allow(ctx, w, budget)
+	if err := allow(ctx, w, budget); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return quota(ctx, w)
+}
+
+// quota spends from 1000 units per calendar month in Paris across the end
+// of June: it starts again, whole, at midnight on July 1 there.
+func quota(ctx context.Context, w io.Writer) error {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		return err
+	}
+	clock := clock.NewMock()
+	clock.Set(time.Date(2026, 6, 30, 22, 0, 0, 0, paris))
+	monthly, err := sluice.NewCalendarWindow(capacity, sluice.Month, paris, sluice.WithClock(clock))
+	if err != nil {
+		return err
+	}
+	defer monthly.Close()
+	fmt.Fprintf(w, "Quota: %d units per calendar month in Europe/Paris.\n", capacity)
+	const team = "team-d"
+	for _, step := range []struct {
+		wait time.Duration
+		cost float64
+	}{{0, 900}, {0, 300}, {2 * time.Hour, 300}} {
+		clock.Add(step.wait)
+		d, err := monthly.Allow(ctx, team, step.cost)
+		if err != nil {
+			return err
+		}
+		now := clock.Now().In(paris)
+		if d.Allowed {
+			fmt.Fprintf(w, "  %s  Allow(%.0f): admitted; %.0f left until %s\n",
+				now.Format("Jan _2 15:04"), step.cost, d.Remaining, now.Add(d.ResetAfter).Format("Jan _2 15:04 MST"))
+		} else {
+			fmt.Fprintf(w, "  %s  Allow(%.0f): denied; %.0f left, whole again at %s\n",
+				now.Format("Jan _2 15:04"), step.cost, d.Remaining, now.Add(d.RetryAfter).Format("Jan _2 15:04 MST"))
+		}
+	}
+	return nil
 }
 
 // spend walks one team through the three verbs.

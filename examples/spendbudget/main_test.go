@@ -27,4 +27,9 @@ func Example() {
 	//
 	// Two spenders of 300, 400 left, Allow:
 	//   admitted 1 of 2: spent 300 of the 400 left, never more
+	//
+	// Quota: 1000 units per calendar month in Europe/Paris.
+	//   Jun 30 22:00  Allow(900): admitted; 100 left until Jul  1 00:00 CEST
+	//   Jun 30 22:00  Allow(300): denied; 100 left, whole again at Jul  1 00:00 CEST
+	//   Jul  1 00:00  Allow(300): admitted; 700 left until Aug  1 00:00 CEST
 }

@@ -14,9 +14,10 @@
 local STEPS = {meter, gcra, meter, fixedWindow, slidingLog, slidingCounter, leases}
 local FILLUPS = {meterFillUp, gcraFillUp, meterFillUp, nil, nil, counterFillUp, nil}
 
--- use makes limit i (from 1) the one decided: its Params and its step
--- function, nil for a kind the library does not know. It returns the
--- limit's cost and instant.
+-- use makes limit i (from 1) the one decided: its Params (a calendar
+-- window's windows as where they lie in the input) and its step function,
+-- nil for a kind the library does not know. It returns the limit's cost
+-- and instant.
 local function use(i)
   local k, v, cd, cost, atS, atN
   k, v, cd, limit, interval, amount, maxEntries, cost, atS, atN, penS, penN =
@@ -24,6 +25,16 @@ local function use(i)
   kind, variant, countDenied, slack = k, v == 1, cd == 1, limit * TOLERANCE
   step, fillUp = STEPS[kind], FILLUPS[kind]
   if kind == TOKEN and variant then step, fillUp = intervalRefill, intervalRefillFillUp end
+  windowsAt = nil
+  if v == CALENDAR then
+    -- Its windows follow the limits; a calendar window without them, or
+    -- of another kind, is a limit the library does not know.
+    if kind == FIXED and windowsFrom then
+      windowsAt = windowsFrom + (i - 1) * WINDOWS_SIZE
+    else
+      step = nil
+    end
+  end
   return cost, atS, atN
 end
 

@@ -1,8 +1,8 @@
 -- group: one decision over several keys, each limit on its own key, the
 -- library's function group.
 --
--- Depends on: prelude (begin, stCarried), time, decide (decide, records,
--- frees), io (load, write, released, reply).
+-- Depends on: prelude (begin, stCarried), time, fixedwindow (outside),
+-- decide (decide, records, frees), io (load, write, released, reply).
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
 -- in one pass for an Allow as MemStore's group does, and each limit's
 -- state written back when its decision records or carries it
@@ -36,13 +36,13 @@ end
 local function remember(i)
   local t = slot(params, i)
   t[1], t[2], t[3], t[4], t[5], t[6] = kind, variant, countDenied, limit, interval, amount
-  t[7], t[8], t[9], t[10], t[11], t[12] = maxEntries, slack, penS, penN, step, fillUp
+  t[7], t[8], t[9], t[10], t[11], t[12], t[13] = maxEntries, slack, penS, penN, step, fillUp, windowsAt
 end
 
 local function recall(i)
   local t = params[i]
   kind, variant, countDenied, limit, interval, amount = t[1], t[2], t[3], t[4], t[5], t[6]
-  maxEntries, slack, penS, penN, step, fillUp = t[7], t[8], t[9], t[10], t[11], t[12]
+  maxEntries, slack, penS, penN, step, fillUp, windowsAt = t[7], t[8], t[9], t[10], t[11], t[12], t[13]
 end
 
 -- save keeps the key's state in st* in table t; restore makes it the
@@ -238,6 +238,12 @@ local function group(ks, args)
       return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
     elseif not decides(verb) then
       return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
+    end
+    if windowsAt then
+      -- A calendar window with no window that holds now refuses the
+      -- group: no key has been written yet.
+      local refused = outside(i)
+      if refused then return refused end
     end
     local p, conflict = load(i)
     if conflict then return pack('<BBB', CONFLICT, conflict, i) end

@@ -20,9 +20,18 @@
 -- seconds and nanoseconds, and the penalty in seconds and nanoseconds. A
 -- ticket (at most 2^53) goes as seconds and nanoseconds too, as if it were
 -- nanoseconds. Packed doubles read back exactly and without parsing text.
+-- A call whose limits include a calendar window carries, after all the
+-- limit records, one more record per limit, in the same order
+-- ('<dddddddd'): its windows' four boundaries (Params.Windows) as seconds
+-- and nanoseconds each, zeros for a limit that is no calendar window. A
+-- call without calendar windows has no such records, so begin accepts
+-- either length.
 --
 -- Kinds and verbs are engine.Kind and engine.Verb as numbers. The variant
--- is 1 for the token bucket's interval refill and anchored fixed windows.
+-- is 1 for the token bucket's interval refill and anchored fixed windows,
+-- and 2 for a calendar window (Params.Calendar), whose interval the
+-- library never reads: it is the middle window's length, which may exceed
+-- 2^53 ns (a year), so that its double is rounded.
 -- In server-clock mode the now fields are ignored: begin reads TIME once,
 -- for every limit the call decides, and a cancel's or an extension's
 -- instant is on the server's clock, as the reply that booked the
@@ -30,7 +39,10 @@
 -- the library still refuses a verb or kind it does not know, an
 -- extension or a leaving of a limit other than the concurrency limit, and
 -- a verb the concurrency limit does not decide, with an error reply
--- starting "UNSUPPORTED".
+-- starting "UNSUPPORTED". A calendar window whose windows do not hold now
+-- (on the server's clock, the Go side's check being on the caller's) is
+-- refused with an error reply starting "OUTOFRANGE", before any key is
+-- read or written (fixedwindow's outside).
 --
 -- Lua numbers are doubles, like Go's float64: amounts go through the same
 -- operations in the same order as in Go, so they come out bit-identical.
@@ -38,9 +50,10 @@
 -- the epoch exceed 2^53, and so are the durations of a decision. Spans
 -- (intervals, drain times) and differences of times are single numbers,
 -- exact below 2^53 ns, which is all the algorithms need: the Go side
--- refuses Params with longer spans. Where a difference can be longer (a
--- state booked far ahead, a clock that stepped far back), the functions
--- say how they stay exact.
+-- refuses Params with longer spans, but for calendar windows, which
+-- compute with pairs alone. Where a difference can be longer (a state
+-- booked far ahead, a clock that stepped far back), the functions say how
+-- they stay exact.
 --
 -- The library's top level runs once, when it is loaded; a library cannot
 -- set globals, so what a call reads and decides lives in the locals below,
@@ -68,10 +81,14 @@ end
 
 local OP, OP_SIZE = '<BBddddd', 42
 local LIMIT, LIMIT_SIZE = '<BBBddddddddd', 75
+local WINDOWS, WINDOWS_SIZE = '<dddddddd', 64
+local CALENDAR = 2 -- the variant of a calendar window
 
--- The call: its keys and input, and the op's fields.
-local keys, input
-local verb, nowS, nowN, marginMs, delayS, delayN
+-- The call: its keys and input, the offset in the input of the first
+-- limit's windows (nil for a call without calendar windows), and the op's
+-- fields (callerClock 1 for the caller's clock, 0 for the server's).
+local keys, input, windowsFrom
+local verb, callerClock, nowS, nowN, marginMs, delayS, delayN
 
 -- The limit being decided: its Params, set by use, its algorithm's step
 -- function and fill-up, and its key's state (Time as stS, stN; A; B; the
@@ -93,6 +110,9 @@ local verb, nowS, nowN, marginMs, delayS, delayN
 -- them).
 local kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN
 local step, fillUp
+-- windowsAt, for a calendar window, is the offset of its windows in the
+-- input, which fixedwindow's window reads; nil for any other limit.
+local windowsAt
 local stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
 
 -- Whether a GCRA step carried over the state that load (or a group's
@@ -120,14 +140,19 @@ local dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = 0, 0, 0, 0, 0, 0, 0, 0
 
 -- begin starts a call on the keys ks with the input args[1]: it reads the
 -- op, and the server's clock unless the caller's is used. It returns an
--- error reply for an input whose length does not fit the keys.
+-- error reply for an input whose length does not fit the keys, with
+-- calendar windows or without.
 local function begin(ks, args)
   if not call then bind() end
   keys, input = ks, args[1]
-  if #input ~= OP_SIZE + #keys * LIMIT_SIZE then
-    return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
+  local records = OP_SIZE + #keys * LIMIT_SIZE
+  windowsFrom = nil
+  if #input ~= records then
+    if #input ~= records + #keys * WINDOWS_SIZE then
+      return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
+    end
+    windowsFrom = records + 1 -- the windows follow the limits
   end
-  local callerClock
   verb, callerClock, nowS, nowN, marginMs, delayS, delayN = unpack(OP, input)
   if callerClock == 0 then
     local t = call('TIME')

@@ -1,7 +1,8 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin, stCarried), arith (fmin), decide (decide,
--- records, frees), io (load, write, released, reply).
+-- Depends on: prelude (begin, stCarried), arith (fmin), fixedwindow
+-- (outside), decide (decide, records, frees), io (load, write, released,
+-- reply).
 -- Translates: Params.Decide (engine/params.go), Params.stepAtMost, fits
 -- and grant (engine/atmost.go), and what MemStore writes back after a
 -- decision (memstore.go's apply: Records or Carries).
@@ -53,6 +54,11 @@ local function apply(ks, args)
     return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
   elseif not decides(verb) then
     return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
+  end
+  if windowsAt then
+    -- A calendar window counts in the window that holds now, if any.
+    local refused = outside(1)
+    if refused then return refused end
   end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end

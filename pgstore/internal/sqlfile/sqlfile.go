@@ -42,12 +42,16 @@ type Variant struct {
 	Kind           engine.Kind
 	IntervalRefill bool
 	Anchored       bool
-	Strict         Strictness
+	// Calendar is the fixed window over the calendar's windows
+	// (Params.Calendar), whose statements take the windows' boundaries as
+	// parameters of their own.
+	Calendar bool
+	Strict   Strictness
 }
 
 // Of returns the variant of p.
 func Of(p *engine.Params) Variant {
-	v := Variant{Kind: p.Kind, IntervalRefill: p.IntervalRefill, Anchored: p.Anchored}
+	v := Variant{Kind: p.Kind, IntervalRefill: p.IntervalRefill, Anchored: p.Anchored, Calendar: p.Calendar()}
 	switch {
 	case p.CountDenied:
 		v.Strict = Counting
@@ -58,8 +62,9 @@ func Of(p *engine.Params) Variant {
 }
 
 // Variants are all the valid variants: the rate limits' with and without
-// a penalty and counted denials, and the concurrency limit's, which takes
-// neither (Params.Validate).
+// a penalty and counted denials (the fixed window's aligned to the epoch,
+// anchored, or over the calendar's windows), and the concurrency limit's,
+// which takes neither (Params.Validate).
 var Variants = func() []Variant {
 	var vs []Variant
 	for _, v := range []Variant{
@@ -69,6 +74,7 @@ var Variants = func() []Variant {
 		{Kind: engine.KindTokenBucket, IntervalRefill: true},
 		{Kind: engine.KindFixedWindow},
 		{Kind: engine.KindFixedWindow, Anchored: true},
+		{Kind: engine.KindFixedWindow, Calendar: true},
 		{Kind: engine.KindSlidingLog},
 		{Kind: engine.KindSlidingCounter},
 	} {
@@ -89,6 +95,9 @@ func (v Variant) name() string {
 	}
 	if v.Anchored {
 		name += "-anchored"
+	}
+	if v.Calendar {
+		name += "-calendar"
 	}
 	switch v.Strict {
 	case Blocking:

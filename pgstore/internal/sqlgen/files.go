@@ -113,7 +113,23 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 	if callerClock {
 		params = append(params[:len(params):len(params)], "$15 int8: Op.Now, ns since the epoch")
 	}
-	return header(path, from, fmt.Sprintf("Decides %s by %s, with %s: %s", v.Kind, clockName(callerClock), strictName(v.Strict), does), params)
+	kind := v.Kind.String()
+	if v.Calendar {
+		kind = "a calendar window (" + kind + " over Params.Windows)"
+		n := len(params) + 1
+		for i, what := range []string{"the first window's start", "the first window's end, the second's start",
+			"the second window's end, the third's start", "the third window's end"} {
+			params = append(params[:len(params):len(params)], fmt.Sprintf("$%d int8: Params.Windows[%d], ns since the epoch: %s", n+i, i, what))
+		}
+		if !callerClock {
+			does = strings.Replace(does, " (no row for a key holding another algorithm's live state)", "", 1) +
+				" Its time is the database's, read once, in the CTE n: it decides in the window holding that time among the" +
+				" three, and decides nothing, writing nothing, when that time lies outside them. It returns the time first," +
+				" db_now, then the decision, the CTE d, whose columns are NULL when there is none: for a time outside the" +
+				" windows, and for a key holding another algorithm's live state."
+		}
+	}
+	return header(path, from, fmt.Sprintf("Decides %s by %s, with %s: %s", kind, clockName(callerClock), strictName(v.Strict), does), params)
 }
 
 // header is the comments a file opens with: that it is generated, its

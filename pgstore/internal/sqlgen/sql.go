@@ -251,7 +251,7 @@ func algorithmFor(v sqlfile.Variant) algorithm {
 	case v.Kind == engine.KindTokenBucket:
 		return intervalRefill()
 	case v.Kind == engine.KindFixedWindow:
-		return fixedWindow(v.Anchored)
+		return fixedWindow(v)
 	case v.Kind == engine.KindSlidingLog:
 		return slidingLog()
 	case v.Kind == engine.KindConcurrency:
@@ -429,8 +429,11 @@ func intervalRefill() algorithm {
 }
 
 // fixedWindow is Params.stepFixedWindow, with windows aligned to the
-// epoch or anchored at a key's first request.
-func fixedWindow(anchored bool) algorithm {
+// epoch or anchored at a key's first request, and its calendar branch,
+// Params.stepCalendarWindow. Each counts in the window from start to end:
+// the aligned and anchored windows keep its start in the state's time,
+// the calendar window its end.
+func fixedWindow(v sqlfile.Variant) algorithm {
 	// ws: alignedStart of now; ts: of the stored start, which a window
 	// counted under another length may not align (Go aligns it only when
 	// it is not ws, which is aligned: the same).
@@ -438,28 +441,46 @@ func fixedWindow(anchored bool) algorithm {
 		floorDiv("now", "iv") + " * iv AS ws, " + floorDiv("t0", "iv") + " * iv AS ts",
 		"greatest(ws, ts) AS start, CASE WHEN ws > ts THEN 0::float8 ELSE a0 END AS count0",
 	}
-	if anchored {
+	source, time, end := "stepFixedWindow", "start", "start + iv"
+	switch {
+	case v.Anchored:
 		window = []string{
 			"a0 <= 0 OR now - t0 >= iv AS opens",
 			"CASE WHEN opens THEN greatest(now, t0) ELSE t0 END AS start, CASE WHEN opens THEN 0::float8 ELSE a0 END AS count0",
 		}
+	case v.Calendar:
+		window = []string{
+			// ws, we: Params.window, the calendar window holding now, one
+			// of [w0, w1), [w1, w2) and [w2, w3), the boundaries the
+			// caller gave (Params.Windows), in which now lies.
+			`CASE WHEN now < w1 THEN w0 WHEN now < w2 THEN w1 ELSE w2 END AS ws,
+			CASE WHEN now < w1 THEN w1 WHEN now < w2 THEN w2 ELSE w3 END AS we`,
+			// t0 is the end of the window the state counted in. count0:
+			// none if that window ended by ws (an earlier window's count,
+			// or none); otherwise a0, counted in now's window or in a later
+			// one (a clock that stepped back), whose end, t0, is kept:
+			// ends_at is the end of the window counted in.
+			`CASE WHEN t0 <= ws THEN 0::float8 ELSE a0 END AS count0,
+			CASE WHEN t0 > we THEN t0 ELSE we END AS ends_at`,
+		}
+		source, time, end = "stepCalendarWindow", "ends_at", "ends_at"
 	}
 	return algorithm{
-		source: "fixedWindow (sql.go), from engine.Params.stepFixedWindow (engine/fixedwindow.go)",
+		source: "fixedWindow (sql.go), from engine.Params." + source + " (engine/fixedwindow.go)",
 		steps: append(window,
 			"count0 + cost - lim <= slack AS ok",
 			"CASE WHEN ok THEN "+fill("count0")+" ELSE count0 END AS count1",
 		),
 		allowed: "ok",
 		used:    "count1",
-		retry:   "CASE WHEN ok THEN 0 ELSE " + after("start + iv") + " END",
-		reset:   "CASE WHEN count1 > 0 THEN " + after("start + iv") + " ELSE 0 END",
-		time:    "start", a: "count1", b: "0", logTimes: noLog, logCosts: noCosts,
+		retry:   "CASE WHEN ok THEN 0 ELSE " + after(end) + " END",
+		reset:   "CASE WHEN count1 > 0 THEN " + after(end) + " ELSE 0 END",
+		time:    time, a: "count1", b: "0", logTimes: noLog, logCosts: noCosts,
 		// An Allow of the room left, rem, which fits.
 		fill: func(rem string) [5]string {
 			fits := "(" + rem + " > 0 AND count0 + " + rem + " - lim <= slack)"
 			return [5]string{
-				"CASE WHEN " + fits + " THEN start ELSE t0 END",
+				"CASE WHEN " + fits + " THEN " + time + " ELSE t0 END",
 				"CASE WHEN NOT " + fits + " THEN a0 WHEN count0 + " + rem + " >= full_at THEN lim ELSE count0 + " + rem + " END",
 				"CASE WHEN " + fits + " THEN 0::float8 ELSE b0 END",
 				noLog, noCosts,

@@ -16,7 +16,12 @@ import (
 // decideStrict's (strict.go).
 
 // params is the CTE p holding the statement's parameters, named. Its
-// order is the order of Store.args; paramColumns are its columns.
+// order is the order of Store.args; paramColumns are its columns. After
+// the fourteen every statement takes come, by the caller's clock, the
+// time, $15 (caller_now); then, in a calendar window's statements alone,
+// the four boundaries of its windows, Params.Windows (w0 to w3, see
+// windowParams): $16 to $19 by the caller's clock, $15 to $18 by the
+// database's.
 const params = `WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::float8 AS op_cost,
 	$4::float8 AS lim, $4::float8 - $6::float8 AS full_at, $5::int8 AS iv, $5::int8::float8 AS ivf,
 	$6::float8 AS slack, $7::float8 AS am, $8::int8 AS tau, $9::int8 AS op_cn, $10::int4 AS maxe,
@@ -25,6 +30,18 @@ const params = `WITH p AS (SELECT $1::text AS key, $2::int2 AS op_verb, $3::floa
 
 var paramColumns = []string{"key", "op_verb", "op_cost", "lim", "full_at", "iv", "ivf", "slack", "am", "tau", "op_cn", "maxe",
 	"max_delay", "op_at", "penalty", "count_denied"}
+
+// windowParams are the columns of p holding a calendar window's
+// boundaries, Params.Windows, from the parameter $first on, and their
+// names.
+func windowParams(first int) (string, []string) {
+	names := []string{"w0", "w1", "w2", "w3"}
+	var cols string
+	for i, name := range names {
+		cols += fmt.Sprintf(", $%d::int8 AS %s", first+i, name)
+	}
+	return cols, names
+}
 
 // requestColumns are the columns of the request a chain decides, and
 // stateColumns those of the state it decides from: booked_at is Op.At (a
@@ -90,13 +107,50 @@ func deciderFor(alg algorithm, s sqlfile.Strictness, zeroRow, carries bool) deci
 
 // Build writes the statements of v. With callerClock, the time is the
 // parameter $15, else the database's clock.
+//
+// A calendar window's statements by the database's clock must find the
+// window holding its time among the caller's three, and refuse a time
+// outside them, writing nothing, as a row holding another algorithm's
+// live state is left alone. They read the clock once, in the CTE n, and
+// its time is p's column db_now; p has no row when that time lies outside
+// the windows, so that there is nothing to insert, update or select.
+// Each statement is then a CTE of its own, d, and returns the time read
+// before d's columns, with NULLs for d's when d returned no row: the
+// store tells a time outside the windows from a conflict by the time, and
+// names it (see Store.Apply). By the caller's clock, the store refuses a
+// time outside the windows before the round trip.
 func Build(v sqlfile.Variant, callerClock bool) Statements {
 	table := sqlfile.Table
 	alg := algorithmFor(v)
 	kind := strconv.Itoa(int(v.Kind))
-	now, cte, pcols := serverNow, fmt.Sprintf(params, ""), paramColumns
+	// extra are p's columns after the fourteen of every statement.
+	now, extra, pcols := serverNow, "", paramColumns
 	if callerClock {
-		now, cte, pcols = "caller_now", fmt.Sprintf(params, ", $15::int8 AS caller_now"), append(slices.Clip(paramColumns), "caller_now")
+		now, extra, pcols = "caller_now", ", $15::int8 AS caller_now", append(slices.Clip(paramColumns), "caller_now")
+	}
+	// statement is a statement of the body given, after the CTE p, cte.
+	cte := fmt.Sprintf(params, extra)
+	statement := func(body string) string { return cte + body }
+	whereNow := nowForWhere(callerClock)
+	serverCalendar := v.Calendar && !callerClock
+	if v.Calendar {
+		// The windows' parameters come after the time's, if any.
+		first := 15
+		if callerClock {
+			first = 16
+		}
+		windows, names := windowParams(first)
+		pcols = append(slices.Clip(pcols), names...)
+		cte = fmt.Sprintf(params, extra+windows)
+		if serverCalendar {
+			w0, w3 := fmt.Sprintf("$%d::int8", first), fmt.Sprintf("$%d::int8", first+3)
+			cte = "WITH n AS (SELECT " + serverNow + " AS now),\n" + strings.TrimPrefix(fmt.Sprintf(params,
+				windows+", n.now AS db_now\n\tFROM n WHERE n.now >= "+w0+" AND n.now < "+w3), "WITH ")
+			now, whereNow = "db_now", "(SELECT db_now FROM p)"
+			statement = func(body string) string {
+				return strings.TrimSuffix(cte, "\n") + ",\nd AS (" + body + ")\nSELECT n.now AS db_now, d.* FROM n LEFT JOIN d ON true"
+			}
+		}
 	}
 
 	// The old state is the row's until its expiry, from which a key is
@@ -110,7 +164,7 @@ func Build(v sqlfile.Variant, callerClock bool) Statements {
 	// clock_timestamp() reads anew, is read once, in a derived table, for
 	// the expiry and the decision.
 	rowNow, clocked := now, func(from string) string { return from }
-	if !callerClock {
+	if !callerClock && !serverCalendar {
 		rowNow = "n.now"
 		clocked = func(from string) string { return from + " CROSS JOIN (SELECT " + serverNow + " AS now OFFSET 0) AS n" }
 	}
@@ -263,7 +317,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 		returning += ",\n\t" + released
 	}
 	upsert := func(decideFresh, decide func(state, reads string) string, values string) string {
-		return cte + fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
+		return statement(fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
 FROM %[4]s
@@ -274,7 +328,7 @@ WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
 			table, columns, written(absent, values), decideFresh(freshState, "key "+written(absent, values)),
 			written(asWas, values), decide(rowState, written(asWas, values)),
-			kind, nowForWhere(callerClock), returning)
+			kind, whereNow, returning))
 	}
 	checked := "held_kind IS NULL OR held_kind = " + kind + " OR held_expiry <= now"
 	if v.Strict != sqlfile.Lenient {
@@ -285,9 +339,9 @@ RETURNING %[9]s`,
 		Apply: upsert(requestedFresh, requested, values),
 		// A check records nothing: it decides from the state carried, and
 		// has no use for carries.
-		Check: cte + "SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true, false).steps,
+		Check: statement("SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true, false).steps,
 			request("s.kind AS held_kind, s.expires_at AS held_expiry, "+rowState, clocked("p LEFT JOIN "+table+" AS s ON s.key = p.key")),
-			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked, false) + "\n" + checked,
+			slices.Concat(chainColumns, []string{"held_kind", "held_expiry"}), values+checked, false) + "\n" + checked),
 	}
 	if slices.Contains(v.Statements(), sqlfile.AtMost) {
 		// A partial grant of nothing is not admitted, though its check is.

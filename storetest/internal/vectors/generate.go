@@ -75,7 +75,7 @@ func Params() []engine.Params {
 func Generate() []Case {
 	var cases []Case
 	for _, a := range algorithms {
-		for _, r := range recipes {
+		for _, r := range slices.Concat(recipes, calendarRecipes) {
 			if r.applies != nil && !r.applies(a) {
 				continue
 			}
@@ -121,6 +121,9 @@ func limits(c Case) []engine.Params {
 
 // run builds the case name of p from start.
 func run(name string, p engine.Params, start int64, build func(*builder)) Case {
+	if p.Calendar() {
+		p = at(p, start)
+	}
 	b := &builder{c: Case{Name: name, Params: p}, p: p, now: start}
 	build(b)
 	return b.c
@@ -140,7 +143,7 @@ func endStart(p engine.Params, build func(*builder)) int64 {
 		}
 	}
 	shift := maxTime - last
-	if p.Kind == engine.KindSlidingCounter || p.Kind == engine.KindFixedWindow && !p.Anchored {
+	if p.Kind == engine.KindSlidingCounter || p.Kind == engine.KindFixedWindow && !p.Anchored && !p.Calendar() {
 		period := int64(1)
 		for _, q := range limits(c) {
 			period = lcm(period, q.Interval)
@@ -217,7 +220,8 @@ func (b *builder) step(op engine.Op) (engine.Decision, error) {
 	writes := decided && (p.Records(op.Verb, &d) || p.Carries(&b.s, &op))
 	inRange := engine.CheckTime(op.Now) == nil
 	switch {
-	case p.Kind != b.c.Params.Kind || p.Anchored != b.c.Params.Anchored || p.IntervalRefill != b.c.Params.IntervalRefill:
+	case p.Kind != b.c.Params.Kind || p.Anchored != b.c.Params.Anchored || p.IntervalRefill != b.c.Params.IntervalRefill ||
+		p.Calendar() != b.c.Params.Calendar():
 		b.fail("runs under another algorithm or mode than the case's")
 	case err != nil && s.Err == "":
 		b.fail(fmt.Sprintf("no sentinel in %v", err))

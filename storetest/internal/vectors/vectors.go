@@ -176,15 +176,16 @@ type caseJSON struct {
 }
 
 type paramsJSON struct {
-	Kind           string `json:"kind"`
-	Limit          number `json:"limit"`
-	Interval       int64  `json:"interval"`
-	Amount         number `json:"amount,omitzero"`
-	IntervalRefill bool   `json:"intervalRefill,omitzero"`
-	Anchored       bool   `json:"anchored,omitzero"`
-	MaxEntries     int    `json:"maxEntries,omitzero"`
-	Penalty        int64  `json:"penalty,omitzero"`
-	CountDenied    bool   `json:"countDenied,omitzero"`
+	Kind           string   `json:"kind"`
+	Limit          number   `json:"limit"`
+	Interval       int64    `json:"interval"`
+	Amount         number   `json:"amount,omitzero"`
+	IntervalRefill bool     `json:"intervalRefill,omitzero"`
+	Anchored       bool     `json:"anchored,omitzero"`
+	MaxEntries     int      `json:"maxEntries,omitzero"`
+	Penalty        int64    `json:"penalty,omitzero"`
+	CountDenied    bool     `json:"countDenied,omitzero"`
+	Windows        [4]int64 `json:"windows,omitzero"`
 }
 
 type stepJSON struct {
@@ -290,7 +291,7 @@ func encodeParams(p engine.Params) paramsJSON {
 	return paramsJSON{
 		Kind: kindName(p.Kind), Limit: number(p.Limit), Interval: p.Interval, Amount: number(p.Amount),
 		IntervalRefill: p.IntervalRefill, Anchored: p.Anchored, MaxEntries: p.MaxEntries,
-		Penalty: p.Penalty, CountDenied: p.CountDenied,
+		Penalty: p.Penalty, CountDenied: p.CountDenied, Windows: p.Windows,
 	}
 }
 
@@ -299,7 +300,7 @@ func decodeParams(j paramsJSON) (engine.Params, error) {
 	return engine.Params{
 		Kind: k, Limit: float64(j.Limit), Interval: j.Interval, Amount: float64(j.Amount),
 		IntervalRefill: j.IntervalRefill, Anchored: j.Anchored, MaxEntries: j.MaxEntries,
-		Penalty: j.Penalty, CountDenied: j.CountDenied,
+		Penalty: j.Penalty, CountDenied: j.CountDenied, Windows: j.Windows,
 	}, err
 }
 
