@@ -111,7 +111,6 @@ func benchAllow(b *testing.B, opts ...sluice.Option) {
 // lookup that returns one limiter (what looking up costs sluice) and one
 // that reads each key's plan from a map (a lookup as users write them).
 func BenchmarkAllowPerKey(b *testing.B) {
-	ctx := context.Background()
 	rate := sluice.PerHour(3600)
 	fixed, err := sluice.NewGCRA(rate, 1e9)
 	if err != nil {
@@ -130,21 +129,32 @@ func BenchmarkAllowPerKey(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct {
-		name string
-		lim  *sluice.Limiter
-	}{{"fixed", fixed}, {"lookup=one", one}, {"lookup=map", byMap}} {
+	benchAllowOnKeys(b, ks, namedLimiter{"fixed", fixed}, namedLimiter{"lookup=one", one}, namedLimiter{"lookup=map", byMap})
+}
+
+// A namedLimiter is a limiter a benchmark names.
+type namedLimiter struct {
+	name string
+	lim  *sluice.Limiter
+}
+
+// benchAllowOnKeys benchmarks Allow on each of lims, in order, over 1 and
+// over 10,000 of ks, each key decided once before.
+func benchAllowOnKeys(b *testing.B, ks []string, lims ...namedLimiter) {
+	ctx := context.Background()
+	for _, l := range lims {
+		name, lim := l.name, l.lim
 		for _, n := range []int{1, 10_000} {
 			for _, k := range ks[:n] {
-				if _, err := c.lim.Allow(ctx, k, 1); err != nil {
+				if _, err := lim.Allow(ctx, k, 1); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.Run(c.name+"/keys="+strconv.Itoa(n), func(b *testing.B) {
+			b.Run(name+"/keys="+strconv.Itoa(n), func(b *testing.B) {
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
-					if _, err := c.lim.Allow(ctx, ks[i%n], 1); err != nil {
+					if _, err := lim.Allow(ctx, ks[i%n], 1); err != nil {
 						b.Fatal(err)
 					}
 					i++
@@ -158,7 +168,6 @@ func BenchmarkAllowPerKey(b *testing.B) {
 // aligned fixed window of the same limit: the calendar's windows are
 // computed once per month, and a decision allocates nothing.
 func BenchmarkAllowCalendar(b *testing.B) {
-	ctx := context.Background()
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
 		b.Fatal(err)
@@ -171,27 +180,5 @@ func BenchmarkAllowCalendar(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ks := keys(10_000)
-	for _, c := range []struct {
-		name string
-		lim  *sluice.Limiter
-	}{{"aligned", aligned}, {"calendar", monthly}} {
-		for _, n := range []int{1, 10_000} {
-			for _, k := range ks[:n] {
-				if _, err := c.lim.Allow(ctx, k, 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.Run(c.name+"/keys="+strconv.Itoa(n), func(b *testing.B) {
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					if _, err := c.lim.Allow(ctx, ks[i%n], 1); err != nil {
-						b.Fatal(err)
-					}
-					i++
-				}
-			})
-		}
-	}
+	benchAllowOnKeys(b, keys(10_000), namedLimiter{"aligned", aligned}, namedLimiter{"calendar", monthly})
 }

@@ -108,8 +108,6 @@ func (c *calendarWindows) at(now int64) *engine.Params {
 
 // around returns p with the windows around now.
 func (c *calendarWindows) around(p *engine.Params, now int64) *engine.Params {
-	q := *p
-	q.Windows = calendar.Windows(c.period, c.loc, now)
-	q.Interval = q.Windows[2] - q.Windows[1]
+	q := calendar.Around(*p, c.period, c.loc, now)
 	return &q
 }

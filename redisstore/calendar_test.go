@@ -492,28 +492,8 @@ func TestServerClockCalendarGroup(t *testing.T) {
 		for i, key := range keys {
 			stored[i] = storedState(t, c, st, key)
 		}
-		for at := before; at <= after; at += int64(time.Microsecond) {
-			next := append([]engine.State(nil), spec...)
-			for i := range ops {
-				ops[i].Op.Now = at
-			}
-			want := make([]engine.Decision, len(ops))
-			wantD, err := engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
-				s, d, err := limits[i].Step(cloneState(next[i]), op)
-				if limits[i].Records(op.Verb, &d) {
-					next[i] = s
-				}
-				return d, err
-			}, want)
-			require.NoError(t, err)
-			same := storetest.IdenticalDecision(wantD, gotD)
-			for i := range want {
-				same = same && storetest.IdenticalDecision(want[i], got[i]) && sameState(next[i], stored[i])
-			}
-			if same {
-				copy(spec, next)
-				return gotD
-			}
+		if decidedAtAnInstant(t, limits, spec, ops, gotD, got, stored, before, after) {
+			return gotD
 		}
 		t.Fatalf("%s: no instant between %v and %v gives DecideGroup's decisions and states\ngot %+v %+v", what, before, after, gotD, got)
 		return gotD

@@ -275,31 +275,11 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 		for i, key := range keys {
 			stored[i] = storedState(t, c, st, key)
 		}
-		for now := before.UnixNano(); now <= after.UnixNano(); now += int64(time.Microsecond) {
-			next := append([]engine.State(nil), spec...)
-			for i := range ops {
-				ops[i].Op.Now = now
+		if decidedAtAnInstant(t, limits, spec, ops, gotD, got, stored, before.UnixNano(), after.UnixNano()) {
+			if verb == engine.VerbReserve {
+				booked = got
 			}
-			want := make([]engine.Decision, len(ops))
-			wantD, err := engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
-				s, d, err := limits[i].Step(cloneState(next[i]), op)
-				if limits[i].Records(op.Verb, &d) {
-					next[i] = s
-				}
-				return d, err
-			}, want)
-			require.NoError(t, err)
-			same := storetest.IdenticalDecision(wantD, gotD)
-			for i := range want {
-				same = same && storetest.IdenticalDecision(want[i], got[i]) && sameState(next[i], stored[i])
-			}
-			if same {
-				copy(spec, next)
-				if verb == engine.VerbReserve {
-					booked = got
-				}
-				return gotD
-			}
+			return gotD
 		}
 		t.Fatalf("%s: no instant between %v and %v gives DecideGroup's decisions and states\ngot %+v %+v", what, before, after, gotD, got)
 		return gotD
@@ -316,6 +296,39 @@ func TestServerClockGroupsAreBitIdenticalToDecideGroup(t *testing.T) {
 	require.True(t, d.Allowed)
 	require.Positive(t, d.Delay)
 	decideOnServerClock(engine.VerbCancel, 1, 0, "its cancel")
+}
+
+// decidedAtAnInstant reports whether DecideGroup over Step, from the
+// states spec, gives the group's decision gotD, each limit's got and the
+// states stored at one of the microseconds from before to after, a call's
+// on the server's clock; spec is then the states it gives.
+func decidedAtAnInstant(t *testing.T, limits []engine.Params, spec []engine.State, ops []engine.GroupOp,
+	gotD engine.Decision, got []engine.Decision, stored []engine.State, before, after int64) bool {
+	t.Helper()
+	for now := before; now <= after; now += int64(time.Microsecond) {
+		next := append([]engine.State(nil), spec...)
+		for i := range ops {
+			ops[i].Op.Now = now
+		}
+		want := make([]engine.Decision, len(ops))
+		wantD, err := engine.DecideGroup(ops, func(i int, op engine.Op) (engine.Decision, error) {
+			s, d, err := limits[i].Step(cloneState(next[i]), op)
+			if limits[i].Records(op.Verb, &d) {
+				next[i] = s
+			}
+			return d, err
+		}, want)
+		require.NoError(t, err)
+		same := storetest.IdenticalDecision(wantD, gotD)
+		for i := range want {
+			same = same && storetest.IdenticalDecision(want[i], got[i]) && sameState(next[i], stored[i])
+		}
+		if same {
+			copy(spec, next)
+			return true
+		}
+	}
+	return false
 }
 
 // TestGroupOfLimitersIsChargedOnce is the stacked-limits mistake, tried as

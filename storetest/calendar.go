@@ -38,8 +38,7 @@ var calendarOrigins = []struct {
 // calendarParams returns the Params of a calendar window of limit per
 // period in loc, as a caller computes them at now.
 func calendarParams(limit float64, period calendar.Period, loc *time.Location, now int64) engine.Params {
-	w := calendar.Windows(period, loc, now)
-	return engine.Params{Kind: engine.KindFixedWindow, Limit: limit, Interval: w[2] - w[1], Windows: w}
+	return calendar.Around(engine.Params{Kind: engine.KindFixedWindow, Limit: limit}, period, loc, now)
 }
 
 // RunCalendars replays random traces of calendar windows (see

@@ -15,6 +15,8 @@ package calendar
 import (
 	"strconv"
 	"time"
+
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Period is a calendar period.
@@ -57,6 +59,15 @@ func (p Period) Valid() bool { return p >= Day && p <= Year }
 func Windows(p Period, loc *time.Location, now int64) [4]int64 {
 	w := windows(p, loc, time.Unix(0, now))
 	return [4]int64{w[0].UnixNano(), w[1].UnixNano(), w[2].UnixNano(), w[3].UnixNano()}
+}
+
+// Around returns p, a fixed window, as a calendar window of period p in
+// loc at now: its Windows those around now, and its Interval the middle
+// window's length (see engine.Params.Windows).
+func Around(p engine.Params, period Period, loc *time.Location, now int64) engine.Params {
+	p.Windows = Windows(period, loc, now)
+	p.Interval = p.Windows[2] - p.Windows[1]
+	return p
 }
 
 // Start returns the first instant of the window of period p in loc that
