@@ -89,8 +89,9 @@ type calendarWindows struct {
 // start sets the Params of the windows around now from p, which are those
 // of every window but for the windows themselves.
 func (c *calendarWindows) start(p engine.Params, now int64) engine.Params {
-	c.current.Store(c.around(&p, min(max(now, 0), maxTime)))
-	return *c.current.Load()
+	q := c.around(&p, min(max(now, 0), maxTime))
+	c.current.Store(q)
+	return *q
 }
 
 // at returns the Params of the windows around now. A time out of range

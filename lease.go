@@ -41,7 +41,7 @@ type Lease struct {
 // enough for it to fit, or when the first waiter could have given up its
 // place (a release comes sooner).
 func (l *Limiter) TryAcquire(ctx context.Context, key string, cost float64) (Lease, error) {
-	p, err := l.limitOf(ctx, key, l.clock.now())
+	p, err := l.limitOf(ctx, key)
 	if err != nil {
 		return Lease{l: l, key: key, cost: cost}, err
 	}
@@ -81,7 +81,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, p *engine.Params, 
 // is then passed over: what a dead waiter costs the others.
 func (l *Limiter) Acquire(ctx context.Context, key string, cost float64) (Lease, error) {
 	ls := Lease{l: l, key: key, cost: cost}
-	p, err := l.limitOf(ctx, key, l.clock.now())
+	p, err := l.limitOf(ctx, key)
 	if err != nil {
 		return ls, err
 	}

@@ -136,7 +136,7 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
 		if l.lookup != nil || l.cal != nil {
-			p, err := l.limitOf(ctx, keys[i], op.Now)
+			p, err := l.limitFor(ctx, keys[i], op.Now)
 			if err != nil {
 				return err
 			}

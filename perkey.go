@@ -60,7 +60,7 @@ func NewPerKey(lookup func(ctx context.Context, key string) (*Limiter, error), o
 // lookup returns for key now, with the lookup's error. An HTTP or gRPC
 // adapter reads them to describe a key's limit (its RateLimit-Policy).
 func (l *Limiter) ParamsFor(ctx context.Context, key string) (engine.Params, error) {
-	p, err := l.limitOf(ctx, key, l.clock.now())
+	p, err := l.limitOf(ctx, key)
 	if err != nil {
 		return engine.Params{}, err
 	}
@@ -75,10 +75,19 @@ func (l *Limiter) ParamsFor(ctx context.Context, key string) (engine.Params, err
 // [Limiter.ParamsFor] for each request.
 func (l *Limiter) Fixed() bool { return l.lookup == nil && l.cal == nil }
 
-// limitOf returns the Params that hold key at now: the limiter's own, or,
+// limitOf returns the Params that hold key now: the limiter's own, or,
 // for a per-key limiter, those of the limiter its lookup returns, with the
-// calendar windows around now of a calendar window.
-func (l *Limiter) limitOf(ctx context.Context, key string, now int64) (*engine.Params, error) {
+// calendar windows around now of a calendar window. Only a limiter that is
+// not fixed reads its clock for them.
+func (l *Limiter) limitOf(ctx context.Context, key string) (*engine.Params, error) {
+	if l.Fixed() {
+		return &l.params, nil
+	}
+	return l.limitFor(ctx, key, l.clock.now())
+}
+
+// limitFor is limitOf at now, for a caller that has read its clock.
+func (l *Limiter) limitFor(ctx context.Context, key string, now int64) (*engine.Params, error) {
 	if l.lookup == nil {
 		return l.limitAt(now), nil
 	}
@@ -101,7 +110,7 @@ func (l *Limiter) limitOf(ctx context.Context, key string, now int64) (*engine.P
 // nowLookedUp is now for a per-key limiter or a calendar window: op
 // decided under the key's limit at op.Now, looked up first.
 func (l *Limiter) nowLookedUp(ctx context.Context, key string, op engine.Op, d *engine.Decision) error {
-	p, err := l.limitOf(ctx, key, op.Now)
+	p, err := l.limitFor(ctx, key, op.Now)
 	if err != nil {
 		return l.refuse(ctx, key, op, d, err)
 	}

@@ -47,7 +47,7 @@ type Reservation struct {
 // algorithms return an error wrapping [ErrUnsupported].
 func (l *Limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
 	r := new(Reservation)
-	p, err := l.limitOf(ctx, key, l.clock.now())
+	p, err := l.limitOf(ctx, key)
 	if err != nil {
 		return r, err
 	}
@@ -169,7 +169,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // gives its turn back. The window algorithms cannot book ahead: there Wait
 // asks again when its denial said it could, and waiters are not queued.
 func (l *Limiter) Wait(ctx context.Context, key string, cost float64) error {
-	p, err := l.limitOf(ctx, key, l.clock.now())
+	p, err := l.limitOf(ctx, key)
 	if err != nil {
 		return err
 	}
