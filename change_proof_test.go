@@ -289,6 +289,9 @@ func (c *changeChecker) apply(op engine.Op) (engine.Decision, error) {
 	if err != nil && !c.p.Overflows(op, err) {
 		return got, c.fail("Step: %v", err)
 	}
+	if err := exhaustRules(c.p, op, next, got); err != nil {
+		return got, c.fail("%v\nstate before %+v", err, before)
+	}
 	var (
 		want    reference.Decision
 		lenient bool

@@ -42,7 +42,8 @@ type Event struct {
 	// Verb is what the decision did: VerbAllow for Allow (and Wait on the
 	// window algorithms), VerbCheck for CanAccept, VerbFill for Fillup,
 	// VerbReserve for Reserve (and Wait on the others), VerbCancel for a
-	// reservation given back, VerbAtMost for AllowAtMost; for a lease
+	// reservation given back, VerbAtMost for AllowAtMost, VerbExhaust for
+	// Exhaust; for a lease
 	// (see Lease), VerbAllow, VerbCancel and VerbExtend.
 	Verb engine.Verb
 	// Key is the key decided on. Its values are unbounded: never use it as

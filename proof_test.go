@@ -191,11 +191,13 @@ type tracer interface {
 	reset()
 	invalid(rng *rand.Rand, now int64) error
 	drawOp(rng *rand.Rand, costs costMode, now int64) engine.Op
+	drawExhaust(rng *rand.Rand, costs costMode, now int64) engine.Op
 	apply(op engine.Op) (engine.Decision, error)
 }
 
 // runTrace drives c through a random trace of p drawn from rng: decisions
-// of every verb, with now and then a reset or an invalid call.
+// of every verb (for the algorithms that book ahead, one in sixteen an
+// exhaust), with now and then a reset or an invalid call.
 func runTrace(rng *rand.Rand, p engine.Params, c tracer) error {
 	costs := costMode(rng.IntN(int(numCostModes)))
 	now := startTime(rng, p)
@@ -212,8 +214,14 @@ func runTrace(rng *rand.Rand, p engine.Params, c tracer) error {
 			}
 			continue
 		}
+		var op engine.Op
+		if p.Reservable() && rng.IntN(16) == 0 {
+			op = c.drawExhaust(rng, costs, now)
+		} else {
+			op = c.drawOp(rng, costs, now)
+		}
 		var err error
-		if last, err = c.apply(c.drawOp(rng, costs, now)); err != nil {
+		if last, err = c.apply(op); err != nil {
 			return err
 		}
 	}
@@ -227,7 +235,7 @@ func algorithmVerbs(p engine.Params) []engine.Verb {
 		verbs = append(verbs, engine.VerbFill)
 	}
 	if p.Reservable() {
-		verbs = append(verbs, engine.VerbReserve, engine.VerbCancel)
+		verbs = append(verbs, engine.VerbReserve, engine.VerbCancel, engine.VerbExhaust)
 	}
 	return verbs
 }
@@ -256,7 +264,7 @@ type checker struct {
 // the exact one (by a nanosecond, or up to 2^-46 of a long delay, within
 // the tolerance), which the model then followed.
 type traceStats struct {
-	exact, lenient [engine.VerbAtMost + 1]int
+	exact, lenient [engine.VerbExhaust + 1]int
 	followed       int
 	// What the shaping verbs did: reservations that had to wait, cancels
 	// that gave their cost back, grants of part of the cost.
@@ -288,7 +296,7 @@ func (s *traceStats) count(op engine.Op, d engine.Decision) {
 
 func (s traceStats) String() string {
 	var b strings.Builder
-	for v := engine.VerbAllow; v <= engine.VerbAtMost; v++ {
+	for v := engine.VerbAllow; v <= engine.VerbExhaust; v++ {
 		if s.exact[v]+s.lenient[v] > 0 {
 			fmt.Fprintf(&b, "%v %d exact, %d lenient; ", v, s.exact[v], s.lenient[v])
 		}
@@ -334,6 +342,9 @@ func (c *checker) apply(op engine.Op) (engine.Decision, error) {
 		return got, c.fail("Step: %v", err)
 	}
 	if err := c.sameAsAllow(op, next, got); err != nil {
+		return got, c.fail("%v", err)
+	}
+	if err := exhaustRules(c.p, op, next, got); err != nil {
 		return got, c.fail("%v", err)
 	}
 	want := c.model.Apply(op)
@@ -397,6 +408,8 @@ func formatOp(op engine.Op) string {
 	switch op.Verb {
 	case engine.VerbReserve:
 		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, MaxDelay: %d, At: %d}", op.Verb, op.Cost, op.Now, op.MaxDelay, op.At)
+	case engine.VerbExhaust:
+		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, MaxDelay: %d}", op.Verb, op.Cost, op.Now, op.MaxDelay)
 	case engine.VerbCancel:
 		return fmt.Sprintf("{Verb: %v, Cost: %v, Now: %d, At: %d}", op.Verb, op.Cost, op.Now, op.At)
 	}
@@ -424,7 +437,7 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 		{engine.Op{Verb: engine.VerbCheck, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
 		{engine.Op{Verb: engine.VerbAtMost, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
 		{engine.Op{Verb: engine.VerbAtMost, Cost: -0.5, Now: now}, sluice.ErrInvalidCost},
-		{engine.Op{Verb: engine.Verb(9), Cost: 1, Now: now}, sluice.ErrUnsupported},
+		{engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: 0, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
 		{engine.Op{Verb: engine.VerbCheck, Cost: 0, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
@@ -450,16 +463,68 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: maxTime + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
 			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: c.p.Limit * 2, Now: now, At: now + 1}, sluice.ErrCostExceedsLimit},
 			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: -1, Now: now, At: now + 1}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now, MaxDelay: -1}, sluice.ErrInvalidDelay},
+			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: 0, Now: now, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: c.p.Limit * 2, Now: now}, sluice.ErrCostExceedsLimit},
+			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
 		)
 	} else {
 		ops = append(ops,
 			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: 1}, sluice.ErrUnsupported},
 			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 0, Now: now}, sluice.ErrUnsupported},
 			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: now + 1}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now, MaxDelay: 1}, sluice.ErrUnsupported},
 		)
 	}
 	o := ops[rng.IntN(len(ops))]
 	return o.op, o.want
+}
+
+// drawExhaust draws an exhaust, as a service's answer reports the key
+// limited: full now, within the algorithm's time scale, longer, or (now
+// and then) for as long as a request may wait.
+func (c *checker) drawExhaust(rng *rand.Rand, costs costMode, now int64) engine.Op {
+	op := engine.Op{Verb: engine.VerbExhaust, Cost: drawCost(rng, c.p, costs, engine.VerbExhaust), Now: now}
+	scale := guarantees.Period(c.p)
+	switch r := rng.IntN(40); {
+	case r < 12:
+	case r < 30:
+		op.MaxDelay = rng.Int64N(scale)
+	case r < 39:
+		op.MaxDelay = scale + rng.Int64N(4*scale)
+	default:
+		op.MaxDelay = 1 << 60
+	}
+	return op
+}
+
+// exhaustRules checks an exhaust's decision got and the state next it
+// left against what its definition says in terms of checks, bit for bit:
+// it is the decision of a check of its cost at now on that state (a
+// block in force included); and the key is full at now + MaxDelay, where
+// a check of nothing finds no room (within reference.Band of the limit).
+func exhaustRules(p engine.Params, op engine.Op, next engine.State, got engine.Decision) error {
+	if op.Verb != engine.VerbExhaust {
+		return nil
+	}
+	_, check, err := p.Step(cloneState(next), engine.Op{Verb: engine.VerbCheck, Cost: op.Cost, Now: op.Now})
+	if err != nil {
+		return err
+	}
+	if check != got {
+		return fmt.Errorf("an exhaust decided %+v; a check of its cost on the state it left decides %+v (state %+v)", got, check, next)
+	}
+	if t := op.Now + op.MaxDelay; t <= maxTime {
+		_, full, err := p.Step(cloneState(next), engine.Op{Verb: engine.VerbCheck, Now: t})
+		if err != nil {
+			return err
+		}
+		if full.Remaining > reference.Band*p.Limit {
+			return fmt.Errorf("an exhaust left %v of the limit %v at now + MaxDelay (state %+v)", full.Remaining, p.Limit, next)
+		}
+	}
+	return nil
 }
 
 // rejects requires Step to reject op with want, leaving the state as it

@@ -205,6 +205,9 @@ func (c *strictChecker) apply(op engine.Op) (engine.Decision, error) {
 	if err != nil && !c.p.Overflows(op, err) {
 		return got, c.fail("Step: %v", err)
 	}
+	if err := exhaustRules(c.p, op, next, got); err != nil {
+		return got, c.fail("%v", err)
+	}
 	want := c.strict.Decide(op)
 	lenient, err := reference.CompareStrict(c.p, op, got, want)
 	if err != nil {
@@ -240,10 +243,12 @@ func (c *strictChecker) apply(op engine.Op) (engine.Decision, error) {
 
 // checkStrictTransition checks a recorded step's new state as
 // checkTransition does, and its block: a state keeps only a block in
-// force, and a key fresh but for its block lives until the block's end.
+// force (but an exhaust's, which leaves the block as it found it, an
+// ended one included: see blockRules), and a key fresh but for its block
+// lives until the block's end.
 func checkStrictTransition(before, next engine.State, op engine.Op, d engine.Decision) error {
 	switch {
-	case next.Until != 0 && next.Until <= op.Now:
+	case next.Until != 0 && next.Until <= op.Now && op.Verb != engine.VerbExhaust:
 		return fmt.Errorf("the state %+v keeps a block that has ended", next)
 	case next.Until != 0 && isZero(next):
 		if d.ResetAfter != time.Duration(next.Until-op.Now) {
@@ -267,6 +272,9 @@ func (c *strictChecker) blockRules(op engine.Op, before, next engine.State, d en
 		return fmt.Errorf("a key blocked until %d decided unblocked", before.Until)
 	case was && recorded && next.Until != before.Until:
 		return fmt.Errorf("a block until %d moved to %d from inside", before.Until, next.Until)
+	case op.Verb == engine.VerbExhaust && next.Until != before.Until && (next.Until != 0 || !isZero(next)):
+		// Unless it left the key fresh, and so the zero State.
+		return fmt.Errorf("an exhaust changed the block until %d to %d", before.Until, next.Until)
 	case !was && d.Blocked:
 		// A block starts here: only at an overflow, for the penalty.
 		end = next.Until
@@ -315,11 +323,11 @@ func (c *strictChecker) countedDenial(op engine.Op, d engine.Decision) error {
 	return nil
 }
 
-// retryExact checks that a denied Allow or check of a cost is admitted
-// after exactly its RetryAfter, on the key as the decision left it: a
-// nanosecond earlier it is denied.
+// retryExact checks that a denied Allow, check or exhaust of a cost is
+// admitted after exactly its RetryAfter, on the key as the decision left
+// it: a nanosecond earlier it is denied.
 func (c *strictChecker) retryExact(op engine.Op, d engine.Decision) error {
-	if d.Allowed || op.Verb != engine.VerbAllow && op.Verb != engine.VerbCheck {
+	if d.Allowed || op.Verb != engine.VerbAllow && op.Verb != engine.VerbCheck && op.Verb != engine.VerbExhaust {
 		return nil
 	}
 	at := op.Now + int64(d.RetryAfter)
@@ -349,6 +357,36 @@ func ratString(x interface{ FloatString(int) string }) string {
 // Each of the following pins one way in which Params.Step departed from
 // the definitions of penalties and counted denials, on the smallest trace
 // that shows it.
+
+// TestAnExhaustReportsAndKeepsABlockInForce: an exhaust is decided as a
+// check of its cost on the key it leaves full, and a check reports a
+// block in force, a cost that fits included; the exhaust records, and
+// leaves the block as it found it. Filling a bucket up at an instant must
+// not drop the block with the rest of the bucket's state.
+func TestAnExhaustReportsAndKeepsABlockInForce(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range reservingAlgorithms(t) {
+		p := alg.params
+		period := guarantees.Period(p)
+		p.Penalty = 10 * period
+		t.Run(alg.name, func(t *testing.T) {
+			st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
+			require.NoError(t, err)
+			require.True(t, d.Blocked, "the overflow starts a block")
+			for _, delay := range []int64{0, period, 20 * period} {
+				next, d, err := p.Step(cloneState(st), engine.Op{Verb: engine.VerbExhaust, Now: now + 1, MaxDelay: delay})
+				require.NoError(t, err)
+				require.True(t, d.Blocked, "MaxDelay %v: the block in force is reported", time.Duration(delay))
+				require.False(t, d.Allowed, "MaxDelay %v", time.Duration(delay))
+				require.GreaterOrEqual(t, int64(d.RetryAfter), st.Until-now-1, "MaxDelay %v: RetryAfter reaches the block's end", time.Duration(delay))
+				require.Equal(t, st.Until, next.Until, "MaxDelay %v: the block is kept (state %+v)", time.Duration(delay), next)
+			}
+		})
+	}
+}
 
 // TestACountedDenialSaysWhenTheRequestIsAdmitted: a denial that counts
 // fills the key, so its RetryAfter must wait for the cost from the full

@@ -38,6 +38,15 @@ const (
 	// concurrency limit's line, as a caller that stops waiting does;
 	// Allowed reports whether it was waiting.
 	VerbLeave
+	// VerbExhaust records the key's whole limit as in use at Op.MaxDelay
+	// from now, keeping what it holds beyond that: no cost is admitted
+	// before that instant, and from it the key frees its allowance as
+	// after a burst. It is how the answers of a rate-limited service (a
+	// Retry-After, a remaining count near zero) slow down every client
+	// that shares the key; it only ever makes the key fuller. The
+	// decision describes the key afterwards, as a check of Op.Cost would.
+	// The GCRA, the leaky bucket and the token bucket support it.
+	VerbExhaust
 )
 
 // String returns the verb's name as used in error messages.
@@ -59,6 +68,8 @@ func (v Verb) String() string {
 		return "extend"
 	case VerbLeave:
 		return "leave"
+	case VerbExhaust:
+		return "exhaust"
 	}
 	return "verb(" + strconv.Itoa(int(v)) + ")"
 }
@@ -73,7 +84,8 @@ type Op struct {
 	// to 2^62 (in 2116). A store that uses its own clock ignores it.
 	Now int64
 	// MaxDelay is, for VerbReserve, the longest the caller will wait for
-	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years). For
+	// its instant, in nanoseconds: from 0 to 2^60 (about 36 years); for
+	// VerbExhaust, how long from now the key is full, in the same range. For
 	// VerbAllow on the concurrency limit, it is the caller's patience: a
 	// denied caller with a patience above zero waits in the key's line,
 	// and keeps its place while it asks again within its patience.

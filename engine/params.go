@@ -289,9 +289,9 @@ func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
 // [ErrCostExceedsLimit] for a cost above the limit (except for VerbFill and
 // VerbAtMost, which take any cost, unless the limit is below one unit),
 // and [ErrUnsupported] for an unknown verb or one the algorithm does not
-// run: a fill-up of another algorithm than the leaky bucket, a reservation
-// or cancel of a window algorithm, a reservation, fill-up or partial grant
-// of the concurrency limit, an extension or a leaving of any other.
+// run: a fill-up of another algorithm than the leaky bucket, a reservation,
+// cancel or exhaust of a window algorithm, a reservation, fill-up, exhaust
+// or partial grant of the concurrency limit, an extension or a leaving of any other.
 func (p *Params) CheckCost(verb Verb, cost float64) error {
 	if !(cost >= 0) || math.IsInf(cost, 0) {
 		return fmt.Errorf("%w: %v", ErrInvalidCost, cost)
@@ -310,6 +310,10 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 	case VerbReserve:
 		if !p.Reservable() {
 			return fmt.Errorf("%w: %v does not support reservations", ErrUnsupported, p.Kind)
+		}
+	case VerbExhaust:
+		if !p.Reservable() {
+			return fmt.Errorf("%w: %v cannot be exhausted until an instant", ErrUnsupported, p.Kind)
 		}
 	case VerbExtend, VerbLeave:
 		if p.Kind != KindConcurrency {
@@ -352,7 +356,7 @@ func (p *Params) CheckOp(op Op) error {
 	waits := p.Kind == KindConcurrency && op.Verb == VerbAllow // a patience is a wait
 	ticket := p.Kind == KindConcurrency && (op.Verb == VerbAllow || op.Verb == VerbCheck || op.Verb == VerbLeave)
 	switch {
-	case (op.Verb == VerbReserve || waits) && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
+	case (op.Verb == VerbReserve || op.Verb == VerbExhaust || waits) && (op.MaxDelay < 0 || op.MaxDelay > maxSpan):
 		return fmt.Errorf("%w: %v is not between 0 and %v", ErrInvalidDelay, time.Duration(op.MaxDelay), time.Duration(maxSpan))
 	case ticket && (op.At < 0 || op.At > maxTicket):
 		return fmt.Errorf("%w: ticket %d is not between 0 and 2^53", ErrInvalidConfig, op.At)
@@ -425,8 +429,8 @@ func (p Params) Step(s State, op Op) (State, Decision, error) {
 // back.
 func (p *Params) Decide(s *State, op Op, d *Decision) {
 	switch {
-	case op.Verb == VerbAtMost:
-		p.stepAtMost(s, &op, d)
+	case op.Verb >= VerbAtMost: // one comparison for the verbs that are not the usual's
+		p.decideOther(s, &op, d)
 	case p.Penalty > 0 || p.CountDenied:
 		p.decideStrict(s, &op, d)
 	case p.Kind == KindGCRA:
@@ -438,8 +442,33 @@ func (p *Params) Decide(s *State, op Op, d *Decision) {
 	}
 }
 
-// decide runs the algorithm for every verb but VerbAtMost, which is made
-// of decisions of the others.
+// decideOther is Decide for VerbAtMost, VerbExtend, VerbLeave and
+// VerbExhaust.
+func (p *Params) decideOther(s *State, op *Op, d *Decision) {
+	switch op.Verb {
+	case VerbAtMost:
+		p.stepAtMost(s, op, d)
+	case VerbExhaust:
+		p.stepExhaust(s, op, d)
+	default:
+		p.decide(s, op, d)
+	}
+}
+
+// stepExhaust is VerbExhaust: the key full at op.MaxDelay from now, and
+// described as a check of op.Cost would describe it, a penalty's block
+// included (which it leaves as it is).
+func (p *Params) stepExhaust(s *State, op *Op, d *Decision) {
+	p.carryOnce(s, op)
+	until := s.Until // a bucket's fullAt rewrites the whole state
+	p.fullAt(s, op.Now+op.MaxDelay)
+	s.Until = until
+	p.decide(s, &Op{Verb: VerbCheck, Cost: op.Cost, Now: op.Now}, d)
+	p.settle(s, VerbExhaust, d)
+}
+
+// decide runs the algorithm for every verb but VerbAtMost and
+// VerbExhaust, which are made of decisions of the others.
 func (p *Params) decide(s *State, op *Op, d *Decision) {
 	if p.Penalty > 0 || p.CountDenied {
 		p.decideStrict(s, op, d)
@@ -482,10 +511,10 @@ func (p *Params) settle(s *State, verb Verb, d *Decision) {
 }
 
 // Records reports whether a decision *d on an op of verb changed the key's
-// state, so that a store writes the state back: a fill-up always does; an
-// admission, a booked reservation, a cancel that gave its cost back (or
-// released a lease), an extended lease, a waiter's leaving and a partial
-// grant of something do; so does a denied Allow or reservation under a
+// state, so that a store writes the state back: a fill-up and an exhaust
+// always do; an admission, a booked reservation, a cancel that gave its
+// cost back (or released a lease), an extended lease, a waiter's leaving
+// and a partial grant of something do; so does a denied Allow or reservation under a
 // penalty or with denials counted, and a denied Allow that waits in a
 // concurrency limit's line (its Decision.At is its ticket); a check never
 // does.
@@ -495,7 +524,7 @@ func (p *Params) Records(verb Verb, d *Decision) bool {
 		return d.Allowed || d.Blocked || p.CountDenied || d.At != 0
 	case VerbReserve:
 		return d.Allowed || d.Blocked || p.CountDenied
-	case VerbFill:
+	case VerbFill, VerbExhaust:
 		return true
 	case VerbAtMost:
 		return d.Granted > 0

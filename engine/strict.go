@@ -93,28 +93,8 @@ func (p *Params) decideStrict(s *State, op *Op, d *Decision) {
 func (p *Params) fillUp(s *State, op *Op, d *Decision) {
 	now := op.Now
 	switch p.Kind {
-	case KindGCRA:
-		s.Time, s.A = max(s.Time, now+p.gcraNanos(p.Limit)), float64(p.Interval)
-	case KindLeakyBucket, KindTokenBucket:
-		if p.Kind == KindTokenBucket && p.IntervalRefill {
-			used, last := p.refillPoint(*s, now)
-			if last <= now {
-				// Never lower: a cancel may leave more in use than the burst.
-				*s = State{Time: last, A: max(used, p.Limit)}
-			} else {
-				s.A = max(used, p.Limit-p.usedAt(0, last, now))
-			}
-			break
-		}
-		// Full at now: the level's line through (now, limit), kept at the
-		// point if that lies after now and the line is higher there.
-		full := State{Time: now, A: p.Limit}
-		if s.Time <= now {
-			full.A = max(p.levelAt(*s, now), p.Limit)
-			*s = full
-		} else {
-			s.A = max(s.A, p.levelAt(full, s.Time))
-		}
+	case KindGCRA, KindLeakyBucket, KindTokenBucket:
+		p.fullAt(s, now)
 	case KindSlidingCounter:
 		if d.Remaining > 0 {
 			start, cur, prev := p.counterWindow(s, now)
@@ -135,4 +115,32 @@ func (p *Params) fillUp(s *State, op *Op, d *Decision) {
 	var e Decision
 	p.decideKind(&t, &again, &e)
 	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = e.Used, e.Remaining, e.RetryAfter, e.ResetAfter
+}
+
+// fullAt records the whole limit of a reservable algorithm's key as in
+// use at t, keeping whatever the key holds beyond it: the key's state
+// becomes the later of its own and that of a key filled up at t.
+func (p *Params) fullAt(s *State, t int64) {
+	switch {
+	case p.Kind == KindGCRA:
+		s.Time, s.A = max(s.Time, t+p.gcraNanos(p.Limit)), float64(p.Interval)
+	case p.IntervalRefill:
+		used, last := p.refillPoint(*s, t)
+		if last <= t {
+			// Never lower: a cancel may leave more in use than the burst.
+			*s = State{Time: last, A: max(used, p.Limit)}
+		} else {
+			s.A = max(used, p.Limit-p.usedAt(0, last, t))
+		}
+	default:
+		// Full at t: the level's line through (t, limit), kept at the
+		// point if that lies after t and the line is higher there.
+		full := State{Time: t, A: p.Limit}
+		if s.Time <= t {
+			full.A = max(p.levelAt(*s, t), p.Limit)
+			*s = full
+		} else {
+			s.A = max(s.A, p.levelAt(full, s.Time))
+		}
+	}
 }

@@ -188,7 +188,7 @@ func microGap(rng *rand.Rand, p engine.Params) int64 {
 // serverClockOp draws a request of any verb p supports (and some it
 // refuses): admissions of every cost, checks, fill-ups, partial grants of
 // up to three times the limit, reservations of any maximum delay (some
-// no earlier than an instant), and
+// no earlier than an instant), exhausts of as long, and
 // cancels of the bookings, mostly the latest, sometimes of an instant
 // nothing was booked for; for the concurrency limit, releases and
 // extensions of its leases, live or not.
@@ -204,6 +204,11 @@ func serverClockOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.O
 		op.Verb, op.Cost = engine.VerbAtMost, math.Round(rng.Float64()*3*p.Limit*100)/100
 	case r < 6:
 		op.Verb, op.MaxDelay = engine.VerbReserve, rng.Int64N(2*p.Interval*int64(math.Ceil(p.Limit)))
+		if rng.IntN(4) == 0 {
+			// Full for as long, from the database's time.
+			op.Verb = engine.VerbExhaust
+			break
+		}
 		if rng.IntN(3) == 0 {
 			// No earlier than an instant, as a group books: in the past,
 			// soon, or beyond the maximum delay.
@@ -225,7 +230,8 @@ func serverClockOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.O
 // TestServerClockIsReadOnceForAllOfAtMostsCosts pins that a partial grant
 // decides every candidate cost at one instant: its statement reads the
 // database's clock as often as an admission's does, on a new key (once)
-// and on an existing one.
+// and on an existing one; so does an exhaust's, whose instant is relative
+// to the time read.
 func TestServerClockIsReadOnceForAllOfAtMostsCosts(t *testing.T) {
 	clock := newDBClock(t, testserver.StartPostgres(t).URL, base/1000*1000)
 	st, _ := newStore(t, clock.pool)
@@ -258,6 +264,12 @@ func TestServerClockIsReadOnceForAllOfAtMostsCosts(t *testing.T) {
 			atMostNew, atMostExisting := reads(fmt.Sprintf("atmost%d", ai), engine.Op{Verb: engine.VerbAtMost, Cost: 3 * p.Limit})
 			require.Equal(t, allowNew, atMostNew)
 			require.Equal(t, allowExisting, atMostExisting)
+			if p.Reservable() {
+				// An exhaust's instant is MaxDelay after the time read.
+				exhaustNew, exhaustExisting := reads(fmt.Sprintf("exhaust%d", ai), engine.Op{Verb: engine.VerbExhaust, Cost: 1, MaxDelay: p.Interval})
+				require.Equal(t, allowNew, exhaustNew)
+				require.Equal(t, allowExisting, exhaustExisting)
+			}
 		})
 	}
 }
@@ -294,9 +306,10 @@ func TestServerClockReservationsAreOnItsClock(t *testing.T) {
 	require.Equal(t, second.At+1, again.At, "the turn given back is booked again, given back a nanosecond late")
 }
 
-// TestPruneKeepsBookedKeysUntilTheirReset books turns far ahead: the key's
-// state then lies in the future, and Prune must keep its row until the key
-// is fresh again, for every algorithm that books.
+// TestPruneKeepsBookedKeysUntilTheirReset books turns far ahead, and
+// exhausts keys as far: the key's state then lies in the future, and Prune
+// must keep its row until the key is fresh again, for every algorithm that
+// books.
 func TestPruneKeepsBookedKeysUntilTheirReset(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, table := newStore(t, pool, pgstore.WithCallerClock())
@@ -325,6 +338,12 @@ func TestPruneKeepsBookedKeysUntilTheirReset(t *testing.T) {
 			last = d
 		}
 		require.Greater(t, last.At, time.Now().UnixNano(), "%v: booked in the future", p)
+		keys = append(keys, key)
+		// Exhausted a day after then: full after now.
+		key = fmt.Sprintf("exhausted%d", ai)
+		d, err := st.Apply(ctx, key, &p, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: then, MaxDelay: day})
+		require.NoError(t, err)
+		require.Greater(t, then+int64(d.ResetAfter), time.Now().UnixNano(), "%v: full in the future", p)
 		keys = append(keys, key)
 	}
 	n, err := st.Prune(ctx)

@@ -53,7 +53,7 @@ func (s *statementSet) of(v sqlfile.Variant) (*sqlgen.Statements, error) {
 	on := func(text string) string {
 		return strings.NewReplacer(sqlfile.Table, s.table, sqlfile.Channel, s.channel).Replace(text)
 	}
-	built := &sqlgen.Statements{Apply: on(texts.Apply), AtMost: on(texts.AtMost), Check: on(texts.Check)}
+	built := &sqlgen.Statements{Apply: on(texts.Apply), AtMost: on(texts.AtMost), Check: on(texts.Check), Exhaust: on(texts.Exhaust)}
 	// Callers racing here build the same text: the first stored is kept.
 	if !s.built[i].CompareAndSwap(nil, built) {
 		return s.built[i].Load(), nil

@@ -28,8 +28,9 @@ import (
 // current row, locked, inside the database, with the algorithm translated
 // to SQL from [engine.Params.Step]. Concurrent decisions on one key are
 // serialized by the row lock, never retried. A reservation (Reserve,
-// Wait), its cancel and a partial grant (AllowAtMost) are one such
-// statement each too, and so are the concurrency limit's acquisition,
+// Wait), its cancel, a partial grant (AllowAtMost) and an exhaust
+// (VerbExhaust: the key full until MaxDelay from the store's time) are
+// one such statement each too, and so are the concurrency limit's acquisition,
 // release (VerbCancel) and extension (VerbExtend) of a lease, whose
 // identity (Decision.At) the statement returns, and a waiter's place in
 // the key's line (its ticket, Decision.At of a denied acquisition with a
@@ -225,10 +226,13 @@ func statement(stmts *statementSet, callerClock bool, key string, p *engine.Para
 		sql = v.Check
 	case engine.VerbAtMost:
 		sql = v.AtMost
+	case engine.VerbExhaust:
+		sql = v.Exhaust
 	}
 	if sql == "" {
 		// A variant without the statement (the concurrency limit's partial
-		// grant), which Params.CheckOp refuses first.
+		// grant, a window's or the concurrency limit's exhaust), which
+		// Params.CheckOp refuses first.
 		return "", nil, fmt.Errorf("%w: pgstore: %v does not %v", sluice.ErrUnsupported, p.Kind, op.Verb)
 	}
 	return sql, args(key, p, op, callerClock), nil

@@ -93,8 +93,8 @@ func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
 // at the last, where PostgreSQL's bigint would overflow before Go's int64
 // wraps, which the conformance traces never reach: with every verb,
 // reservations booked up to 2^60 ns ahead, no earlier than the latest
-// instant accepted, and their cancels, leases extended and released, and
-// blocks of up to 2^60 ns.
+// instant accepted, and their cancels, keys exhausted for up to 2^60 ns,
+// leases extended and released, and blocks of up to 2^60 ns.
 func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
@@ -131,7 +131,10 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 							engine.Op{Verb: engine.VerbReserve, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
 							engine.Op{Verb: engine.VerbCancel, Cost: p.Limit, Now: now, At: booked},
 							engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: now, MaxDelay: 1 << 60, At: maxTime + 1<<60},
-							engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: booked})
+							engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: booked},
+							// Full for the longest delay, and then at once.
+							engine.Op{Verb: engine.VerbExhaust, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
+							engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now})
 					}
 					for _, op := range ops {
 						if op.At == latest {
@@ -507,7 +510,7 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"cost above limit", "k", gcra, allow(6, base), sluice.ErrCostExceedsLimit},
 		{"check above limit", "k", gcra, engine.Op{Verb: engine.VerbCheck, Cost: 6}, sluice.ErrCostExceedsLimit},
 		{"fill-up of GCRA", "k", gcra, engine.Op{Verb: engine.VerbFill, Cost: 1}, sluice.ErrUnsupported},
-		{"unknown verb", "k", gcra, engine.Op{Verb: 9, Cost: 1}, sluice.ErrUnsupported},
+		{"unknown verb", "k", gcra, engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1}, sluice.ErrUnsupported},
 		{"reservation of a window", "k", window, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
 		{"cancel of a window", "k", window, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
 		{"reservation above limit", "k", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
@@ -515,6 +518,11 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"max delay above 2^60 ns", "k", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
 		{"cancel before the epoch", "k", gcra, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
 		{"cancel after 2^62 + 2^60 ns", "k", gcra, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: 1<<62 + 1<<60 + 1}, sluice.ErrTimeOutOfRange},
+		{"exhaust of a window", "k", window, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"exhaust of a lease", "k", leases, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"exhaust above limit", "k", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
+		{"negative exhaust delay", "k", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
+		{"exhaust delay above 2^60 ns", "k", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
 		{"partial grant of NaN", "k", gcra, engine.Op{Verb: engine.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
 		{"partial grant above a limit below one", "k", engine.Params{Kind: engine.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
 			engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrCostExceedsLimit},

@@ -18,8 +18,8 @@ import (
 // limit's (see lua/prelude.lua), as bytes and little-endian doubles, which Lua reads back
 // exactly and without parsing text. One string is one allocation, where
 // boxed numbers would be several. Times (the caller's now, a reservation's
-// MaxDelay, an op's At, a penalty) go as seconds and nanoseconds, since a
-// double is exact only up to 2^53.
+// or an exhaust's MaxDelay, an op's At, a penalty) go as seconds and
+// nanoseconds, since a double is exact only up to 2^53.
 //
 // A call whose limits include a calendar window (engine.Params.Calendar,
 // variant 2) carries, after all the limit records, one more record per
@@ -111,8 +111,9 @@ func putWindows(b []byte, p *engine.Params) {
 }
 
 // putOp packs the op's fields into b: verb, clock, now, the TTL margin and
-// a reservation's MaxDelay or, if waits (the op decides a concurrency
-// limit), an acquisition's patience.
+// a reservation's MaxDelay, an exhaust's (how long from now the key is
+// full, relative on either clock) or, if waits (the op decides a
+// concurrency limit), an acquisition's patience.
 func (s *Store) putOp(b []byte, op engine.Op, waits bool) {
 	b[0] = byte(op.Verb)
 	var now, maxDelay int64
@@ -120,7 +121,7 @@ func (s *Store) putOp(b []byte, op engine.Op, waits bool) {
 		b[1] = 1
 		now = op.Now
 	}
-	if op.Verb == engine.VerbReserve || op.Verb == engine.VerbAllow && waits {
+	if op.Verb == engine.VerbReserve || op.Verb == engine.VerbExhaust || op.Verb == engine.VerbAllow && waits {
 		maxDelay = op.MaxDelay
 	}
 	sec, nsec := split(now)

@@ -18,7 +18,9 @@ import (
 // not know: each is refused with an error wrapping sluice.ErrUnsupported,
 // and nothing is recorded, never decided as some other verb. An extension
 // and a leaving of the line are verbs of the concurrency limit alone,
-// which in turn takes no fill-up, reservation or partial grant.
+// which in turn takes no fill-up, reservation or partial grant; an
+// exhaust is a verb of the algorithms that take reservations alone, and
+// of no group.
 func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
 	t.Cleanup(func() { c.Close() })
@@ -27,6 +29,9 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	gcra := &engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: int64(time.Second)}
 	unknown := &engine.Params{Kind: 9, Limit: 5, Interval: int64(time.Second)}
 	leases := &engine.Params{Kind: engine.KindConcurrency, Limit: 5, Interval: int64(time.Second), MaxEntries: 5}
+	fixed := &engine.Params{Kind: engine.KindFixedWindow, Limit: 5, Interval: int64(time.Second)}
+	counter := &engine.Params{Kind: engine.KindSlidingCounter, Limit: 5, Interval: int64(time.Second)}
+	log := &engine.Params{Kind: engine.KindSlidingLog, Limit: 5, Interval: int64(time.Second), MaxEntries: 5}
 	const now = int64(1e18)
 
 	for _, tt := range []struct {
@@ -35,8 +40,8 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		verb engine.Verb
 	}{
 		{"VerbZero", gcra, 0},
-		{"VerbNine", gcra, 9},
-		{"VerbNineOfLeases", leases, 9},
+		{"VerbTen", gcra, 10},
+		{"VerbTenOfLeases", leases, 10},
 		{"VerbTwoHundred", gcra, 200},
 		{"UnknownAlgorithm", unknown, engine.VerbAllow},
 		{"ExtensionOfAGCRA", gcra, engine.VerbExtend},
@@ -44,17 +49,22 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		{"FillUpOfLeases", leases, engine.VerbFill},
 		{"ReservationOfLeases", leases, engine.VerbReserve},
 		{"PartialGrantOfLeases", leases, engine.VerbAtMost},
+		{"ExhaustOfLeases", leases, engine.VerbExhaust},
+		{"ExhaustOfAFixedWindow", fixed, engine.VerbExhaust},
+		{"ExhaustOfASlidingCounter", counter, engine.VerbExhaust},
+		{"ExhaustOfASlidingLog", log, engine.VerbExhaust},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "refused:" + tt.name
-			reply, err := st.call(ctx, lib.apply, []string{key}, st.args(tt.p, engine.Op{Verb: tt.verb, Cost: 1, Now: now}))
+			op := engine.Op{Verb: tt.verb, Cost: 1, Now: now, MaxDelay: int64(time.Second)}
+			reply, err := st.call(ctx, lib.apply, []string{key}, st.args(tt.p, op))
 			_, err = outcome(key, tt.p, tt.verb, reply, err)
 			require.ErrorIs(t, err, sluice.ErrUnsupported)
 			require.Zero(t, c.Exists(ctx, key).Val(), "nothing recorded")
 		})
 	}
 
-	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, engine.VerbLeave, 9} {
+	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, engine.VerbLeave, engine.VerbExhaust, 10} {
 		t.Run(fmt.Sprintf("GroupOfVerb%d", verb), func(t *testing.T) {
 			ops := []engine.GroupOp{
 				{Key: "g1", Params: gcra, Op: engine.Op{Verb: verb, Cost: 1, Now: now}},

@@ -293,6 +293,34 @@ func TestServerClockIgnoresCallerTime(t *testing.T) {
 	require.LessOrEqual(t, sec, after.Add(4*time.Minute).Unix())
 }
 
+// TestServerClockExhaustIsRelative exhausts a key on the server's clock:
+// Op.Now is ignored, and Op.MaxDelay counts from the server's time, so
+// that the theoretical arrival time is the server's now plus the delay
+// and the burst's tolerance.
+func TestServerClockExhaustIsRelative(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c)
+	ctx := t.Context()
+	p := engine.Params{Kind: engine.KindGCRA, Limit: 4, Interval: int64(time.Minute)}
+	before, err := c.Time(ctx).Result()
+	require.NoError(t, err)
+	d, err := st.Apply(ctx, "k", &p, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: math.MaxInt64, MaxDelay: int64(time.Hour)})
+	require.NoError(t, err)
+	after, err := c.Time(ctx).Result()
+	require.NoError(t, err)
+	want := engine.Decision{Limit: 4, Used: 4, RetryAfter: time.Hour + time.Minute, ResetAfter: time.Hour + 4*time.Minute}
+	require.Equal(t, want, d, "described as a check of one unit, from the server's now")
+	v, err := c.Get(ctx, st.Key("k")).Bytes()
+	require.NoError(t, err)
+	require.Greater(t, len(v), 25)
+	sec := int64(math.Float64frombits(binary.LittleEndian.Uint64(v[17:25])))
+	require.GreaterOrEqual(t, sec, before.Add(time.Hour+4*time.Minute).Unix())
+	require.LessOrEqual(t, sec, after.Add(time.Hour+4*time.Minute).Unix())
+	d, err = st.Apply(ctx, "k", &p, allow(1, 0))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "nothing fits before the instant")
+}
+
 func TestKeysArePrefixedAndHashTagged(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	prefix := fmt.Sprintf("app%d:", rand.Uint64())
@@ -404,7 +432,7 @@ func TestInvalidInputFailsBeforeRedis(t *testing.T) {
 		{"InfiniteCost", gcra, engine.Op{Verb: engine.VerbFill, Cost: math.Inf(1), Now: base}, sluice.ErrInvalidCost},
 		{"CostAboveLimit", gcra, allow(3, base), sluice.ErrCostExceedsLimit},
 		{"FillupOfGCRA", gcra, engine.Op{Verb: engine.VerbFill, Cost: 1, Now: base}, sluice.ErrUnsupported},
-		{"UnknownVerb", gcra, engine.Op{Verb: 9, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"UnknownVerb", gcra, engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1, Now: base}, sluice.ErrUnsupported},
 		{"TimeBeforeEpoch", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"TimeAfter2116", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
 		{"WindowOf2To53", engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: 1 << 53}, allow(1, base), sluice.ErrUnsupported},
@@ -416,6 +444,11 @@ func TestInvalidInputFailsBeforeRedis(t *testing.T) {
 		{"LeasesUnderAPenalty", engine.Params{Kind: engine.KindConcurrency, Limit: 2, Interval: s, MaxEntries: 2, Penalty: s}, allow(1, base), sluice.ErrInvalidConfig},
 		{"PartialGrantOfLeases", leases, engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrUnsupported},
 		{"ReservationOfLeases", leases, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"ExhaustOfLeases", leases, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"ExhaustOfAWindow", engine.Params{Kind: engine.KindFixedWindow, Limit: 2, Interval: s}, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"ExhaustBeyond2To60", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+		{"ExhaustOfNegativeDelay", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
+		{"ExhaustAboveTheLimit", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 3, Now: base}, sluice.ErrCostExceedsLimit},
 		{"ReleaseBeforeEpoch", leases, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: -1}, sluice.ErrTimeOutOfRange},
 		{"ExtensionAfterTheEnd", leases, engine.Op{Verb: engine.VerbExtend, Cost: 1, Now: base, At: math.MaxInt64}, sluice.ErrTimeOutOfRange},
 		{"LeaseOfTwoTo53", engine.Params{Kind: engine.KindConcurrency, Limit: 1, Interval: 1 << 53, MaxEntries: 1}, allow(1, base), sluice.ErrUnsupported},

@@ -220,7 +220,7 @@ func replay(t *testing.T, st sluice.Store, limits []engine.Params, exact bool, k
 
 // randomOp draws a request: mostly admissions, with checks, fill-ups of
 // the leaky bucket, partial grants, and for the algorithms that book
-// ahead, reservations of any maximum delay and cancels of earlier ones,
+// ahead, exhausts, reservations of any maximum delay and cancels of earlier ones,
 // in any order, again, or after their instant; for the concurrency
 // limit, releases and extensions of its leases, live or not.
 func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) engine.Op {
@@ -236,6 +236,8 @@ func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) en
 		if rng.IntN(3) == 0 {
 			op.Cost = math.Round(rng.Float64()*3*p.Limit*100) / 100 // often more than fits
 		}
+	case r == 11 && p.Reservable():
+		op.Verb, op.MaxDelay = engine.VerbExhaust, randomDelay(rng, p)
 	case r < 12 && p.Reservable(), r == 12:
 		// The window algorithms refuse reservations: an error to match.
 		op.Verb, op.MaxDelay = engine.VerbReserve, randomDelay(rng, p)

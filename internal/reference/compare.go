@@ -84,8 +84,9 @@ func Compare(p engine.Params, op engine.Op, got engine.Decision, want Decision) 
 }
 
 // Invariants checks what every decision of p for op keeps, whatever the
-// state: amounts within bounds, and the fields of each verb consistent
-// with one another (see [verbInvariants]).
+// state: amounts within bounds, nothing remaining after an exhaust (within
+// [Band] of the limit), and the fields of each verb consistent with one
+// another (see [verbInvariants]).
 func Invariants(p engine.Params, op engine.Op, d engine.Decision) error {
 	check := verbInvariants
 	if p.Kind == engine.KindConcurrency {
@@ -107,6 +108,10 @@ func Invariants(p engine.Params, op engine.Op, d engine.Decision) error {
 		return fmt.Errorf("Remaining = %v, want Limit-Used = %v", d.Remaining, d.Limit-d.Used)
 	case d.RetryAfter < 0 || d.ResetAfter < 0:
 		return fmt.Errorf("negative duration in %+v", d)
+	case op.Verb == engine.VerbExhaust && d.Remaining > Band*p.Limit:
+		// Full at now + MaxDelay, the key holds its whole limit at now
+		// already (see [key.exhaust]), whatever the cost checked.
+		return fmt.Errorf("Remaining = %v after an exhaust", d.Remaining)
 	}
 	return nil
 }
@@ -119,7 +124,8 @@ func Invariants(p engine.Params, op engine.Op, d engine.Decision) error {
 // instant Delay after now, or for one given an Op.At, a mark of the
 // booking at or before it; only a partial grant has Granted, whole units
 // less than the cost or the whole cost, and more than zero only when
-// admitted.
+// admitted; an exhaust leaves the key full at MaxDelay from now, so its
+// ResetAfter reaches that at least.
 func verbInvariants(op engine.Op, d engine.Decision) error {
 	switch {
 	case op.Verb == engine.VerbFill || op.Verb == engine.VerbCancel:
@@ -152,6 +158,9 @@ func verbInvariants(op engine.Op, d engine.Decision) error {
 		case d.Delay == 0 && d.At != 0:
 			return fmt.Errorf("At = %d for a reservation that need not wait", d.At)
 		}
+	}
+	if op.Verb == engine.VerbExhaust && int64(d.ResetAfter) < op.MaxDelay {
+		return fmt.Errorf("ResetAfter = %v, but an exhaust leaves the key full %v from now", d.ResetAfter, time.Duration(op.MaxDelay))
 	}
 	switch {
 	case op.Verb != engine.VerbAtMost:

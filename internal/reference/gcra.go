@@ -25,6 +25,8 @@ import (
 //     TAT -= cT - 1, so that the instant it frees comes a nanosecond after
 //     the reservation's own, and a booking of that instant leaves another
 //     TAT, which the same cancel, made again, cannot mistake for its own.
+//   - Exhaust makes TAT = max(TAT, now + MaxDelay + bT), the burst in use
+//     at now + MaxDelay, and decides as a check (see [key.exhaust]).
 //
 // The TAT is a time, not a cost: the key records beside it the emission
 // interval it was computed with, A (as State.A holds it, a float64; zero

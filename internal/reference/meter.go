@@ -32,7 +32,9 @@ import (
 // nanosecond late: the point moves to (At+1, max(A-c, 0)), so that the
 // instant it frees comes a nanosecond after the reservation's own, and a
 // booking of that instant leaves another point, which the same cancel,
-// made again, cannot mistake for its own.
+// made again, cannot mistake for its own. An exhaust raises the level to
+// that of the point (now + MaxDelay, Limit) wherever that is higher (see
+// [meter.fullAt]), and decides as a check.
 type meter struct {
 	limit    *big.Rat
 	limitF   float64

@@ -30,11 +30,11 @@ import (
 type Model interface {
 	// Apply runs op, which must be valid for the model's Params, on the key
 	// and returns the exact decision. It records what the Store contract
-	// says a decision records ([Records]): a fill-up, an admission, a
-	// booked reservation, a cancel that gave its cost back (or released a
-	// lease), an extended lease, a partial grant of more than zero, a
-	// denied acquisition that waits in a concurrency limit's line, a
-	// waiter's leaving.
+	// says a decision records ([Records]): a fill-up, an exhaust, an
+	// admission, a booked reservation, a cancel that gave its cost back (or
+	// released a lease), an extended lease, a partial grant of more than
+	// zero, a denied acquisition that waits in a concurrency limit's line,
+	// a waiter's leaving.
 	Apply(op engine.Op) Decision
 	// Reset forgets the key.
 	Reset()
@@ -82,15 +82,15 @@ type Decision struct {
 }
 
 // Records reports whether a decision d on verb changes the key's state,
-// as the Store contract defines it: a fill-up always; an admission, a
-// booked reservation, a cancel that gave its cost back (or released a
-// lease), an extension of a lease and a waiter's leaving the concurrency
-// limit's line when Allowed; a denied acquisition when it waits in that
-// line (its At is its ticket); a partial grant when it granted more than
-// zero; a check or another denial never.
+// as the Store contract defines it: a fill-up and an exhaust always; an
+// admission, a booked reservation, a cancel that gave its cost back (or
+// released a lease), an extension of a lease and a waiter's leaving the
+// concurrency limit's line when Allowed; a denied acquisition when it
+// waits in that line (its At is its ticket); a partial grant when it
+// granted more than zero; a check or another denial never.
 func Records(verb engine.Verb, d Decision) bool {
 	switch verb {
-	case engine.VerbFill:
+	case engine.VerbFill, engine.VerbExhaust:
 		return true
 	case engine.VerbAllow:
 		return d.Allowed || d.At != 0
@@ -125,7 +125,8 @@ func newKey(p engine.Params, keeps bool) (*key, error) {
 // contract lets every store do, so that whatever its state still holds (a
 // log entry that has left the window, a level at a past time) no longer
 // counts if the clock steps back; and it makes VerbAtMost of the other
-// verbs.
+// verbs, and VerbExhaust of a check and the model's own fill-up (see
+// [key.exhaust]).
 //
 // Every decision but a check first carries a state kept under another
 // limit over to the key's (see [Change]), and records that, whatever it
@@ -202,13 +203,16 @@ func (k *key) Apply(op engine.Op) Decision {
 		converted, margin = k.carry(op.Now)
 	}
 	var d Decision
-	if op.Verb == engine.VerbAtMost {
+	switch op.Verb {
+	case engine.VerbAtMost:
 		d = k.atMost(op)
-	} else {
+	case engine.VerbExhaust:
+		d = k.exhaust(op)
+	default:
 		d = k.Model.Apply(op)
-		if d.ResetAfter == 0 && Records(op.Verb, d) {
-			k.Reset()
-		}
+	}
+	if op.Verb != engine.VerbAtMost && d.ResetAfter == 0 && Records(op.Verb, d) {
+		k.Reset() // atMost's own Allow has done so
 	}
 	if k.keeps && (converted || Records(op.Verb, d)) {
 		k.record(op.Now, d.ResetAfter)

@@ -34,7 +34,10 @@ import (
 // At, with max(used-c, 0) + Amount in use (At's refill still to come), so
 // that the refills, and the instant it frees, come a nanosecond after the
 // reservation's own, and a booking of that instant leaves another point,
-// which the same cancel, made again, cannot mistake for its own.
+// which the same cancel, made again, cannot mistake for its own. An
+// exhaust puts the burst in use at now + MaxDelay on the key's refill
+// instants, keeping what is in use beyond it (see [refill.fullAt]), and
+// decides as a check.
 type refill struct {
 	burst    *big.Rat
 	burstF   float64

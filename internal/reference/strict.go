@@ -24,7 +24,8 @@ import (
 //   - An overflow (an Allow the algorithm denies, a reservation it cannot
 //     book within its MaxDelay, a fill-up that does not fit) starts a block
 //     unless one is in force: requests in a block never extend it. A check,
-//     a cancel, a lease's extension and a partial grant never start one.
+//     a cancel, a lease's extension, a partial grant and an exhaust never
+//     start one.
 //   - With denials counted, a denied Allow or reservation, in a block or
 //     not, fills the key to its limit: the algorithm admits as much as it
 //     holds room for, at now.
@@ -33,13 +34,20 @@ import (
 //     ResetAfter reaching at least the block's end; RetryAfter is how long
 //     until the same request would be admitted, if nothing else is
 //     recorded meanwhile.
+//   - An exhaust (VerbExhaust) makes the key's whole limit in use at now +
+//     MaxDelay, as the algorithm's model does (see [key.exhaust]), and is
+//     decided as a check of its cost on the key it leaves: denied in a
+//     block in force, which it neither starts nor ends. It always records,
+//     and leaves the block as it found it, an ended one included (unless
+//     it leaves the key fresh, which a GCRA whose burst rounds to no
+//     nanoseconds may be, and is then forgotten whole).
 //   - The block is part of the key's state, which changes only when a
 //     decision records (Params.Records: an admission, a booking, a fill-up,
-//     a given-back cancel, a partial grant of something, and a denied Allow
-//     or reservation that counts or is penalized). A recorded decision
-//     after the block's end writes the key back without it; one that
-//     records nothing leaves it, so that a clock stepping back before its
-//     end finds the key blocked again.
+//     an exhaust, a given-back cancel, a partial grant of something, and a
+//     denied Allow or reservation that counts or is penalized). A recorded
+//     decision after the block's end writes the key back without it (but
+//     an exhaust); one that records nothing leaves it, so that a clock
+//     stepping back before its end finds the key blocked again.
 //
 // Strict implements [Model]; its Apply returns [StrictDecision.Decision].
 type Strict struct {
@@ -162,6 +170,19 @@ func (s *Strict) decide(op engine.Op) StrictDecision {
 		return s.blocked(d.Decision, now, until)
 	}
 	switch op.Verb {
+	case engine.VerbExhaust:
+		// The key full at now + MaxDelay, described as a check describes
+		// it; the block, in force or ended, stays as it is.
+		d.Decision = s.inner.Apply(op)
+		if until == 0 {
+			if d.ResetAfter == 0 {
+				s.until = 0 // fresh again, and forgotten: an ended block with it
+			}
+			return d
+		}
+		h := s.held(op.Cost, now, until)
+		h.Margin = min(h.Margin, d.Margin)
+		return s.blocked(h, now, until)
 	case engine.VerbCheck:
 		if until == 0 {
 			d.Decision = s.inner.Apply(op)

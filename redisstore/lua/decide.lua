@@ -4,15 +4,15 @@
 -- Depends on: prelude, time, and every algorithm: meter, gcra,
 -- intervalrefill, fixedwindow, slidinglog, slidingcounter, leases.
 -- Translates: Params.decide, decideKind, settle, describe, Records and
--- Frees, and Params.CheckCost's verbs of the concurrency limit
--- (engine/params.go), and Params.decideStrict and fillUp
--- (engine/strict.go).
+-- Frees, and Params.CheckCost's verbs of the concurrency limit and of the
+-- algorithms without reservations (engine/params.go), and
+-- Params.decideStrict and fillUp (engine/strict.go).
 
--- The step function and fill-up of each engine.Kind; the token bucket's
--- interval refill replaces the meter. The concurrency limit has no fill-up:
--- it takes no counted denials.
+-- The step function and full-at of each engine.Kind; the token bucket's
+-- interval refill replaces the meter. Only the algorithms that take
+-- reservations have a full-at (Params.Reservable).
 local STEPS = {meter, gcra, meter, fixedWindow, slidingLog, slidingCounter, leases}
-local FILLUPS = {meterFillUp, gcraFillUp, meterFillUp, nil, nil, counterFillUp, nil}
+local FULLATS = {meterFullAt, gcraFullAt, meterFullAt, nil, nil, nil, nil}
 
 -- use makes limit i (from 1) the one decided: its Params (a calendar
 -- window's windows as where they lie in the input) and its step function,
@@ -23,8 +23,8 @@ local function use(i)
   k, v, cd, limit, interval, amount, maxEntries, cost, atS, atN, penS, penN =
     unpack(LIMIT, input, OP_SIZE + (i - 1) * LIMIT_SIZE + 1)
   kind, variant, countDenied, slack = k, v == 1, cd == 1, limit * TOLERANCE
-  step, fillUp = STEPS[kind], FILLUPS[kind]
-  if kind == TOKEN and variant then step, fillUp = intervalRefill, intervalRefillFillUp end
+  step, fullAt = STEPS[kind], FULLATS[kind]
+  if kind == TOKEN and variant then step, fullAt = intervalRefill, intervalRefillFullAt end
   windowsAt = nil
   if v == CALENDAR then
     -- Its windows follow the limits; a calendar window without them, or
@@ -41,9 +41,12 @@ end
 -- decides reports whether the limit in use decides verb, as far as
 -- Params.CheckCost tells leases from the rest: only the concurrency limit
 -- extends and has a line to leave, and it neither fills up, reserves nor
--- grants part of a cost. The Go side refuses the others first; the
--- library refuses them too, rather than decide them as another verb.
+-- grants part of a cost; only the algorithms that take reservations,
+-- which have a full-at, are exhausted. The Go side refuses the others
+-- first; the library refuses them too, rather than decide them as another
+-- verb.
 local function decides(verb)
+  if verb == EXHAUST then return fullAt ~= nil end
   if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
   return verb ~= EXTEND and verb ~= LEAVE
 end
@@ -51,7 +54,7 @@ end
 -- records is Go's Params.Records: whether the decision made on verb
 -- changed the key's state, so that it is written back.
 local function records(verb)
-  if verb == FILL then return true end
+  if verb == FILL or verb == EXHAUST then return true end
   -- A denied Allow with an instant waits in a concurrency limit's line: At
   -- is its ticket.
   if verb == ALLOW then return dAllowed or dBlocked or countDenied or dAS ~= 0 or dAN ~= 0 end
@@ -102,8 +105,10 @@ end
 -- it, and keeps its own verdict, block and booking.
 local function countDenial(verb, cost, atS, atN, mdS, mdN)
   local allowed, blocked, wS, wN, aS, aN = dAllowed, dBlocked, dWS, dWN, dAS, dAN
-  if fillUp then
-    fillUp()
+  if fullAt then -- the algorithms that take reservations
+    fullAt(nowS, nowN)
+  elseif kind == COUNTER then
+    counterFillUp()
   elseif dRemaining > 0 then -- the fixed window and the sliding log: the room fits
     decideKind(ALLOW, dRemaining, 0, 0, 0, 0)
   end

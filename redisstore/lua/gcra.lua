@@ -4,10 +4,10 @@
 -- in a state written before it was recorded).
 --
 -- Depends on: prelude, time.
--- Translates: Params.stepGCRA, carriedTAT and gcraNanos (engine/gcra.go),
--- arith.Nanos (internal/arith/arith.go), and the GCRA's part of
--- Params.fillUp (engine/strict.go); and, noting each carry in stCarried,
--- Params.Carries and Decide's conversion (engine/params.go).
+-- Translates: Params.stepGCRA, carryOnce, carriedTAT and gcraNanos
+-- (engine/gcra.go), arith.Nanos (internal/arith/arith.go), and the GCRA's
+-- part of Params.fullAt (engine/strict.go); and, noting each carry in
+-- stCarried, Params.Carries and Decide's conversion (engine/params.go).
 
 -- round is Go's math.Round (half away from zero) for x >= 0.
 local function round(x)
@@ -29,6 +29,15 @@ local function carry()
     stS, stN = tadd(nowS, nowN, round(backlog))
   end
   stA, stCarried = interval, true
+end
+
+-- carryOnce is Go's carryOnce for an op that is no check (see
+-- Params.Carries): a GCRA state of another interval, still ahead of now,
+-- carried over to the interval in use, before a decision whose first
+-- change to the state is not a step's (an exhaust's full-at). The steps
+-- after it find the interval in use, and carry nothing again.
+local function carryOnce()
+  if kind == GCRA and stA ~= interval and stA ~= 0 and tless(nowS, nowN, stS, stN) then carry() end
 end
 
 -- gcra is stepGCRA, and the conversion Params.Decide makes before it:
@@ -94,9 +103,11 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
   return allowed, backlog / interval, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN, remaining
 end
 
--- gcraFillUp: full at now, with the interval in use.
-local function gcraFillUp()
-  local fs, fn = tadd(nowS, nowN, round(limit * interval))
+-- gcraFullAt is the GCRA's fullAt: full at t, the pair ts, tn, its TAT
+-- the later of its own and t plus the tolerance, with the interval in use.
+-- (t is at most 2^62 + 2^60 ns, and the TAT 2^60 ns more: pairs.)
+local function gcraFullAt(ts, tn)
+  local fs, fn = tadd(ts, tn, round(limit * interval))
   stS, stN = tmax(stS, stN, fs, fn)
   stA = interval
 end

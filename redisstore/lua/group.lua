@@ -36,13 +36,13 @@ end
 local function remember(i)
   local t = slot(params, i)
   t[1], t[2], t[3], t[4], t[5], t[6] = kind, variant, countDenied, limit, interval, amount
-  t[7], t[8], t[9], t[10], t[11], t[12], t[13] = maxEntries, slack, penS, penN, step, fillUp, windowsAt
+  t[7], t[8], t[9], t[10], t[11], t[12], t[13] = maxEntries, slack, penS, penN, step, fullAt, windowsAt
 end
 
 local function recall(i)
   local t = params[i]
   kind, variant, countDenied, limit, interval, amount = t[1], t[2], t[3], t[4], t[5], t[6]
-  maxEntries, slack, penS, penN, step, fillUp, windowsAt = t[7], t[8], t[9], t[10], t[11], t[12], t[13]
+  maxEntries, slack, penS, penN, step, fullAt, windowsAt = t[7], t[8], t[9], t[10], t[11], t[12], t[13]
 end
 
 -- save keeps the key's state in st* in table t; restore makes it the
@@ -224,7 +224,10 @@ end
 
 -- group decides the op of args on every key of ks, each limit's key in
 -- the group's order, and replies with the index of the limit the group's
--- decision is made from, the group's record and each limit's.
+-- decision is made from, the group's record and each limit's. The verbs
+-- engine.CheckGroup takes are the only ones it decides: a fill-up, a
+-- partial grant, a leaving or an exhaust is refused before any key is
+-- read.
 local function group(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end

@@ -4,7 +4,7 @@
 -- Depends on: prelude, time, arith (idiv, tmod, fill, fmax).
 -- Translates: Params.stepIntervalRefill, refillPoint, usedAt, refillsTo
 -- and refills (engine/tokenbucket.go), and the interval refill's part of
--- Params.fillUp (engine/strict.go).
+-- Params.fullAt (engine/strict.go).
 
 local function refills(x)
   if x <= slack then return 0 end
@@ -76,14 +76,15 @@ local function refillPoint(used, ls, ln, ts, tn)
   return used, ls, ln
 end
 
--- usedAt is Go's usedAt: the tokens in use at now of the point (used,
--- last), more by the refills still to come before it. From 2^53 ns ahead
--- those are more refills than the burst holds (Params take less than
--- 2^53 ns to refill it), so the tokens in use exceed the limit however
--- they round, and describe clamps them to it.
-local function usedAt(used, ls, ln)
-  if not tless(nowS, nowN, ls, ln) then return used end
-  local ahead = tdiff(ls, ln, nowS, nowN)
+-- usedAt is Go's usedAt: the tokens in use at t, the pair ts, tn, of the
+-- point (used, last), more by the refills still to come before it. From
+-- 2^53 ns ahead those are more refills than the burst holds (Params take
+-- less than 2^53 ns to refill it), so the tokens in use exceed the limit
+-- however they round: describe clamps them to it, and a full-at, which
+-- takes them from the limit, keeps what is in use either way.
+local function usedAt(used, ls, ln, ts, tn)
+  if not tless(ts, tn, ls, ln) then return used end
+  local ahead = tdiff(ls, ln, ts, tn)
   if ahead >= EXACT then return limit end
   return used + (idiv(ahead - 1, interval) + 1) * amount
 end
@@ -102,7 +103,7 @@ local function intervalRefill(verb, cost, atS, atN, mdS, mdN)
     end
     local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
     local resetS, resetN = taddTimes(ls, ln, refills(used), interval)
-    return allowed, usedAt(used, ls, ln), nil, nil, resetS, resetN
+    return allowed, usedAt(used, ls, ln, nowS, nowN), nil, nil, resetS, resetN
   end
   local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
   -- Go's refillsTo: refills after the point until the cost fits.
@@ -139,16 +140,18 @@ local function intervalRefill(verb, cost, atS, atN, mdS, mdN)
     end
   end
   local resetS, resetN = taddTimes(ls, ln, refills(used), interval)
-  return allowed, usedAt(used, ls, ln), retryS, retryN, resetS, resetN, waitS, waitN, markS, markN
+  return allowed, usedAt(used, ls, ln, nowS, nowN), retryS, retryN, resetS, resetN, waitS, waitN, markS, markN
 end
 
--- intervalRefillFillUp: full at now, never lowering what is in use (a
--- cancel may leave more than the burst).
-local function intervalRefillFillUp()
-  local used, ls, ln = refillPoint(stA, stS, stN, nowS, nowN)
-  if not tless(nowS, nowN, ls, ln) then
+-- intervalRefillFullAt is the interval refill's fullAt: full at t, the
+-- pair ts, tn, never lowering what is in use (a cancel may leave more than
+-- the burst). (t is at most 2^62 + 2^60 ns, within what refillPoint and
+-- usedAt count exactly.)
+local function intervalRefillFullAt(ts, tn)
+  local used, ls, ln = refillPoint(stA, stS, stN, ts, tn)
+  if not tless(ts, tn, ls, ln) then
     stS, stN, stA, stB, stUS, stUN = ls, ln, fmax(used, limit), 0, 0, 0
   else
-    stA = fmax(used, limit - usedAt(0, ls, ln))
+    stA = fmax(used, limit - usedAt(0, ls, ln, ts, tn))
   end
 end

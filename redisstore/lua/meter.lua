@@ -3,7 +3,7 @@
 --
 -- Depends on: prelude, time, arith (ceilNanos, floorNanos, fill, fmax).
 -- Translates: Params.stepMeter, emptyAfter, drain, span and levelAt
--- (engine/bucket.go), and the meter's part of Params.fillUp
+-- (engine/bucket.go), and the meter's part of Params.fullAt
 -- (engine/strict.go).
 
 local function drain(x)
@@ -87,13 +87,16 @@ local function meter(verb, cost, atS, atN, mdS, mdN)
   return allowed, levelAt(stS, stN, stA, nowS, nowN), retryS, retryN, resetS, resetN
 end
 
--- meterFillUp: full at now, on the level's line through (now, limit), kept
--- at the point if that lies after now and the line is higher there.
-local function meterFillUp()
-  if not tless(nowS, nowN, stS, stN) then
-    stA = fmax(levelAt(stS, stN, stA, nowS, nowN), limit)
-    stS, stN, stB, stUS, stUN = nowS, nowN, 0, 0, 0
+-- meterFullAt is the meter's fullAt: full at t, the pair ts, tn, on the
+-- level's line through (t, limit), kept at the point if that lies after t
+-- and the line is higher there. (A difference of t and the point of
+-- 2^53 ns or more, which t up to 2^62 + 2^60 ns allows, rounds once in
+-- levelAt, as Go's float64 of it does.)
+local function meterFullAt(ts, tn)
+  if not tless(ts, tn, stS, stN) then
+    stA = fmax(levelAt(stS, stN, stA, ts, tn), limit)
+    stS, stN, stB, stUS, stUN = ts, tn, 0, 0, 0
   else
-    stA = fmax(stA, levelAt(nowS, nowN, limit, stS, stN))
+    stA = fmax(stA, levelAt(ts, tn, limit, stS, stN))
   end
 end

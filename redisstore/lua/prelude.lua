@@ -10,9 +10,9 @@
 -- A call's input, its one argument: the op's fields (struct format
 -- '<BBddddd'): verb, clock (1 for the caller's), now in seconds and
 -- nanoseconds, the TTL margin in milliseconds (the callers' clock skew),
--- and a reservation's MaxDelay or a concurrency limit's waiter's patience
--- in seconds and nanoseconds; then, for each key, its limit's
--- ('<BBBddddddddd'): kind, variant, counted denials (1 for
+-- and a reservation's or an exhaust's MaxDelay or a concurrency limit's
+-- waiter's patience in seconds and nanoseconds; then, for each key, its
+-- limit's ('<BBBddddddddd'): kind, variant, counted denials (1 for
 -- Params.CountDenied), limit, interval, amount, max entries, cost, the op's
 -- instant (Op.At: a cancel's reservation, the instant before which a
 -- reservation is not booked, the expiry of the lease that a release or an
@@ -35,11 +35,13 @@
 -- In server-clock mode the now fields are ignored: begin reads TIME once,
 -- for every limit the call decides, and a cancel's or an extension's
 -- instant is on the server's clock, as the reply that booked the
--- reservation or took the lease gave it. The Go side has validated all;
--- the library still refuses a verb or kind it does not know, an
--- extension or a leaving of a limit other than the concurrency limit, and
--- a verb the concurrency limit does not decide, with an error reply
--- starting "UNSUPPORTED". A calendar window whose windows do not hold now
+-- reservation or took the lease gave it; an exhaust's MaxDelay stays
+-- relative, from the server's now. The Go side has validated all; the
+-- library still refuses a verb or kind it does not know, an extension or
+-- a leaving of a limit other than the concurrency limit, an exhaust of a
+-- limit that takes no reservations (it has no full-at), and a verb the
+-- concurrency limit does not decide, with an error reply starting
+-- "UNSUPPORTED". A calendar window whose windows do not hold now
 -- (on the server's clock, the Go side's check being on the caller's) is
 -- refused with an error reply starting "OUTOFRANGE", before any key is
 -- read or written (fixedwindow's outside).
@@ -61,7 +63,7 @@
 -- time).
 
 local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER, CONCURRENCY = 1, 2, 3, 4, 5, 6, 7 -- engine.Kind
-local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST, EXTEND, LEAVE = 1, 2, 3, 4, 5, 6, 7, 8 -- engine.Verb
+local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST, EXTEND, LEAVE, EXHAUST = 1, 2, 3, 4, 5, 6, 7, 8, 9 -- engine.Verb
 local TOLERANCE = 2^-48
 local MAX_SPAN = 2^60
 local EXACT = 2^53 -- doubles hold every integer up to here
@@ -91,7 +93,7 @@ local keys, input, windowsFrom
 local verb, callerClock, nowS, nowN, marginMs, delayS, delayN
 
 -- The limit being decided: its Params, set by use, its algorithm's step
--- function and fill-up, and its key's state (Time as stS, stN; A; B; the
+-- function and full-at, and its key's state (Time as stS, stN; A; B; the
 -- sliding log's entries or the concurrency limit's leases and waiters;
 -- Until as stUS, stUN, zero for none).
 --
@@ -104,12 +106,14 @@ local verb, callerClock, nowS, nowN, marginMs, delayS, delayN
 -- booked reservation that waits the instant it may act, and the instant a
 -- cancel gives it back by, the expiry of a lease taken or extended or a
 -- waiter's ticket (Decision.At, nil for none), as pairs, and GCRA's
--- remaining. A fill-up,
--- for counted denials, fills the key up to its limit at now (the fixed
--- window and the sliding log have none: an Allow of what is left fills
--- them).
+-- remaining. A full-at, Go's fullAt, of the algorithms that take
+-- reservations (nil for the others), records the whole limit as in use at
+-- the instant it is given as a pair, keeping what the key holds beyond it
+-- (and clearing Until where Go writes a whole new State, as a step does):
+-- the key full at now for counted denials (decide's countDenial), full at
+-- MaxDelay from now for an exhaust (single's exhaust).
 local kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN
-local step, fillUp
+local step, fullAt
 -- windowsAt, for a calendar window, is the offset of its windows in the
 -- input, which fixedwindow's window reads; nil for any other limit.
 local windowsAt

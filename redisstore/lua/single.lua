@@ -1,11 +1,11 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin, stCarried), arith (fmin), fixedwindow
--- (outside), decide (decide, records, frees), io (load, write, released,
--- reply).
--- Translates: Params.Decide (engine/params.go), Params.stepAtMost, fits
--- and grant (engine/atmost.go), and what MemStore writes back after a
--- decision (memstore.go's apply: Records or Carries).
+-- Depends on: prelude (begin, stCarried, fullAt), time (tplus), arith
+-- (fmin), gcra (carryOnce), fixedwindow (outside), decide (decide,
+-- records, frees), io (load, write, released, reply).
+-- Translates: Params.Decide and stepExhaust (engine/params.go),
+-- Params.stepAtMost, fits and grant (engine/atmost.go), and what MemStore
+-- writes back after a decision (memstore.go's apply: Records or Carries).
 
 -- fits reports whether cost c would be admitted now.
 local function fits(c)
@@ -40,13 +40,27 @@ local function atMost(cost)
   decide(CHECK, fmin(cost, 1), 0, 0, 0, 0)
 end
 
+-- exhaust is Go's stepExhaust: a GCRA state of another interval carried
+-- over first, the key full at MaxDelay (mdS, mdN) from now, its block kept
+-- (a bucket's full-at writes a whole new State), then described as a
+-- check of the cost would describe it, strict or not (the check neither
+-- starts nor ends a block). It always records. Now is at most 2^62 ns and
+-- MaxDelay 2^60 ns: their sum is a pair, exact.
+local function exhaust(cost, mdS, mdN)
+  carryOnce()
+  local uS, uN = stUS, stUN
+  fullAt(tplus(nowS, nowN, mdS, mdN))
+  stUS, stUN = uS, uN
+  decide(CHECK, cost, 0, 0, 0, 0)
+end
+
 -- apply decides the op of args on the key ks[1], writes the key back if
 -- the decision records or carries its state over to a changed limit, and
 -- replies with the decision's record.
 local function apply(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
-  if verb < ALLOW or verb > LEAVE then
+  if verb < ALLOW or verb > EXHAUST then
     return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
   end
   local cost, atS, atN = use(1)
@@ -64,6 +78,8 @@ local function apply(ks, args)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
   if verb == ATMOST then
     atMost(cost)
+  elseif verb == EXHAUST then
+    exhaust(cost, delayS, delayN)
   else
     decide(verb, cost, atS, atN, delayS, delayN)
   end

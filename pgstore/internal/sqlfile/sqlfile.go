@@ -119,21 +119,29 @@ const (
 	AtMost
 	// Check decides VerbCheck: a plain SELECT.
 	Check
+	// Exhaust decides VerbExhaust: an upsert of the key's row too, full
+	// until an instant, decided as a check.
+	Exhaust
 )
 
-// Statements returns the statements of v: every one, but no AtMost for
-// the concurrency limit, which never grants part of a cost
-// (Params.CheckCost refuses VerbAtMost before any statement runs).
+// Statements returns the statements of v: no AtMost for the concurrency
+// limit, which never grants part of a cost (Params.CheckCost refuses
+// VerbAtMost before any statement runs), and an Exhaust for the
+// algorithms that book reservations alone (Params.Reservable: the others
+// refuse VerbExhaust, as they refuse reservations).
 func (v Variant) Statements() []Statement {
-	if v.Kind == engine.KindConcurrency {
+	switch {
+	case v.Kind == engine.KindConcurrency:
 		return []Statement{Apply, Check}
+	case (&engine.Params{Kind: v.Kind}).Reservable():
+		return []Statement{Apply, AtMost, Check, Exhaust}
 	}
 	return []Statement{Apply, AtMost, Check}
 }
 
 // String returns the statement's part of its file's name.
 func (s Statement) String() string {
-	return [...]string{Apply: "apply", AtMost: "atmost", Check: "check"}[s]
+	return [...]string{Apply: "apply", AtMost: "atmost", Check: "check", Exhaust: "exhaust"}[s]
 }
 
 // clock returns the directory of the statements that decide by the

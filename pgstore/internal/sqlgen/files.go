@@ -31,7 +31,7 @@ func Files() []File {
 			texts := Build(v, callerClock)
 			for _, s := range v.Statements() {
 				path := sqlfile.Path(v, s, callerClock)
-				text := [...]string{sqlfile.Apply: texts.Apply, sqlfile.AtMost: texts.AtMost, sqlfile.Check: texts.Check}[s]
+				text := [...]string{sqlfile.Apply: texts.Apply, sqlfile.AtMost: texts.AtMost, sqlfile.Check: texts.Check, sqlfile.Exhaust: texts.Exhaust}[s]
 				files = append(files, File{Path: path, Text: decisionHeader(path, v, s, callerClock) + text + "\n"})
 			}
 		}
@@ -91,6 +91,10 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 	if s == sqlfile.AtMost {
 		from += "; the costs tried from Build's atMost, from engine.Params.stepAtMost (engine/atmost.go)"
 	}
+	if s == sqlfile.Exhaust {
+		from += "; the key full first, from exhauster (exhaust.go) and the algorithm's full (sql.go), from" +
+			" engine.Params.stepExhaust (engine/params.go) and engine.Params.fullAt (engine/strict.go)"
+	}
 	apply := "VerbAllow, VerbFill, VerbReserve and VerbCancel: an upsert of the key's row, returning the decision"
 	if v.Kind == engine.KindConcurrency {
 		apply = "VerbAllow (an acquisition, or a waiter's try), VerbCancel (a release), VerbExtend and VerbLeave (a waiter" +
@@ -103,8 +107,15 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 		sqlfile.Apply:  apply + " (no row for a key holding another algorithm's live state).",
 		sqlfile.AtMost: "VerbAtMost: an upsert of the key's row granting the most of the cost that fits, returning the decision (no row for a key holding another algorithm's live state).",
 		sqlfile.Check:  "VerbCheck: a SELECT, writing nothing.",
+		sqlfile.Exhaust: "VerbExhaust: an upsert of the key's row with its whole limit in use at Op.MaxDelay from now," +
+			" never lower than it was, returning the decision of a check of Op.Cost on it (no row for a key holding" +
+			" another algorithm's live state).",
 	}[s]
 	params := parameters
+	if s == sqlfile.Exhaust {
+		params = slices.Clone(parameters)
+		params[10] = "$11 int8: Op.MaxDelay, ns: how long from now the key is full"
+	}
 	if v.Kind == engine.KindConcurrency {
 		params = slices.Clone(parameters)
 		params[10] = "$11 int8: Op.MaxDelay, ns: a VerbAllow's patience in line"

@@ -58,8 +58,19 @@ type algorithm struct {
 	// fill is Params.fillUp: the state (time, a, b, log times and costs)
 	// of the key filled to its limit at now, from the columns of the
 	// steps on a request that is not a cancel, and the Remaining of its
-	// decision, rem.
+	// decision, rem. A reservable algorithm's is its full at now (see
+	// fillNow).
 	fill func(rem string) [5]string
+	// full, for a reservable algorithm (nil for the others), is
+	// Params.fullAt: the state (time, a, b) of the key whose whole limit
+	// is in use at the instant at, a column, never lower than the state
+	// (t0, a0, b0) it reads; and the steps, seen, that define
+	// from that state the other columns the state reads, under the names
+	// the algorithm's own steps give them, as seen at at rather than at
+	// now. A counted denial fills the key at now, after the algorithm's
+	// steps (fill); an exhaust at now + max_delay, before them (see
+	// exhaust.go).
+	full func(at string) (seen []string, state [3]string)
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
 	// records is what the step records besides what every algorithm's
@@ -192,6 +203,16 @@ func fill(level string) string {
 	return fmt.Sprintf("(CASE WHEN %[1]s + cost >= full_at THEN lim ELSE %[1]s + cost END)", level)
 }
 
+// fillNow is the fill of a reservable algorithm whose full is full:
+// Params.fillUp is its fullAt at now, on the columns that the
+// algorithm's steps defined at now.
+func fillNow(full func(at string) ([]string, [3]string)) func(rem string) [5]string {
+	return func(string) [5]string {
+		_, state := full("now")
+		return [5]string{state[0], state[1], state[2], noLog, noCosts}
+	}
+}
+
 // after is the engine's after: how long from now until t, never negative.
 func after(t string) string { return "greatest(" + t + " - now, 0)" }
 
@@ -295,17 +316,22 @@ func meter() algorithm {
 		books: true,
 		at:    "fit_at",
 		time:  "t1", a: "a1", b: "0", logTimes: noLog, logCosts: noCosts,
-		// Full at now: the level's line through (now, limit), kept at the
-		// point if that lies after now and the line is higher there;
-		// never lower than the level.
-		fill: func(string) [5]string {
-			return [5]string{
-				"CASE WHEN t0 <= now THEN now ELSE t0 END",
-				"CASE WHEN t0 <= now THEN greatest(" + levelAt("t0", "a0", "now", "drained") + ", lim) ELSE greatest(a0, " + levelAt("now", "lim", "t0", drain("lim")) + ") END",
-				"CASE WHEN t0 <= now THEN 0::float8 ELSE b0 END",
-				noLog, noCosts,
-			}
-		},
+		fill: fillNow(meterFull),
+		full: meterFull,
+	}
+}
+
+// meterFull is the meter's fullAt. Full at at: the level's line through
+// (at, limit), kept at the point if that lies after at and the line is
+// higher there; never lower than the level. A point at or before at is
+// replaced, and B with it. (Go replaces the whole State, its block's end
+// too, which its callers then set again.)
+func meterFull(at string) ([]string, [3]string) {
+	replaced := "t0 <= " + at
+	return []string{drain("a0") + " AS drained"}, [3]string{
+		"CASE WHEN " + replaced + " THEN " + at + " ELSE t0 END",
+		"CASE WHEN " + replaced + " THEN greatest(" + levelAt("t0", "a0", at, "drained") + ", lim) ELSE greatest(a0, " + levelAt(at, "lim", "t0", drain("lim")) + ") END",
+		"CASE WHEN " + replaced + " THEN 0::float8 ELSE b0 END",
 	}
 }
 
@@ -351,9 +377,9 @@ func gcra() algorithm {
 		books: true,
 		// Booked later than the GCRA needed, the TAT is not the instant
 		// plus the tolerance: the booking cannot be given back.
-		at: "CASE WHEN later THEN 0 ELSE fit_at END",
-		// Full at now: a TAT a burst ahead, never earlier, at iv.
-		fill: func(string) [5]string { return [5]string{"greatest(t0, now + tau)", "ivf", "0", noLog, noCosts} },
+		at:   "CASE WHEN later THEN 0 ELSE fit_at END",
+		fill: fillNow(gcraFull),
+		full: gcraFull,
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
 		// again. The state written by an admission, a booking or a cancel
@@ -363,6 +389,12 @@ func gcra() algorithm {
 		// a GCRA's state: zero in every state a store holds.
 		time: "tat", a: "ivf", b: "0", logTimes: noLog, logCosts: noCosts,
 	}
+}
+
+// gcraFull is the GCRA's fullAt. Full at at: a TAT a burst after it,
+// never earlier, at iv.
+func gcraFull(at string) ([]string, [3]string) {
+	return nil, [3]string{"greatest(t0, " + at + " + tau)", "ivf", "0"}
 }
 
 // intervalRefill is Params.stepIntervalRefill: the token bucket whose
@@ -414,17 +446,23 @@ func intervalRefill() algorithm {
 		a:        "CASE WHEN takes AND (used > 0 OR last > now) THEN used ELSE a_in END",
 		b:        "CASE WHEN takes AND (used > 0 OR last > now) THEN 0 ELSE b0 END",
 		logTimes: noLog, logCosts: noCosts,
-		// Every token in use at now: at the point seen at now, or, after
-		// now, as many as the refills before it leave room for; never
-		// fewer than are.
-		fill: func(string) [5]string {
-			return [5]string{
-				"pt_last",
-				"CASE WHEN pt_last <= now THEN greatest(pt_used, lim) ELSE greatest(pt_used, lim - ((pt_last - now + iv - 1) / iv)::float8 * am) END",
-				"CASE WHEN pt_last <= now THEN 0::float8 ELSE b0 END",
-				noLog, noCosts,
-			}
-		},
+		fill: fillNow(intervalRefillFull),
+		full: intervalRefillFull,
+	}
+}
+
+// intervalRefillFull is the interval-refill token bucket's fullAt. Every
+// token in use at at: at the point seen at at (pt_used, pt_last, as the
+// bucket's steps see it at now), or, after at, as many as the refills
+// before it leave room for; never fewer than are. A point seen at or
+// before at is replaced, and B with it. (Go replaces the whole State, its
+// block's end too, which its callers then set again.)
+func intervalRefillFull(at string) ([]string, [3]string) {
+	replaced := "pt_last <= " + at
+	return refillPoint("pt", "t0", "a0", at), [3]string{
+		"pt_last",
+		"CASE WHEN " + replaced + " THEN greatest(pt_used, lim) ELSE greatest(pt_used, lim - ((pt_last - " + at + " + iv - 1) / iv)::float8 * am) END",
+		"CASE WHEN " + replaced + " THEN 0::float8 ELSE b0 END",
 	}
 }
 

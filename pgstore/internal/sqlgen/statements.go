@@ -62,6 +62,10 @@ type Statements struct {
 	Apply  string
 	AtMost string // VerbAtMost: the same, trying several costs; "" for a variant without it
 	Check  string // VerbCheck: a plain SELECT
+	// Exhaust decides VerbExhaust: the upsert of the key full until an
+	// instant, described as a check would describe it; "" for a variant
+	// without it (see exhaust.go).
+	Exhaust string
 }
 
 // A decider is the chain of steps deciding one request (Params.decide,
@@ -76,6 +80,9 @@ type decider struct {
 	state [6]string
 	// blocked is Decision.Blocked.
 	blocked string
+	// always says that every decision records, whatever the chain's
+	// column d_recorded says (Params.Records of VerbExhaust).
+	always bool
 }
 
 // deciderFor returns the decider of alg under strictness s. Under a
@@ -279,13 +286,24 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	// The row a decision writes: the state the decision leaves, or the
 	// zero State when it is fresh again (Step's normalisation; the row
 	// then stands for an absent key until Prune deletes it), or the row
-	// as it was when nothing is recorded. Then the decision.
-	written := func(kept [8]string, values string) string {
+	// as it was when nothing is recorded (never, by a decider that always
+	// records). Then the decision.
+	written := func(dec decider, kept [8]string, values string) string {
 		col := func(i int, recorded, freshAgain string) string {
+			switch {
+			case dec.always && recorded == freshAgain:
+				return recorded
+			case dec.always:
+				return fmt.Sprintf("CASE WHEN d_lasts THEN %s ELSE %s END", recorded, freshAgain)
+			}
 			return fmt.Sprintf("CASE WHEN NOT d_recorded THEN %s WHEN d_lasts THEN %s ELSE %s END", kept[i], recorded, freshAgain)
 		}
+		kindOf := "CASE WHEN d_recorded THEN " + kind + " ELSE " + kept[0] + " END"
+		if dec.always {
+			kindOf = kind
+		}
 		return strings.Join([]string{
-			"CASE WHEN d_recorded THEN " + kind + " ELSE " + kept[0] + " END",
+			kindOf,
 			col(1, dec.state[0], "0"),
 			col(2, dec.state[1], "0"),
 			col(3, dec.state[2], "0"),
@@ -316,7 +334,7 @@ WHERE c.prio = 5 OR c.prio = 1 AND op_cost <= lim OR c.prio > 1 AND c.cost >= 1 
 	if v.Kind == engine.KindConcurrency {
 		returning += ",\n\t" + released
 	}
-	upsert := func(decideFresh, decide func(state, reads string) string, values string) string {
+	upsert := func(dec decider, decideFresh, decide func(state, reads string) string, values string) string {
 		return statement(fmt.Sprintf(`INSERT INTO %[1]s AS s (key, %[2]s)
 SELECT key,
 	%[3]s
@@ -326,8 +344,8 @@ ON CONFLICT (key) DO UPDATE SET (%[2]s) = (SELECT
 FROM %[6]s)
 WHERE s.kind = %[7]s OR s.expires_at <= %[8]s
 RETURNING %[9]s`,
-			table, columns, written(absent, values), decideFresh(freshState, "key "+written(absent, values)),
-			written(asWas, values), decide(rowState, written(asWas, values)),
+			table, columns, written(dec, absent, values), decideFresh(freshState, "key "+written(dec, absent, values)),
+			written(dec, asWas, values), decide(rowState, written(dec, asWas, values)),
 			kind, whereNow, returning))
 	}
 	checked := "held_kind IS NULL OR held_kind = " + kind + " OR held_expiry <= now"
@@ -336,7 +354,7 @@ RETURNING %[9]s`,
 	}
 	checked = "WHERE " + checked
 	stmts := Statements{
-		Apply: upsert(requestedFresh, requested, values),
+		Apply: upsert(dec, requestedFresh, requested, values),
 		// A check records nothing: it decides from the state carried, and
 		// has no use for carries.
 		Check: statement("SELECT " + values + "\nFROM " + chain(deciderFor(alg, checking, true, false).steps,
@@ -345,7 +363,16 @@ RETURNING %[9]s`,
 	}
 	if slices.Contains(v.Statements(), sqlfile.AtMost) {
 		// A partial grant of nothing is not admitted, though its check is.
-		stmts.AtMost = upsert(atMost(false), atMost(true), strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
+		stmts.AtMost = upsert(dec, atMost(false), atMost(true), strings.Replace(values, "d_allowed", "d_allowed AND op_cost > 0", 1))
+	}
+	if slices.Contains(v.Statements(), sqlfile.Exhaust) {
+		// The key full at max_delay from now, from the fresh state or
+		// from the row's as carried, and then the check's chain.
+		ex := exhauster(alg, checking)
+		stmts.Exhaust = upsert(ex,
+			func(state, reads string) string { return decided(ex.steps, chainColumns, state, "p", reads) },
+			func(state, reads string) string { return decided(ex.steps, chainColumns, state, clocked("p"), reads) },
+			decisionValues(ex.blocked))
 	}
 	return stmts
 }

@@ -340,6 +340,14 @@ func (b *builder) cancel(cost float64, at int64) engine.Op {
 	return op
 }
 
+// exhaust makes the key full for the next delay nanoseconds, described as
+// a check of cost.
+func (b *builder) exhaust(cost float64, delay int64) engine.Op {
+	op := b.op(engine.VerbExhaust, cost)
+	op.MaxDelay = delay
+	return op
+}
+
 // release is a cancel of the lease at: the concurrency limit's release.
 func (b *builder) release(at int64) engine.Op { return b.cancel(1, at) }
 

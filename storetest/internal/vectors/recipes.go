@@ -50,6 +50,11 @@ func strict(a algorithm) bool           { return a.strict }
 func strictReservable(a algorithm) bool { return a.strict && a.p.Reservable() }
 func strictLeaky(a algorithm) bool      { return a.strict && leaky(a) }
 
+// continuous reports whether a is a reservable algorithm without options
+// that frees its allowance continuously: the GCRA and the buckets that
+// do not refill once per interval.
+func continuous(a algorithm) bool { return !a.strict && a.p.Reservable() && !a.p.IntervalRefill }
+
 // kind reports whether a is of kind k, anchored or not.
 func kind(k engine.Kind, anchored bool) func(algorithm) bool {
 	return func(a algorithm) bool { return a.p.Kind == k && a.p.Anchored == anchored }
@@ -442,6 +447,65 @@ var recipes = []recipe{
 		b.expect(int64(d.Delay) == maxSpan, "booked at the latest instant")
 		b.decide(b.cancel(b.limit(), op.At))
 	}},
+	// Exhausts.
+	{verb: "exhaust", rule: "nothing-fits-before-the-instant", applies: reservable, everywhere: true, build: func(b *builder) {
+		start, delay := b.now, 3*b.interval()
+		b.expect(!b.decide(b.exhaust(b.turn(), delay)).Allowed, "described as full")
+		b.now = start + delay - 1
+		b.deny(b.allow(b.turn()))
+		b.deny(b.reserve(b.turn(), 0))
+		retry := int64(b.deny(b.allow(b.turn())).RetryAfter)
+		b.expect(b.now+retry > start+delay-1, "told to retry after the instant")
+		b.now += retry
+		b.admit(b.allow(b.turn()))
+	}},
+	{verb: "exhaust", rule: "now-is-a-burst-spent-now", applies: continuous, build: func(b *builder) {
+		b.decide(b.exhaust(0, 0))
+		retry := b.deny(b.allow(b.turn())).RetryAfter
+		b.now += int64(b.decide(b.check(0)).ResetAfter)
+		b.admit(b.allow(b.limit()))
+		b.expect(b.deny(b.allow(b.turn())).RetryAfter == retry, "as after the whole limit at once")
+	}},
+	{verb: "exhaust", rule: "never-frees-what-the-key-holds", applies: reservable, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		late := b.admit(b.reserve(b.turn(), b.horizon()))
+		d := b.decide(b.exhaust(b.turn(), 0))
+		b.expect(!d.Allowed && d.RetryAfter >= late.Delay, "the booking kept")
+		b.admit(b.cancel(b.turn(), late.At))
+	}},
+	{verb: "exhaust", rule: "a-later-instant-moves-the-key-later", applies: reservable, build: func(b *builder) {
+		first := b.decide(b.exhaust(b.turn(), b.interval())).RetryAfter
+		b.expect(b.decide(b.exhaust(b.turn(), 5*b.interval())).RetryAfter > first, "later")
+		b.expect(b.decide(b.exhaust(b.turn(), b.interval())).RetryAfter > first, "an earlier instant changes nothing")
+	}},
+	{verb: "exhaust", rule: "keeps-a-block", applies: strictReservable, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.expect(b.deny(b.allow(b.turn())).Blocked, "blocked")
+		d := b.decide(b.exhaust(0, 0))
+		b.expect(d.Blocked && d.ResetAfter >= time.Duration(penalty), "the block kept, and reported")
+		b.now += penalty - 1
+		b.expect(b.deny(b.allow(0)).Blocked, "blocked to its end")
+	}},
+	{verb: "exhaust", rule: "delay-beyond-2-to-the-60-ns-is-refused", applies: reservable, build: func(b *builder) {
+		b.decide(b.exhaust(1, maxSpan))
+		b.refuse(b.exhaust(1, maxSpan+1), engine.ErrInvalidDelay)
+		b.refuse(b.exhaust(1, -1), engine.ErrInvalidDelay)
+	}},
+	{verb: "exhaust", rule: "at-the-end-of-time", applies: reservable, build: func(b *builder) {
+		b.now = maxTime
+		b.decide(b.exhaust(b.limit(), maxSpan))
+		b.decide(b.check(b.limit()))
+	}},
+	{verb: "exhaust", rule: "one-ulp-over-the-limit-is-refused", applies: reservable, build: func(b *builder) {
+		b.refuse(b.exhaust(up(b.limit()), 0), engine.ErrCostExceedsLimit)
+		b.admit(b.allow(b.limit()))
+	}},
+	invalidCosts(engine.VerbExhaust, reservable),
+	{verb: "exhaust", rule: "is-unsupported", applies: unreservable, build: func(b *builder) {
+		b.refuse(b.exhaust(1, b.interval()), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+
 	invalidCosts(engine.VerbReserve, reservable),
 	invalidCosts(engine.VerbCancel, func(a algorithm) bool { return reservable(a) || leases(a) }),
 	invalidCosts(engine.VerbExtend, leases),
@@ -691,7 +755,7 @@ var recipes = []recipe{
 	}},
 	{verb: "unknown-verb", rule: "is-unsupported", build: func(b *builder) {
 		b.refuse(b.op(0, 1), engine.ErrUnsupported)
-		b.refuse(b.op(engine.VerbLeave+1, 1), engine.ErrUnsupported)
+		b.refuse(b.op(engine.VerbExhaust+1, 1), engine.ErrUnsupported)
 		b.admit(b.allow(b.limit()))
 	}},
 

@@ -101,6 +101,8 @@ var verbNames = [...]string{
 	engine.VerbCancel:  "cancel",
 	engine.VerbAtMost:  "at-most",
 	engine.VerbExtend:  "extend",
+	engine.VerbLeave:   "leave",
+	engine.VerbExhaust: "exhaust",
 }
 
 // verbName returns the name of v in the file and in the cases' names, as
