@@ -3,8 +3,10 @@ package sluicehttp
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/learn"
 )
 
 // Transport is an http.RoundTripper that paces a client's outgoing
@@ -25,11 +27,15 @@ import (
 // The body of a request that is not sent is closed, as the RoundTripper
 // contract asks. A Transport is safe for concurrent use.
 type Transport struct {
-	base  http.RoundTripper
-	pace  func(r *http.Request, cost float64) error
-	key   KeyFunc
-	cost  CostFunc
-	group bool // the keys are the group's: no key options
+	base    http.RoundTripper
+	lim     *sluice.Limiter // or nil for a group's
+	g       *sluice.Group
+	keys    func(r *http.Request) ([]string, error) // the group's
+	key     KeyFunc
+	cost    CostFunc
+	group   bool           // the keys are the group's: no key options
+	learner *learn.Learner // or nil when the transport does not learn
+	maxHold time.Duration
 }
 
 // TransportOption configures a [Transport].
@@ -78,15 +84,7 @@ func NewTransport(base http.RoundTripper, lim *sluice.Limiter, opts ...Transport
 	if lim == nil {
 		return nil, fmt.Errorf("%w: sluicehttp: transport: nil limiter", sluice.ErrInvalidConfig)
 	}
-	t := &Transport{base: base, key: hostKey}
-	t.pace = func(r *http.Request, cost float64) error {
-		key, err := t.key(r)
-		if err != nil {
-			return fmt.Errorf("sluicehttp: transport: no key for %s %s: %w", r.Method, r.URL.Redacted(), err)
-		}
-		return lim.Wait(r.Context(), key, cost)
-	}
-	return t.configure(opts)
+	return (&Transport{base: base, lim: lim, key: hostKey}).configure(opts)
 }
 
 // NewGroupTransport returns a Transport that paces requests with every
@@ -98,15 +96,7 @@ func NewGroupTransport(base http.RoundTripper, g *sluice.Group, keys func(r *htt
 	if g == nil || keys == nil {
 		return nil, fmt.Errorf("%w: sluicehttp: transport: nil group or keys", sluice.ErrInvalidConfig)
 	}
-	t := &Transport{base: base, group: true}
-	t.pace = func(r *http.Request, cost float64) error {
-		ks, err := keys(r)
-		if err != nil {
-			return fmt.Errorf("sluicehttp: transport: no keys for %s %s: %w", r.Method, r.URL.Redacted(), err)
-		}
-		return g.Wait(r.Context(), ks, cost)
-	}
-	return t.configure(opts)
+	return (&Transport{base: base, g: g, keys: keys, group: true}).configure(opts)
 }
 
 // configure applies opts to t.
@@ -119,32 +109,90 @@ func (t *Transport) configure(opts []TransportOption) (*Transport, error) {
 			return nil, err
 		}
 	}
+	switch {
+	case t.maxHold > 0 && t.learner == nil:
+		return nil, fmt.Errorf("%w: sluicehttp: a max hold is for a transport that learns (Learn)", sluice.ErrInvalidConfig)
+	case t.maxHold > 0:
+		t.learner.SetMaxHold(t.maxHold)
+	}
 	return t, nil
 }
 
 // RoundTrip waits for the request's turn and sends it with the base
-// transport. It implements http.RoundTripper.
+// transport; a learning transport ([Learn]) then learns from the answer.
+// It implements http.RoundTripper.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := t.wait(r); err != nil {
-		if r.Body != nil {
-			r.Body.Close()
+	if t.group {
+		if err := t.waitGroup(r); err != nil {
+			return nil, notSent(r, err)
 		}
-		return nil, err
+		return t.base.RoundTrip(r)
 	}
-	return t.base.RoundTrip(r)
+	key, cost, err := t.request(r)
+	if err == nil {
+		err = t.wait(r, key, cost)
+	}
+	if err != nil {
+		return nil, notSent(r, err)
+	}
+	if t.learner == nil {
+		return t.base.RoundTrip(r)
+	}
+	t.learner.Sending(key, cost)
+	resp, err := t.base.RoundTrip(r)
+	t.heed(r, key, cost, resp)
+	return resp, err
 }
 
-// wait blocks until r is admitted.
-func (t *Transport) wait(r *http.Request) error {
-	cost := 1.0
-	if t.cost != nil {
-		var err error
-		if cost, err = t.cost(r); err != nil {
-			return fmt.Errorf("sluicehttp: transport: no cost for %s %s: %w", r.Method, r.URL.Redacted(), err)
-		}
+// wait blocks until r, of key and cost, is admitted: by the limiter, or by
+// a learning transport's pace after the last hold it learned of.
+func (t *Transport) wait(r *http.Request, key string, cost float64) error {
+	if t.learner == nil {
+		return t.lim.Wait(r.Context(), key, cost)
 	}
-	if err := t.pace(r, cost); err != nil {
-		return fmt.Errorf("sluicehttp: transport: %s %s not sent: %w", r.Method, r.URL.Redacted(), err)
+	return t.learner.Wait(r.Context(), key, cost)
+}
+
+// notSent closes the body of r, which is not sent, and returns err for it.
+func notSent(r *http.Request, err error) error {
+	if r.Body != nil {
+		r.Body.Close()
 	}
-	return nil
+	return fmt.Errorf("sluicehttp: transport: %s %s not sent: %w", r.Method, r.URL.Redacted(), err)
+}
+
+// request returns the key and the cost of r.
+func (t *Transport) request(r *http.Request) (key string, cost float64, err error) {
+	if cost, err = t.costOf(r); err != nil {
+		return "", 0, err
+	}
+	if key, err = t.key(r); err != nil {
+		return "", 0, fmt.Errorf("no key: %w", err)
+	}
+	return key, cost, nil
+}
+
+// waitGroup blocks until r is admitted by every limit of the group.
+func (t *Transport) waitGroup(r *http.Request) error {
+	cost, err := t.costOf(r)
+	if err != nil {
+		return err
+	}
+	ks, err := t.keys(r)
+	if err != nil {
+		return fmt.Errorf("no keys: %w", err)
+	}
+	return t.g.Wait(r.Context(), ks, cost)
+}
+
+// costOf returns the cost of r: 1, or what the cost function says.
+func (t *Transport) costOf(r *http.Request) (float64, error) {
+	if t.cost == nil {
+		return 1, nil
+	}
+	cost, err := t.cost(r)
+	if err != nil {
+		return 0, fmt.Errorf("no cost: %w", err)
+	}
+	return cost, nil
 }

@@ -53,3 +53,41 @@ func ExampleNewTransport() {
 	// 200 OK
 	// not sent: true
 }
+
+// A job learns from the API it calls: the API answers 429 with a
+// Retry-After of 30 seconds, and from then no request on the host is sent
+// before those 30 seconds, from any worker or process sharing the store;
+// one whose deadline comes first fails at once, unsent.
+func ExampleLearn() {
+	apiServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer apiServer.Close()
+
+	lim, err := sluice.NewGCRA(sluice.PerSecond(2), 2, sluice.WithClock(newClock()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	paced, err := sluicehttp.NewTransport(http.DefaultTransport, lim, sluicehttp.Learn())
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: paced}
+
+	resp, err := client.Get(apiServer.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, apiServer.URL, nil)
+	_, err = client.Do(req)
+	fmt.Println("held back, not sent:", errors.Is(err, sluice.ErrWouldExceedDeadline))
+	// Output:
+	// 429 Too Many Requests
+	// held back, not sent: true
+}
