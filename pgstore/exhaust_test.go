@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -94,7 +93,6 @@ func TestExhaustIsStepInEveryVariant(t *testing.T) {
 	clock := newDBClock(t, url, 0)
 	byCaller, _ := newStore(t, newPool(t, url, 4), pgstore.WithCallerClock())
 	byDatabase, _ := newStore(t, clock.pool)
-	ctx := context.Background()
 	for ai, limit := range exhaustible() {
 		for _, callerClock := range []bool{true, false} {
 			st := byDatabase
@@ -107,50 +105,22 @@ func TestExhaustIsStepInEveryVariant(t *testing.T) {
 				for trace := range 6 {
 					p := limit
 					key := fmt.Sprintf("exhaust%d.%v.%d", ai, callerClock, trace)
-					var s engine.State
-					var expires int64      // when s is fresh again, whatever the Params then
-					var booked []engine.Op // cancels of the bookings, latest last
+					var k replayed
 					now := base / 1000 * 1000
 					for step := range 40 {
 						if trace%2 == 1 && rng.IntN(6) == 0 {
 							p = variants[rng.IntN(len(variants))] // the key's limit changes
 						}
 						now = max(now+microGap(rng, p), 0)
-						op := exhaustOp(rng, p, now, booked)
+						op := exhaustOp(rng, p, now, k.booked)
 						sent := op
 						if !callerClock {
 							clock.set(t, now)
 							sent.Now = rng.Int64() // ignored
 						}
-						got, err := st.Apply(ctx, key, &p, sent)
-						from := s
-						if now >= expires {
-							from = engine.State{} // fresh again
-						}
-						carried := p.Carries(&from, &op)
-						next, want, wantErr := p.Step(from, op)
 						where := fmt.Sprintf("trace %d step %d params %+v op %+v", trace, step, p, op)
-						switch {
-						case wantErr == nil:
-							require.NoError(t, err, where)
-						case p.Overflows(op, wantErr):
-							require.ErrorIs(t, err, sluice.ErrCostExceedsLimit, where)
-						default:
-							require.Error(t, err, where)
-							for _, sentinel := range []error{sluice.ErrInvalidDelay, sluice.ErrCostExceedsLimit} {
-								require.Equal(t, errors.Is(wantErr, sentinel), errors.Is(err, sentinel), "%s: %v", where, err)
-							}
-							continue
-						}
-						storetest.RequireIdenticalDecision(t, want, got, where)
-						switch {
-						case (p.Records(op.Verb, &want) || carried) && want.ResetAfter == 0:
-							s, expires = engine.State{}, 0
-						case p.Records(op.Verb, &want) || carried:
-							s, expires = next, now+int64(want.ResetAfter)
-						}
-						if want.At != 0 {
-							booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
+						if want, ok := k.step(t, st, key, p, op, sent, where, sluice.ErrInvalidDelay); ok && want.At != 0 {
+							k.booked = append(k.booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 						}
 					}
 				}

@@ -92,7 +92,6 @@ func (c *dbClock) reads(t *testing.T) int64 {
 func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 	clock := newDBClock(t, testserver.StartPostgres(t).URL, 0)
 	st, _ := newStore(t, clock.pool)
-	ctx := context.Background()
 	for ai, limit := range append(storetest.Algorithms(), storetest.Strict()...) {
 		t.Run(fmt.Sprintf("%d_%v", ai, limit.Kind), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(ai), 0xc10c))
@@ -101,69 +100,88 @@ func TestServerClockDecisionsAreBitIdenticalToStep(t *testing.T) {
 			for trace := range 4 {
 				p := limit
 				key := fmt.Sprintf("trace%d.%d", ai, trace)
-				var s engine.State
-				var expires int64      // when s is fresh again, whatever the Params then
-				var booked []engine.Op // cancels of the bookings (releases of the leases), latest last
+				var k replayed
 				now := base / 1000 * 1000
 				for step := range 50 {
 					if trace%2 == 1 && changes.IntN(6) == 0 {
 						p = variants[changes.IntN(len(variants))] // the key's limit changes
 					}
-					if n := len(booked); n > 0 && booked[n-1].At-now > 1000 && rng.IntN(2) == 0 {
-						now += rng.Int64N(booked[n-1].At-now) / 1000 * 1000 // before the latest booking
+					if n := len(k.booked); n > 0 && k.booked[n-1].At-now > 1000 && rng.IntN(2) == 0 {
+						now += rng.Int64N(k.booked[n-1].At-now) / 1000 * 1000 // before the latest booking
 					} else {
 						now = max(now+microGap(rng, p), 0)
 					}
-					op := serverClockOp(rng, p, now, booked)
+					op := serverClockOp(rng, p, now, k.booked)
 					clock.set(t, now)
 					// The database's clock decides: the op's own time is
 					// ignored.
 					sent := op
 					sent.Now = rng.Int64()
-					got, err := st.Apply(ctx, key, &p, sent)
-					from := s
-					if now >= expires {
-						from = engine.State{} // fresh again
-					}
-					carried := p.Carries(&from, &op)
-					next, want, wantErr := p.Step(from, op)
 					where := fmt.Sprintf("trace %d step %d params %+v op %+v", trace, step, p, op)
-					switch {
-					case wantErr == nil:
-						require.NoError(t, err, where)
-					case p.Overflows(op, wantErr):
-						// Refused, and decided all the same (a cost above a
-						// limit changed to a lower one, under a penalty).
-						require.ErrorIs(t, err, sluice.ErrCostExceedsLimit, where)
-					default:
-						for _, sentinel := range []error{sluice.ErrUnsupported, sluice.ErrCostExceedsLimit} {
-							require.Equal(t, errors.Is(wantErr, sentinel), errors.Is(err, sentinel), "%s: %v", where, err)
-						}
-						continue
-					}
-					storetest.RequireIdenticalDecision(t, want, got, where)
-					switch {
-					case (p.Records(op.Verb, &want) || carried) && want.ResetAfter == 0:
-						// Fresh again: the store writes the zero State (for
-						// a carried state too, which Step keeps as it is).
-						s, expires = engine.State{}, 0
-					case p.Records(op.Verb, &want) || carried:
-						s, expires = next, now+int64(want.ResetAfter)
-					}
-					if (op.Verb == engine.VerbCancel || op.Verb == engine.VerbExtend) && want.Allowed && rng.IntN(2) == 0 {
+					want, ok := k.step(t, st, key, p, op, sent, where, sluice.ErrUnsupported)
+					if ok && (op.Verb == engine.VerbCancel || op.Verb == engine.VerbExtend) && want.Allowed && rng.IntN(2) == 0 {
 						// Then the booking before it, mostly: the key's
 						// latest again, for the GCRA. An extended lease
 						// has a new identity.
-						booked = slices.DeleteFunc(booked, func(b engine.Op) bool { return b.At == op.At })
+						k.booked = slices.DeleteFunc(k.booked, func(b engine.Op) bool { return b.At == op.At })
 					}
-					if want.At != 0 {
+					if ok && want.At != 0 {
 						// A booking, or a lease taken or extended.
-						booked = append(booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
+						k.booked = append(k.booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
 					}
 				}
 			}
 		})
 	}
+}
+
+// replayed is a key whose decisions a test replays through Step: the
+// state Step keeps, when it is fresh again whatever the Params then, and
+// the cancels of its bookings (releases of its leases), latest last.
+type replayed struct {
+	s       engine.State
+	expires int64
+	booked  []engine.Op
+}
+
+// step requires st's decision on key for sent, which is op as the store
+// receives it, to be Step's on the key's state at op.Now, bit for bit, and
+// follows it. A refused op must be refused alike: with
+// sluice.ErrCostExceedsLimit, and sentinel, when Step refuses it so. It
+// returns Step's decision, and whether it was decided.
+func (k *replayed) step(t *testing.T, st sluice.Store, key string, p engine.Params, op, sent engine.Op, where string, sentinel error) (engine.Decision, bool) {
+	t.Helper()
+	got, err := st.Apply(context.Background(), key, &p, sent)
+	from := k.s
+	if op.Now >= k.expires {
+		from = engine.State{} // fresh again
+	}
+	carried := p.Carries(&from, &op)
+	next, want, wantErr := p.Step(from, op)
+	switch {
+	case wantErr == nil:
+		require.NoError(t, err, where)
+	case p.Overflows(op, wantErr):
+		// Refused, and decided all the same (a cost above a limit changed
+		// to a lower one, under a penalty).
+		require.ErrorIs(t, err, sluice.ErrCostExceedsLimit, where)
+	default:
+		require.Error(t, err, where)
+		for _, s := range []error{sentinel, sluice.ErrCostExceedsLimit} {
+			require.Equal(t, errors.Is(wantErr, s), errors.Is(err, s), "%s: %v", where, err)
+		}
+		return want, false
+	}
+	storetest.RequireIdenticalDecision(t, want, got, where)
+	switch {
+	case (p.Records(op.Verb, &want) || carried) && want.ResetAfter == 0:
+		// Fresh again: the store writes the zero State (for a carried
+		// state too, which Step keeps as it is).
+		k.s, k.expires = engine.State{}, 0
+	case p.Records(op.Verb, &want) || carried:
+		k.s, k.expires = next, op.Now+int64(want.ResetAfter)
+	}
+	return want, true
 }
 
 // microGap draws the time to the next request in whole microseconds, as

@@ -101,27 +101,28 @@ func runHalved(t *testing.T, f fleet, api *standin.API, limit, tokens float64) [
 	return ts
 }
 
-func TestLearningTransportFollowsXRateLimitFieldsOfAHiddenLimit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := standin.New(standin.XRateLimit, hiddenLimit, 0, time.Minute, latency)
-		f := threeProcesses
-		f.transport = learning(sluice.PerSecond(20))
-		ts := runHalved(t, f, api, hiddenLimit, 0)
-		requireLearned(t, ts, halved(hiddenLimit), requests, 1)
-	})
-}
-
-func TestLearningTransportHoldsEveryWorkerBackForARetryAfter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := standin.New(standin.RetryAfter, hiddenLimit, 0, time.Minute, latency)
-		f := threeProcesses
-		f.transport = learning(sluice.PerSecond(20))
-		ts := runHalved(t, f, api, hiddenLimit, 0)
+func TestLearningTransportFollowsTheAnswersOfAHiddenLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		style    standin.Style
+		refusals int // at most, in any minute
+	}{
+		{"x-ratelimit-fields", standin.XRateLimit, 1},
 		// The first refusal holds every process back at once; a process's
 		// turns booked before it still go, until one is refused: at most
 		// two refusals a process a minute.
-		requireLearned(t, ts, halved(hiddenLimit), requests, 2*threeProcesses.processes)
-	})
+		{"retry-after-alone", standin.RetryAfter, 2 * threeProcesses.processes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := standin.New(tc.style, hiddenLimit, 0, time.Minute, latency)
+				f := threeProcesses
+				f.transport = learning(sluice.PerSecond(20))
+				ts := runHalved(t, f, api, hiddenLimit, 0)
+				requireLearned(t, ts, halved(hiddenLimit), requests, tc.refusals)
+			})
+		})
+	}
 }
 
 func TestLearningTransportsFollowAnLLMAPIsRequestsAndTokens(t *testing.T) {
