@@ -26,7 +26,7 @@ const (
 	// silentBackoff is the first hold after a refusal that says nothing;
 	// each one in a row doubles it.
 	silentBackoff = time.Second
-	// regainPerSecond is the share of the configured rate a transport
+	// regainPerSecond is the share of the configured rate a learner
 	// regains each second after a cut, up to the whole.
 	regainPerSecond = 1.0 / 64
 	// levelsPerHalving is how finely a share is rounded down: to a power
