@@ -49,7 +49,7 @@ type API struct {
 	mu             sync.Mutex
 	limit, tokens  float64     // per window
 	next           *[2]float64 // the limits from the next window on, if changed
-	start          time.Time   // of the current window
+	first, start   time.Time   // the first request, and the current window's start
 	used, usedToks float64
 	log            []answer
 }
@@ -105,7 +105,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	if a.start.IsZero() || now.Sub(a.start) >= a.window {
 		if a.start.IsZero() {
-			a.start = now
+			a.start, a.first = now, now
 		}
 		a.start = a.start.Add(now.Sub(a.start) / a.window * a.window)
 		a.used, a.usedToks = 0, 0
@@ -172,13 +172,16 @@ func (a *API) Tally(from, to time.Time) Tally {
 	return t
 }
 
-// Minutes returns the API's tally in each of the n whole minutes from
-// start.
-func (a *API) Minutes(start time.Time, n int) []Tally {
+// Windows returns the API's tally in each of its first n windows, from
+// its first request: in each, it never serves more than its limit.
+func (a *API) Windows(n int) []Tally {
+	a.mu.Lock()
+	first := a.first
+	a.mu.Unlock()
 	ts := make([]Tally, n)
 	for i := range ts {
-		from := start.Add(time.Duration(i) * time.Minute)
-		ts[i] = a.Tally(from, from.Add(time.Minute))
+		from := first.Add(time.Duration(i) * a.window)
+		ts[i] = a.Tally(from, from.Add(a.window))
 	}
 	return ts
 }
