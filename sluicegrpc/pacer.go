@@ -121,7 +121,6 @@ func (p *Pacer) Unary(ctx context.Context, method string, req, reply any, cc *gr
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	var header, trailer metadata.MD
-	p.learner.Sending(key, cost)
 	err = invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
 	p.heed(ctx, key, cost, err, header, trailer)
 	return err

@@ -138,7 +138,6 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.learner == nil {
 		return t.base.RoundTrip(r)
 	}
-	t.learner.Sending(key, cost)
 	resp, err := t.base.RoundTrip(r)
 	t.heed(r, key, cost, resp)
 	return resp, err

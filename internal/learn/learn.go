@@ -71,18 +71,18 @@ func (lr *Learner) SetMaxHold(d time.Duration) { lr.maxHold = d }
 
 // Wait blocks until a call of cost on key is admitted: by the limiter at
 // the key's learned pace, and again after a hold recorded while it waited
-// (at most maxRewaits times).
+// (at most maxRewaits times). An admitted call is counted as sent, in
+// flight until Heed.
 func (lr *Learner) Wait(ctx context.Context, key string, cost float64) error {
-	for range maxRewaits {
+	for i := 1; ; i++ {
 		lim, holds := lr.limiter(key, time.Now())
 		if err := lim.Wait(ctx, key, cost); err != nil {
 			return err
 		}
-		if !lr.waitAgain(key, holds, time.Now()) {
+		if lr.send(key, cost, holds, time.Now(), i == maxRewaits) {
 			return nil
 		}
 	}
-	return nil
 }
 
 // learned is what a learner knows of a key.
@@ -125,8 +125,8 @@ func (k *learned) idle(now time.Time) bool {
 	return k.inflight == 0 && !k.heldUntil.After(now) && k.shareAt(now) == 1 && k.silent == 0
 }
 
-// level returns the level of share: the least n for which 2^(-n/16) is at
-// most share, at most lowestLevel.
+// level returns the level of share: the least n for which
+// 2^(-n/levelsPerHalving) is at most share, at most lowestLevel.
 func level(share float64) int {
 	if share >= 1 {
 		return 0
@@ -136,7 +136,7 @@ func level(share float64) int {
 
 // limiter returns the limiter to pace a request on key with at now: the
 // configured one, or one slowed to the key's share of its rate; and the
-// number of holds recorded so far (see waitAgain).
+// number of holds recorded so far (see send).
 func (lr *Learner) limiter(key string, now time.Time) (*sluice.Limiter, int) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
@@ -159,31 +159,27 @@ func (lr *Learner) limiter(key string, now time.Time) (*sluice.Limiter, int) {
 	return lim, k.holds
 }
 
-// waitAgain reports whether a request on key that waited for its turn
-// from when holds holds had been recorded must wait again: one was
-// recorded since, and lasts beyond now.
-func (lr *Learner) waitAgain(key string, holds int, now time.Time) bool {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	k := lr.keys[key]
-	return k != nil && k.holds != holds && k.heldUntil.After(now)
-}
-
-// Sending counts a call of cost on key as sent: in flight until Heed.
-func (lr *Learner) Sending(key string, cost float64) {
+// send counts a call of cost on key that waited for its turn from when
+// holds holds had been recorded as sent, and reports true; or, unless
+// last, reports false when it must wait again: a hold was recorded since,
+// and lasts beyond now.
+func (lr *Learner) send(key string, cost float64, holds int, now time.Time, last bool) bool {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	k := lr.keys[key]
 	if k == nil {
 		k = &learned{}
 		lr.keys[key] = k
+	} else if !last && k.holds != holds && k.heldUntil.After(now) {
+		return false
 	}
 	k.inflight += cost
 	k.sent += cost
+	return true
 }
 
-// Heed learns from what the service answered a call of cost on key,
-// counted by Sending: a, read at now, whether it refused the call (a 429
+// Heed learns from what the service answered a call of cost on key that
+// Wait admitted: a, read at now, whether it refused the call (a 429
 // or 503, a ResourceExhausted), and whether it answered at all (false for
 // a call that failed on the way); and records the hold it calls for.
 func (lr *Learner) Heed(ctx context.Context, key string, cost float64, a answers.Answer, now time.Time, refused, answered bool) {
