@@ -603,7 +603,7 @@ func (c *leaseChecker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error)
 		{engine.Op{Verb: engine.VerbFill, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: engine.VerbAtMost, Cost: limit, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now}, sluice.ErrUnsupported},
-		{engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1, Now: now}, sluice.ErrUnsupported},
+		{engine.Op{Verb: engine.VerbRefund + 1, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: engine.VerbAllow, Cost: limit * 2, Now: now}, sluice.ErrCostExceedsLimit},
 		{engine.Op{Verb: engine.VerbCheck, Cost: math.Nextafter(limit, math.Inf(1)), Now: now}, sluice.ErrCostExceedsLimit},
 		{engine.Op{Verb: engine.VerbCancel, Cost: limit * 2, Now: now, At: now + 1}, sluice.ErrCostExceedsLimit},

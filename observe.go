@@ -43,8 +43,9 @@ type Event struct {
 	// window algorithms), VerbCheck for CanAccept, VerbFill for Fillup,
 	// VerbReserve for Reserve (and Wait on the others), VerbCancel for a
 	// reservation given back, VerbAtMost for AllowAtMost, VerbExhaust for
-	// Exhaust; for a lease
-	// (see Lease), VerbAllow, VerbCancel and VerbExtend.
+	// Exhaust, VerbCharge or VerbRefund for Settle (Cost is then the
+	// excess charged, or the cost given back); for a lease (see Lease),
+	// VerbAllow, VerbCancel and VerbExtend.
 	Verb engine.Verb
 	// Key is the key decided on. Its values are unbounded: never use it as
 	// a metric label.

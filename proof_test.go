@@ -192,12 +192,14 @@ type tracer interface {
 	invalid(rng *rand.Rand, now int64) error
 	drawOp(rng *rand.Rand, costs costMode, now int64) engine.Op
 	drawExhaust(rng *rand.Rand, costs costMode, now int64) engine.Op
+	drawSettle(rng *rand.Rand, costs costMode, now int64) engine.Op
 	apply(op engine.Op) (engine.Decision, error)
 }
 
 // runTrace drives c through a random trace of p drawn from rng: decisions
 // of every verb (for the algorithms that book ahead, one in sixteen an
-// exhaust), with now and then a reset or an invalid call.
+// exhaust, and one in eight a charge or a refund), with now and then a
+// reset or an invalid call.
 func runTrace(rng *rand.Rand, p engine.Params, c tracer) error {
 	costs := costMode(rng.IntN(int(numCostModes)))
 	now := startTime(rng, p)
@@ -215,10 +217,13 @@ func runTrace(rng *rand.Rand, p engine.Params, c tracer) error {
 			continue
 		}
 		var op engine.Op
-		if p.Reservable() && rng.IntN(16) == 0 {
-			op = c.drawExhaust(rng, costs, now)
-		} else {
+		switch r := rng.IntN(16); {
+		case !p.Reservable() || r > 2:
 			op = c.drawOp(rng, costs, now)
+		case r == 0:
+			op = c.drawExhaust(rng, costs, now)
+		default:
+			op = c.drawSettle(rng, costs, now)
 		}
 		var err error
 		if last, err = c.apply(op); err != nil {
@@ -235,7 +240,7 @@ func algorithmVerbs(p engine.Params) []engine.Verb {
 		verbs = append(verbs, engine.VerbFill)
 	}
 	if p.Reservable() {
-		verbs = append(verbs, engine.VerbReserve, engine.VerbCancel, engine.VerbExhaust)
+		verbs = append(verbs, engine.VerbReserve, engine.VerbCancel, engine.VerbExhaust, engine.VerbCharge, engine.VerbRefund)
 	}
 	return verbs
 }
@@ -264,11 +269,16 @@ type checker struct {
 // the exact one (by a nanosecond, or up to 2^-46 of a long delay, within
 // the tolerance), which the model then followed.
 type traceStats struct {
-	exact, lenient [engine.VerbExhaust + 1]int
+	exact, lenient [engine.VerbRefund + 1]int
 	followed       int
 	// What the shaping verbs did: reservations that had to wait, cancels
 	// that gave their cost back, grants of part of the cost.
 	delayed, givenBack, partial int
+	// What the settlements did: charges that left the key in debt (a
+	// check of nothing denied, unblocked), charges and refunds that moved
+	// less than their cost (the ceiling, or what the key held), refunds
+	// that left the key fresh.
+	debts, settledPart, emptied int
 }
 
 func (s *traceStats) add(o traceStats) {
@@ -280,10 +290,25 @@ func (s *traceStats) add(o traceStats) {
 	s.delayed += o.delayed
 	s.givenBack += o.givenBack
 	s.partial += o.partial
+	s.debts += o.debts
+	s.settledPart += o.settledPart
+	s.emptied += o.emptied
 }
 
 // count counts decision d on op.
 func (s *traceStats) count(op engine.Op, d engine.Decision) {
+	if op.Verb == engine.VerbCharge || op.Verb == engine.VerbRefund {
+		switch {
+		case d.Granted < op.Cost:
+			s.settledPart++
+		case op.Verb == engine.VerbCharge && !d.Allowed && !d.Blocked:
+			s.debts++
+		}
+		if op.Verb == engine.VerbRefund && d.ResetAfter == 0 {
+			s.emptied++
+		}
+		return
+	}
 	switch {
 	case d.Delay > 0:
 		s.delayed++
@@ -296,13 +321,13 @@ func (s *traceStats) count(op engine.Op, d engine.Decision) {
 
 func (s traceStats) String() string {
 	var b strings.Builder
-	for v := engine.VerbAllow; v <= engine.VerbExhaust; v++ {
+	for v := engine.VerbAllow; v <= engine.VerbRefund; v++ {
 		if s.exact[v]+s.lenient[v] > 0 {
 			fmt.Fprintf(&b, "%v %d exact, %d lenient; ", v, s.exact[v], s.lenient[v])
 		}
 	}
-	fmt.Fprintf(&b, "%d reservations waited, %d cancels gave back, %d partial grants; %d booked instants followed",
-		s.delayed, s.givenBack, s.partial, s.followed)
+	fmt.Fprintf(&b, "%d reservations waited, %d cancels gave back, %d partial grants; %d charges left debt, %d settlements moved part of their cost, %d refunds emptied the key; %d booked instants followed",
+		s.delayed, s.givenBack, s.partial, s.debts, s.settledPart, s.emptied, s.followed)
 	return b.String()
 }
 
@@ -345,6 +370,9 @@ func (c *checker) apply(op engine.Op) (engine.Decision, error) {
 		return got, c.fail("%v", err)
 	}
 	if err := exhaustRules(c.p, op, next, got); err != nil {
+		return got, c.fail("%v", err)
+	}
+	if err := settleRules(c.p, op, before, next, got); err != nil {
 		return got, c.fail("%v", err)
 	}
 	want := c.model.Apply(op)
@@ -437,7 +465,7 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 		{engine.Op{Verb: engine.VerbCheck, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
 		{engine.Op{Verb: engine.VerbAtMost, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
 		{engine.Op{Verb: engine.VerbAtMost, Cost: -0.5, Now: now}, sluice.ErrInvalidCost},
-		{engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1, Now: now}, sluice.ErrUnsupported},
+		{engine.Op{Verb: engine.VerbRefund + 1, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: 0, Cost: 1, Now: now}, sluice.ErrUnsupported},
 		{engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
 		{engine.Op{Verb: engine.VerbCheck, Cost: 0, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
@@ -468,6 +496,14 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: c.p.Limit * 2, Now: now}, sluice.ErrCostExceedsLimit},
 			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
 			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: -1, Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: -0.5, Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: 1, Now: -1}, sluice.ErrTimeOutOfRange},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: 1, Now: maxTime + 1}, sluice.ErrTimeOutOfRange},
 		)
 	} else {
 		ops = append(ops,
@@ -475,6 +511,14 @@ func (c *checker) drawInvalid(rng *rand.Rand, now int64) (engine.Op, error) {
 			invalidOp{engine.Op{Verb: engine.VerbReserve, Cost: 0, Now: now}, sluice.ErrUnsupported},
 			invalidOp{engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: now + 1}, sluice.ErrUnsupported},
 			invalidOp{engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now, MaxDelay: 1}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: 1, Now: now}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: 1, Now: now}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: c.p.Limit * 3, Now: now}, sluice.ErrUnsupported},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: 0, Now: now}, sluice.ErrUnsupported},
+			// The cost is checked first, whatever the algorithm.
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: math.NaN(), Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbRefund, Cost: -1, Now: now}, sluice.ErrInvalidCost},
+			invalidOp{engine.Op{Verb: engine.VerbCharge, Cost: math.Inf(1), Now: now}, sluice.ErrInvalidCost},
 		)
 	}
 	o := ops[rng.IntN(len(ops))]
@@ -527,6 +571,176 @@ func exhaustRules(p engine.Params, op engine.Op, next engine.State, got engine.D
 	return nil
 }
 
+// drawSettle draws a charge or a refund, as a request's actual cost
+// settles the estimate it was admitted with: usual costs, up to three
+// times the limit (a debt, or a refund of more than the key holds), and
+// now and then 2^1000, which reaches the ceiling of what the key may
+// hold (a charge) or empties the key whatever it holds (a refund).
+func (c *checker) drawSettle(rng *rand.Rand, costs costMode, now int64) engine.Op {
+	op := engine.Op{Verb: engine.VerbCharge, Now: now}
+	if rng.IntN(2) == 0 {
+		op.Verb = engine.VerbRefund
+	}
+	switch r := rng.IntN(60); {
+	case r == 0:
+		op.Cost = 0x1p1000
+	case r < 20:
+		op.Cost = drawSettleCost(rng, c.p, costs)
+	default:
+		op.Cost = drawCost(rng, c.p, costs, op.Verb)
+	}
+	return op
+}
+
+// drawSettleCost draws a cost of up to three times the limit, of the
+// trace's mode.
+func drawSettleCost(rng *rand.Rand, p engine.Params, mode costMode) float64 {
+	c := rng.Float64() * 3 * p.Limit
+	switch mode {
+	case unitCosts, integerCosts:
+		return math.Ceil(c)
+	case dyadicCosts:
+		return math.Ceil(c*8) / 8
+	}
+	return math.Round(c*100) / 100
+}
+
+// settleRules checks a charge's or a refund's decision got and the state
+// next it left, from the state before, against what their definition
+// says in terms of checks, bit for bit: the cost moved is from zero to
+// the cost; the decision is that of a check of nothing at now on the
+// state left (a block in force included), with Granted (but for a level
+// left within 2^-48 of the limit of zero, which the decision describes
+// and the state, fresh, forgets); and a charge never frees anything (but
+// such a level, which the fresh state forgets, a charge of nothing
+// included), nor a refund fills: a check of nothing on the state left, at now and
+// later, finds at least as much in use as on the state before (at most,
+// for a refund), and waits and resets at least as long (at most). Exactly so for the GCRA, whose TAT is integer nanoseconds,
+// and at now for the amounts of the buckets, which both sides read from
+// the same float amount; but each side reads the buckets' durations, and
+// the amounts later than now, from its own point, in float arithmetic
+// whose durations forgive 2^-48 of the time from the point: they may
+// differ by reference.Band of the limit and 2^-46 of the most either
+// state holds (a debt may hold a billion times the limit), and a meter's
+// durations by a nanosecond and 2^-46 of themselves and of the time that
+// most takes to leak; an interval-refill bucket's, which count whole
+// refills, by a refill once it has held more than its burst. A refund of
+// a meter that holds more than its rate leaks in 2^60 ns (read under a
+// slower limit than it was charged under) is held to the decision alone:
+// it moves the instant the debt is forgiven (see beyondSpan).
+func settleRules(p engine.Params, op engine.Op, before, next engine.State, got engine.Decision) error {
+	if op.Verb != engine.VerbCharge && op.Verb != engine.VerbRefund {
+		return nil
+	}
+	if !(got.Granted >= 0 && got.Granted <= op.Cost) {
+		return fmt.Errorf("a %v of %v moved %v", op.Verb, op.Cost, got.Granted)
+	}
+	_, check, err := p.Step(cloneState(next), engine.Op{Verb: engine.VerbCheck, Now: op.Now})
+	if err != nil {
+		return err
+	}
+	check.Granted = got.Granted
+	if isZero(next) && got.ResetAfter == 0 && math.Abs(got.Used-check.Used) <= p.Limit*0x1p-48 {
+		// Left with a level the float code counts as nothing (at most
+		// 2^-48 of the limit), which it describes and then forgets: the
+		// zero State describes no level at all.
+		check.Used, check.Remaining = got.Used, got.Remaining
+	}
+	if check != got {
+		return fmt.Errorf("a %v decided %+v; a check of nothing on the state it left decides %+v (state %+v)", op.Verb, got, check, next)
+	}
+	if op.Verb == engine.VerbRefund && beyondSpan(p, before) {
+		return nil // it may leave a longer wait: see beyondSpan
+	}
+	scale := max(p.Limit, before.A, next.A) // the most either state holds
+	if p.Kind == engine.KindGCRA {
+		scale = p.Limit // the TAT is a time: the state's A is its interval
+	}
+	meter := p.Kind != engine.KindGCRA && !p.IntervalRefill
+	period := guarantees.Period(p)
+	for _, t := range []int64{op.Now, op.Now + 1, op.Now + period/3, op.Now + period, op.Now + int64(got.RetryAfter), op.Now + int64(got.ResetAfter) - 1} {
+		if t < op.Now || t > maxTime {
+			continue
+		}
+		_, was, err := p.Step(cloneState(before), engine.Op{Verb: engine.VerbCheck, Now: t})
+		if err != nil {
+			return err
+		}
+		_, is, err := p.Step(cloneState(next), engine.Op{Verb: engine.VerbCheck, Now: t})
+		if err != nil {
+			return err
+		}
+		more, less := is, was // a charge leaves more in use
+		if op.Verb == engine.VerbRefund {
+			more, less = was, is
+		}
+		amount := 0.0
+		if isZero(next) {
+			// Left fresh, and so forgotten, with at most 2^-48 of the
+			// limit in use at now, rounding noise (a charge of nothing
+			// included): the zero State holds none of it.
+			amount = p.Limit * 0x1p-48
+		}
+		durs := func(time.Duration) float64 { return 0 }
+		if t > op.Now && p.Kind != engine.KindGCRA {
+			amount = reference.Band*p.Limit + scale*0x1p-46
+			if p.IntervalRefill && scale > p.Limit {
+				durs = func(time.Duration) float64 { return float64(p.Interval) }
+			}
+		}
+		if meter {
+			drain := float64(p.Interval) / p.Amount
+			durs = func(d time.Duration) float64 { return 1 + (float64(d)+scale*drain)*0x1p-46 }
+		}
+		switch {
+		case more.Used < less.Used-amount:
+			return fmt.Errorf("a %v left %v in use %v after now, where the key held %v (state %+v, now %+v)", op.Verb, is.Used, time.Duration(t-op.Now), was.Used, before, next)
+		case float64(more.ResetAfter) < float64(less.ResetAfter)-durs(less.ResetAfter):
+			return fmt.Errorf("a %v left a reset of %v %v after now, where the key had %v (state %+v, now %+v)", op.Verb, is.ResetAfter, time.Duration(t-op.Now), was.ResetAfter, before, next)
+		case float64(more.RetryAfter) < float64(less.RetryAfter)-durs(less.RetryAfter):
+			return fmt.Errorf("a %v left a wait of %v %v after now, where the key had %v (state %+v, now %+v)", op.Verb, is.RetryAfter, time.Duration(t-op.Now), was.RetryAfter, before, next)
+		}
+	}
+	return nil
+}
+
+// beyondSpan reports whether s, the state of a meter (the leaky bucket,
+// the token bucket refilled continuously), holds more at its point than
+// p's rate leaks in 2^60 ns, give or take the float rounding: a debt
+// charged under a faster limit, read under p (see change_proof_test.go).
+// Its level is forgiven whole 2^60 ns after its point, where the
+// durations of the production's float code saturate (see
+// arith.CeilNanos). A refund moves the point to now, and with it that
+// instant, later: the key it leaves may wait longer than the key before
+// it, whose debt was forgiven sooner; and so it may if the refund brings
+// the level back within what p leaks in 2^60 ns, which then leaks at p's
+// rate, forgiven no more. A charge moves the point, and so the instant,
+// later too, but leaves more in use, as the rules require. (The
+// interval-refill bucket caps its counts of refills instead, counted from
+// its last refill before the instant read, which a settlement does not
+// move: it forgives nothing.)
+func beyondSpan(p engine.Params, s engine.State) bool {
+	if p.Kind == engine.KindGCRA || p.IntervalRefill {
+		return false
+	}
+	return s.A*float64(p.Interval)/p.Amount > (1<<60)*(1-0x1p-40)
+}
+
+// heldBeyondSpan reports whether s, a bucket's state read at now under
+// p, holds more than p frees in 2^60 ns: a meter's level at a point less
+// than 2^60 ns before now (or after it) beyond what p's rate leaks in
+// 2^60 ns (see beyondSpan), or more tokens in use than the refills of
+// 2^60 ns bring.
+func heldBeyondSpan(p engine.Params, s engine.State, now int64) bool {
+	switch {
+	case p.Kind == engine.KindGCRA || !p.Reservable():
+		return false
+	case p.IntervalRefill:
+		return s.A > float64(1<<60/p.Interval)*p.Amount
+	}
+	return now-s.Time < 1<<60 && beyondSpan(p, s)
+}
+
 // rejects requires Step to reject op with want, leaving the state as it
 // was.
 func (c *checker) rejects(op engine.Op, want error) error {
@@ -551,7 +765,8 @@ func stepRejects(p engine.Params, s engine.State, op engine.Op, want error, fail
 // checkTransition checks a recorded step's new state: no NaN or negative
 // amount, no time moving backwards (except for a cancel, which gives the
 // reservation's cost back by moving the key's state to the line it would
-// have followed without it, a nanosecond later), log entries in time
+// have followed without it, a nanosecond later, and a refund, which gives
+// a GCRA's cost back by moving its TAT earlier), log entries in time
 // order, and a state that is fresh again (ResetAfter zero) stored as the
 // zero State.
 func checkTransition(before, next engine.State, op engine.Op, d engine.Decision) error {
@@ -563,7 +778,7 @@ func checkTransition(before, next engine.State, op engine.Op, d engine.Decision)
 		return fmt.Errorf("ResetAfter is 0 but the state %+v is not the zero State", next)
 	case d.ResetAfter > 0 && fresh:
 		return fmt.Errorf("ResetAfter is %v but the state is the zero State, a fresh key", d.ResetAfter)
-	case op.Verb == engine.VerbCancel:
+	case op.Verb == engine.VerbCancel || op.Verb == engine.VerbRefund:
 	case !isZero(before) && !fresh && next.Time < before.Time:
 		return fmt.Errorf("state time moved backwards from %d to %d", before.Time, next.Time)
 	}

@@ -31,13 +31,15 @@ import (
 //   - a key blocked before a request is blocked after it, and its block
 //     does not move (never extended from inside); a block starts only at
 //     an overflow (an Allow denied, a reservation not booked, a fill-up
-//     that does not fit) and lasts exactly the penalty; a check, a cancel
-//     and a partial grant never start one;
+//     that does not fit) and lasts exactly the penalty; a check, a cancel,
+//     a partial grant, an exhaust, a charge and a refund never start one,
+//     and the last three leave the block as they found it;
 //   - while blocked nothing is admitted: RetryAfter, a booking's Delay and
 //     ResetAfter reach the block's end at least;
 //   - a counted denial leaves the key full (no Remaining);
-//   - a denied Allow or check is admitted at exactly its RetryAfter, and
-//     not a nanosecond earlier, on the key as the decision left it;
+//   - a denied Allow or check (an exhaust, a charge and a refund are
+//     checks) is admitted at exactly its RetryAfter, and not a nanosecond
+//     earlier, on the key as the decision left it;
 //   - a decision that records nothing (Params.Records) leaves the state
 //     as it was, bit for bit.
 
@@ -208,6 +210,9 @@ func (c *strictChecker) apply(op engine.Op) (engine.Decision, error) {
 	if err := exhaustRules(c.p, op, next, got); err != nil {
 		return got, c.fail("%v", err)
 	}
+	if err := settleRules(c.p, op, before, next, got); err != nil {
+		return got, c.fail("%v", err)
+	}
 	want := c.strict.Decide(op)
 	lenient, err := reference.CompareStrict(c.p, op, got, want)
 	if err != nil {
@@ -230,7 +235,9 @@ func (c *strictChecker) apply(op engine.Op) (engine.Decision, error) {
 		}
 		c.state = next
 	}
-	if !lenient && op.Cost <= c.p.Limit { // a cost that never fits is neither counted nor retried
+	// A cost that never fits is neither counted nor retried; a settlement
+	// is retried as the check of nothing it is, whatever it cost.
+	if !lenient && (op.Cost <= c.p.Limit || settles(op.Verb)) {
 		if err := c.countedDenial(op, got); err != nil {
 			return got, c.fail("%v\ndecision %+v, state %+v", err, got, c.state)
 		}
@@ -243,12 +250,12 @@ func (c *strictChecker) apply(op engine.Op) (engine.Decision, error) {
 
 // checkStrictTransition checks a recorded step's new state as
 // checkTransition does, and its block: a state keeps only a block in
-// force (but an exhaust's, which leaves the block as it found it, an
-// ended one included: see blockRules), and a key fresh but for its block
-// lives until the block's end.
+// force (but an exhaust's, a charge's and a refund's, which leave the
+// block as they found it, an ended one included: see blockRules), and a
+// key fresh but for its block lives until the block's end.
 func checkStrictTransition(before, next engine.State, op engine.Op, d engine.Decision) error {
 	switch {
-	case next.Until != 0 && next.Until <= op.Now && op.Verb != engine.VerbExhaust:
+	case next.Until != 0 && next.Until <= op.Now && op.Verb != engine.VerbExhaust && !settles(op.Verb):
 		return fmt.Errorf("the state %+v keeps a block that has ended", next)
 	case next.Until != 0 && isZero(next):
 		if d.ResetAfter != time.Duration(next.Until-op.Now) {
@@ -272,9 +279,9 @@ func (c *strictChecker) blockRules(op engine.Op, before, next engine.State, d en
 		return fmt.Errorf("a key blocked until %d decided unblocked", before.Until)
 	case was && recorded && next.Until != before.Until:
 		return fmt.Errorf("a block until %d moved to %d from inside", before.Until, next.Until)
-	case op.Verb == engine.VerbExhaust && next.Until != before.Until && (next.Until != 0 || !isZero(next)):
+	case (op.Verb == engine.VerbExhaust || settles(op.Verb)) && next.Until != before.Until && (next.Until != 0 || !isZero(next)):
 		// Unless it left the key fresh, and so the zero State.
-		return fmt.Errorf("an exhaust changed the block until %d to %d", before.Until, next.Until)
+		return fmt.Errorf("a %v changed the block until %d to %d", op.Verb, before.Until, next.Until)
 	case !was && d.Blocked:
 		// A block starts here: only at an overflow, for the penalty.
 		end = next.Until
@@ -323,19 +330,24 @@ func (c *strictChecker) countedDenial(op engine.Op, d engine.Decision) error {
 	return nil
 }
 
-// retryExact checks that a denied Allow, check or exhaust of a cost is
+// retryExact checks that a denied Allow, check or exhaust of a cost, or a
+// charge or a refund (a check of nothing: in debt, or blocked), is
 // admitted after exactly its RetryAfter, on the key as the decision left
 // it: a nanosecond earlier it is denied.
 func (c *strictChecker) retryExact(op engine.Op, d engine.Decision) error {
-	if d.Allowed || op.Verb != engine.VerbAllow && op.Verb != engine.VerbCheck && op.Verb != engine.VerbExhaust {
+	if d.Allowed || op.Verb != engine.VerbAllow && op.Verb != engine.VerbCheck && op.Verb != engine.VerbExhaust && !settles(op.Verb) {
 		return nil
+	}
+	cost := op.Cost
+	if settles(op.Verb) {
+		cost = 0
 	}
 	at := op.Now + int64(d.RetryAfter)
 	for _, t := range []int64{at - 1, at} {
 		if t < op.Now || t > maxTime {
 			continue
 		}
-		_, then, err := c.p.Step(cloneState(c.state), engine.Op{Verb: engine.VerbCheck, Cost: op.Cost, Now: t})
+		_, then, err := c.p.Step(cloneState(c.state), engine.Op{Verb: engine.VerbCheck, Cost: cost, Now: t})
 		if err != nil {
 			return err
 		}
@@ -345,6 +357,9 @@ func (c *strictChecker) retryExact(op engine.Op, d engine.Decision) error {
 	}
 	return nil
 }
+
+// settles reports whether verb is a charge or a refund.
+func settles(verb engine.Verb) bool { return verb == engine.VerbCharge || verb == engine.VerbRefund }
 
 // ratString formats an exact amount for failure messages.
 func ratString(x interface{ FloatString(int) string }) string {
@@ -384,6 +399,53 @@ func TestAnExhaustReportsAndKeepsABlockInForce(t *testing.T) {
 				require.GreaterOrEqual(t, int64(d.RetryAfter), st.Until-now-1, "MaxDelay %v: RetryAfter reaches the block's end", time.Duration(delay))
 				require.Equal(t, st.Until, next.Until, "MaxDelay %v: the block is kept (state %+v)", time.Duration(delay), next)
 			}
+		})
+	}
+}
+
+// TestASettlementReportsAndKeepsABlockInForce: a charge or a refund is
+// decided as a check of nothing on the key it leaves, and a check reports
+// a block in force, a key with room included; the settlement records its
+// cost, and leaves the block as it found it, in force or ended: it
+// neither starts one (a charge into debt is no overflow) nor ends one.
+// Settling a bucket's point must not drop the block with the rest of the
+// bucket's state.
+func TestASettlementReportsAndKeepsABlockInForce(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	for _, alg := range reservingAlgorithms(t) {
+		p := alg.params
+		period := guarantees.Period(p)
+		p.Penalty = 10 * period
+		t.Run(alg.name, func(t *testing.T) {
+			st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
+			require.NoError(t, err)
+			require.True(t, d.Blocked, "the overflow starts a block")
+			for _, op := range []engine.Op{
+				{Verb: engine.VerbRefund, Cost: p.Limit, Now: now + 1},     // the key emptied, but blocked
+				{Verb: engine.VerbRefund, Cost: 0x1p1000, Now: now + 1},    // more than it holds
+				{Verb: engine.VerbCharge, Cost: 3 * p.Limit, Now: now + 1}, // in debt, and blocked
+				{Verb: engine.VerbCharge, Cost: 0x1p1000, Now: now + 1},    // up to the ceiling
+			} {
+				next, d, err := p.Step(cloneState(st), op)
+				require.NoError(t, err)
+				require.True(t, d.Blocked, "%v of %v: the block in force is reported", op.Verb, op.Cost)
+				require.False(t, d.Allowed, "%v of %v", op.Verb, op.Cost)
+				require.Positive(t, d.Granted, "%v of %v", op.Verb, op.Cost)
+				require.GreaterOrEqual(t, int64(d.RetryAfter), st.Until-now-1, "%v of %v: RetryAfter reaches the block's end", op.Verb, op.Cost)
+				require.Equal(t, st.Until, next.Until, "%v of %v: the block is kept (state %+v)", op.Verb, op.Cost, next)
+			}
+			// After the block, a charge into debt is denied, starts no
+			// block, and leaves the ended one as it was.
+			after := st.Until + period
+			next, d, err := p.Step(cloneState(st), engine.Op{Verb: engine.VerbCharge, Cost: 3 * p.Limit, Now: after})
+			require.NoError(t, err)
+			require.False(t, d.Blocked)
+			require.False(t, d.Allowed, "in debt")
+			require.Equal(t, 3*p.Limit, d.Granted)
+			require.Equal(t, st.Until, next.Until, "the ended block is kept (state %+v)", next)
 		})
 	}
 }

@@ -15,6 +15,7 @@ func BenchmarkDecide(b *testing.B) {
 	}{
 		{"gcra", Params{Kind: KindGCRA, Limit: 1e9, Interval: s}},
 		{"token-bucket", Params{Kind: KindTokenBucket, Limit: 1e9, Interval: s, Amount: 1}},
+		{"token-bucket-interval-refill", Params{Kind: KindTokenBucket, Limit: 1e9, Interval: s, Amount: 1, IntervalRefill: true}},
 		{"fixed-window", Params{Kind: KindFixedWindow, Limit: 1e9, Interval: s}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -47,6 +47,19 @@ const (
 	// decision describes the key afterwards, as a check of Op.Cost would.
 	// The GCRA, the leaky bucket and the token bucket support it.
 	VerbExhaust
+	// VerbCharge records Op.Cost at the key's latest point whatever the key
+	// holds, beyond its limit if need be (a debt the rate repays), as the
+	// excess of a request's actual cost over the estimate it was admitted
+	// with; Decision.Granted says what it recorded. The decision describes
+	// the key afterwards, as a check of a zero cost would. The GCRA, the
+	// leaky bucket and the token bucket support it (see settle.go).
+	VerbCharge
+	// VerbRefund gives back Op.Cost, at most what the key holds at its
+	// latest point, as the part of a request's estimate that its actual
+	// cost did not use; Decision.Granted says what it gave back. The
+	// decision describes the key afterwards, as a check of a zero cost
+	// would. The GCRA, the leaky bucket and the token bucket support it.
+	VerbRefund
 )
 
 // String returns the verb's name as used in error messages.
@@ -70,6 +83,10 @@ func (v Verb) String() string {
 		return "leave"
 	case VerbExhaust:
 		return "exhaust"
+	case VerbCharge:
+		return "charge"
+	case VerbRefund:
+		return "refund"
 	}
 	return "verb(" + strconv.Itoa(int(v)) + ")"
 }
@@ -174,7 +191,8 @@ type Decision struct {
 	// with a patience (Op.MaxDelay), it is the caller's ticket in the
 	// key's line, which its next try hands back; zero if the line was full.
 	At int64
-	// Granted is, for VerbAtMost, the cost admitted and recorded.
+	// Granted is, for VerbAtMost, the cost admitted and recorded; for
+	// VerbCharge, the cost recorded; for VerbRefund, the cost given back.
 	Granted float64
 	// Blocked reports that a penalty blocks the key (Params.Penalty).
 	Blocked bool

@@ -105,8 +105,10 @@ type Params struct {
 }
 
 const (
-	// maxSpan bounds every duration the algorithms compute (about 36
-	// years), so that a time plus a span stays far from int64 overflow.
+	// maxSpan bounds the spans the algorithms compute (about 36 years): a
+	// delay asked for, a drain, the refills a wait takes (one interval
+	// more at most), so that a time plus a few spans stays far from int64
+	// overflow.
 	maxSpan = arith.MaxSpan
 	// tolerance is the relative slack of float comparisons: amounts within
 	// Limit*tolerance of each other are equal, and durations computed from
@@ -286,12 +288,14 @@ func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
 
 // CheckCost reports whether verb and cost can run under p: an error
 // wrapping [ErrInvalidCost] for a negative, NaN or infinite cost,
-// [ErrCostExceedsLimit] for a cost above the limit (except for VerbFill and
-// VerbAtMost, which take any cost, unless the limit is below one unit),
-// and [ErrUnsupported] for an unknown verb or one the algorithm does not
-// run: a fill-up of another algorithm than the leaky bucket, a reservation,
-// cancel or exhaust of a window algorithm, a reservation, fill-up, exhaust
-// or partial grant of the concurrency limit, an extension or a leaving of any other.
+// [ErrCostExceedsLimit] for a cost above the limit (except for VerbFill,
+// VerbCharge and VerbRefund, which take any cost, and VerbAtMost, which
+// does unless the limit is below one unit), and [ErrUnsupported] for an
+// unknown verb or one the algorithm does not run: a fill-up of another
+// algorithm than the leaky bucket; a reservation, cancel, exhaust, charge
+// or refund of a window algorithm; a reservation, fill-up, exhaust,
+// charge, refund or partial grant of the concurrency limit; an extension
+// or a leaving of any other.
 func (p *Params) CheckCost(verb Verb, cost float64) error {
 	if !(cost >= 0) || math.IsInf(cost, 0) {
 		return fmt.Errorf("%w: %v", ErrInvalidCost, cost)
@@ -315,6 +319,11 @@ func (p *Params) CheckCost(verb Verb, cost float64) error {
 		if !p.Reservable() {
 			return fmt.Errorf("%w: %v cannot be exhausted until an instant", ErrUnsupported, p.Kind)
 		}
+	case VerbCharge, VerbRefund:
+		if !p.Reservable() {
+			return fmt.Errorf("%w: %v does not settle costs", ErrUnsupported, p.Kind)
+		}
+		return nil
 	case VerbExtend, VerbLeave:
 		if p.Kind != KindConcurrency {
 			return fmt.Errorf("%w: %v holds no leases to %v", ErrUnsupported, p.Kind, verb)
@@ -442,14 +451,16 @@ func (p *Params) Decide(s *State, op Op, d *Decision) {
 	}
 }
 
-// decideOther is Decide for VerbAtMost, VerbExtend, VerbLeave and
-// VerbExhaust.
+// decideOther is Decide for VerbAtMost, VerbExtend, VerbLeave,
+// VerbExhaust, VerbCharge and VerbRefund.
 func (p *Params) decideOther(s *State, op *Op, d *Decision) {
 	switch op.Verb {
 	case VerbAtMost:
 		p.stepAtMost(s, op, d)
 	case VerbExhaust:
 		p.stepExhaust(s, op, d)
+	case VerbCharge, VerbRefund:
+		p.stepSettle(s, op, d)
 	default:
 		p.decide(s, op, d)
 	}
@@ -467,8 +478,8 @@ func (p *Params) stepExhaust(s *State, op *Op, d *Decision) {
 	p.settle(s, VerbExhaust, d)
 }
 
-// decide runs the algorithm for every verb but VerbAtMost and
-// VerbExhaust, which are made of decisions of the others.
+// decide runs the algorithm for every verb but VerbAtMost, VerbExhaust,
+// VerbCharge and VerbRefund, which are made of decisions of the others.
 func (p *Params) decide(s *State, op *Op, d *Decision) {
 	if p.Penalty > 0 || p.CountDenied {
 		p.decideStrict(s, op, d)
@@ -511,20 +522,20 @@ func (p *Params) settle(s *State, verb Verb, d *Decision) {
 }
 
 // Records reports whether a decision *d on an op of verb changed the key's
-// state, so that a store writes the state back: a fill-up and an exhaust
-// always do; an admission, a booked reservation, a cancel that gave its
-// cost back (or released a lease), an extended lease, a waiter's leaving
-// and a partial grant of something do; so does a denied Allow or reservation under a
-// penalty or with denials counted, and a denied Allow that waits in a
-// concurrency limit's line (its Decision.At is its ticket); a check never
-// does.
+// state, so that a store writes the state back: a fill-up, an exhaust, a
+// charge and a refund always do; an admission, a booked reservation, a
+// cancel that gave its cost back (or released a lease), an extended
+// lease, a waiter's leaving and a partial grant of something do; so does
+// a denied Allow or reservation under a penalty or with denials counted,
+// and a denied Allow that waits in a concurrency limit's line (its
+// Decision.At is its ticket); a check never does.
 func (p *Params) Records(verb Verb, d *Decision) bool {
 	switch verb {
 	case VerbAllow:
 		return d.Allowed || d.Blocked || p.CountDenied || d.At != 0
 	case VerbReserve:
 		return d.Allowed || d.Blocked || p.CountDenied
-	case VerbFill, VerbExhaust:
+	case VerbFill, VerbExhaust, VerbCharge, VerbRefund:
 		return true
 	case VerbAtMost:
 		return d.Granted > 0

@@ -115,6 +115,12 @@ func (p *Params) fillUp(s *State, op *Op, d *Decision) {
 	var e Decision
 	p.decideKind(&t, &again, &e)
 	d.Used, d.Remaining, d.RetryAfter, d.ResetAfter = e.Used, e.Remaining, e.RetryAfter, e.ResetAfter
+	if e.RetryAfter == 0 {
+		// The denial and the decision on the full key may round apart (a
+		// meter in debt decides the one from its point and the other from
+		// now): a denial still waits, a nanosecond.
+		d.RetryAfter = 1
+	}
 }
 
 // fullAt records the whole limit of a reservable algorithm's key as in

@@ -99,7 +99,7 @@ func (p *Params) usedAt(used float64, last, now int64) float64 {
 // excess of x tokens over the burst is gone: zero or fewer when there is
 // room already, negative when there was room that many refills before it.
 func (p *Params) refillsTo(x float64) int64 {
-	return int64(math.Ceil((x - p.slack()) / p.Amount))
+	return p.refillCount(math.Ceil((x - p.slack()) / p.Amount))
 }
 
 // refills returns how many refills it takes to free x tokens.
@@ -107,5 +107,18 @@ func (p *Params) refills(x float64) int64 {
 	if x <= p.slack() {
 		return 0
 	}
-	return int64(math.Ceil((x - p.slack()) / p.Amount))
+	return p.refillCount(math.Ceil((x - p.slack()) / p.Amount))
+}
+
+// refillCount converts a whole count of refills to an int64, capped at the
+// refills of maxSpan and one more. Only a key read under a slower limit
+// than it was charged under (see settle.go) holds more than the refills
+// of maxSpan bring: its wait is then capped, at maxSpan and less than an
+// interval more, as a bucket's drain is (see arith.CeilNanos), instead of
+// overflowing.
+func (p *Params) refillCount(n float64) int64 {
+	if n*float64(p.Interval) > maxSpan {
+		return maxSpan/p.Interval + 1
+	}
+	return int64(n)
 }

@@ -215,15 +215,15 @@ func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engi
 	if !cacheable {
 		switch e, ok := sh.entries[key]; {
 		case !ok:
-		case op.Verb == engine.VerbCancel && d.Allowed:
-			// A reservation given back leaves the key looser than the
-			// denial held: forget it, and (as Reset does) keep out a
-			// denial decided before the cancel and arriving after it.
+		case op.Verb == engine.VerbCancel && d.Allowed, op.Verb == engine.VerbRefund && d.Granted > 0:
+			// A reservation or a cost given back leaves the key looser
+			// than the denial held: forget it, and (as Reset does) keep
+			// out a denial decided before it and arriving after it.
 			sh.epoch++
 			delete(sh.entries, key)
 		case e.params == *p && p.Records(op.Verb, &d):
-			// A fill-up, a booked reservation or a partial grant, which the
-			// cache never answers, only makes the key stricter: a denial
+			// A fill-up, a booked reservation, a partial grant or a charge,
+			// which the cache never answers, only makes the key stricter: a denial
 			// held still holds, and later answers carry the allowance left.
 			e.recorded(op.Now, d)
 			sh.entries[key] = e

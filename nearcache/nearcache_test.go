@@ -330,3 +330,20 @@ func TestCancelThroughTheCacheClearsItsEntry(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "the freed turn is not hidden by the denial cached before the cancel")
 }
+
+func TestRefundThroughTheCacheClearsItsEntry(t *testing.T) {
+	nc, _ := newCache(t, nearcache.Config{})
+	ctx := context.Background()
+	d, err := nc.Apply(ctx, "k", &gcra, op(engine.VerbAllow, 1, 0))
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = nc.Apply(ctx, "k", &gcra, op(engine.VerbAllow, 1, 100*time.Millisecond))
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "denied, and cached until 1s")
+	d, err = nc.Apply(ctx, "k", &gcra, op(engine.VerbRefund, 1, 200*time.Millisecond))
+	require.NoError(t, err)
+	require.Positive(t, d.Granted, "given back")
+	d, err = nc.Apply(ctx, "k", &gcra, op(engine.VerbAllow, 1, 300*time.Millisecond))
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the cost given back is not hidden by the denial cached before the refund")
+}

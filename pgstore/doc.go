@@ -18,10 +18,11 @@
 //	}
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5, sluice.WithStore(st))
 //
-// Reservations, their cancels, partial grants and exhausts
-// ([engine.VerbExhaust]) are one statement each too, and so are the
-// concurrency limit's acquisitions, releases and extensions of leases,
-// and its waiters' places in line. A release (or a
+// Reservations, their cancels, partial grants, exhausts
+// ([engine.VerbExhaust]) and the charges and refunds that settle a cost
+// ([engine.VerbCharge], [engine.VerbRefund]) are one statement each too,
+// and so are the concurrency limit's acquisitions, releases and
+// extensions of leases, and its waiters' places in line. A release (or a
 // waiter leaving the line, or served with room left) notifies the waiters
 // of every process sharing the table (NOTIFY, with the decision's
 // commit), so that [sluice.Limiter.Acquire] sleeps until one rather than

@@ -53,7 +53,8 @@ func (s *statementSet) of(v sqlfile.Variant) (*sqlgen.Statements, error) {
 	on := func(text string) string {
 		return strings.NewReplacer(sqlfile.Table, s.table, sqlfile.Channel, s.channel).Replace(text)
 	}
-	built := &sqlgen.Statements{Apply: on(texts.Apply), AtMost: on(texts.AtMost), Check: on(texts.Check), Exhaust: on(texts.Exhaust)}
+	built := &sqlgen.Statements{Apply: on(texts.Apply), AtMost: on(texts.AtMost), Check: on(texts.Check), Exhaust: on(texts.Exhaust),
+		Settle: on(texts.Settle)}
 	// Callers racing here build the same text: the first stored is kept.
 	if !s.built[i].CompareAndSwap(nil, built) {
 		return s.built[i].Load(), nil

@@ -73,9 +73,9 @@ func line(lines []string, i int) string {
 // options that select a statement (a calendar window's Windows among
 // them), valid, to have its variant's
 // statements on either clock (all three, but the concurrency limit's
-// partial grant, which it refuses; and the exhaust of the algorithms that
-// book reservations), and the statements that decide nothing to be there
-// too.
+// partial grant, which it refuses; and the exhaust and the settle of the
+// algorithms that book reservations), and the statements that decide
+// nothing to be there too.
 func TestEveryVariantHasItsStatements(t *testing.T) {
 	seen := make(map[sqlfile.Variant]bool)
 	for kind := engine.KindLeakyBucket; kind <= engine.KindConcurrency; kind++ {
@@ -121,12 +121,15 @@ func TestEveryVariantHasItsStatements(t *testing.T) {
 				_, err := readCommitted(sqlfile.Path(v, sqlfile.AtMost, callerClock))
 				require.ErrorIs(t, err, fs.ErrNotExist, "no partial grant's statement for the concurrency limit")
 			}
-			// An exhaust for the algorithms that book reservations alone.
+			// An exhaust, and a charge's and refund's statement, for the
+			// algorithms that book reservations alone.
 			p := engine.Params{Kind: v.Kind}
-			require.Equal(t, p.Reservable(), slices.Contains(v.Statements(), sqlfile.Exhaust), "%+v", v)
-			if !p.Reservable() {
-				_, err := readCommitted(sqlfile.Path(v, sqlfile.Exhaust, callerClock))
-				require.ErrorIs(t, err, fs.ErrNotExist, "%+v: no exhaust's statement for an algorithm that books nothing", v)
+			for _, s := range []sqlfile.Statement{sqlfile.Exhaust, sqlfile.Settle} {
+				require.Equal(t, p.Reservable(), slices.Contains(v.Statements(), s), "%+v %v", v, s)
+				if !p.Reservable() {
+					_, err := readCommitted(sqlfile.Path(v, s, callerClock))
+					require.ErrorIs(t, err, fs.ErrNotExist, "%+v: no %v statement for an algorithm that books nothing", v, s)
+				}
 			}
 		}
 		_, err := readCommitted(sqlfile.Prune(callerClock))
@@ -154,7 +157,7 @@ func TestStatementsAreBuiltOnceWhenFirstNeeded(t *testing.T) {
 			require.NoError(t, err)
 			require.Same(t, first, again, "%+v: built twice", v)
 			texts := map[sqlfile.Statement]string{sqlfile.Apply: first.Apply, sqlfile.AtMost: first.AtMost, sqlfile.Check: first.Check,
-				sqlfile.Exhaust: first.Exhaust}
+				sqlfile.Exhaust: first.Exhaust, sqlfile.Settle: first.Settle}
 			for s, text := range texts {
 				if !slices.Contains(v.Statements(), s) {
 					require.Empty(t, text, "%+v: a statement it does not have, %v", v, s)

@@ -28,9 +28,11 @@ import (
 // current row, locked, inside the database, with the algorithm translated
 // to SQL from [engine.Params.Step]. Concurrent decisions on one key are
 // serialized by the row lock, never retried. A reservation (Reserve,
-// Wait), its cancel, a partial grant (AllowAtMost) and an exhaust
-// (VerbExhaust: the key full until MaxDelay from the store's time) are
-// one such statement each too, and so are the concurrency limit's acquisition,
+// Wait), its cancel, a partial grant (AllowAtMost), an exhaust
+// (VerbExhaust: the key full until MaxDelay from the store's time) and a
+// settled cost's charge or refund (VerbCharge, VerbRefund: one statement
+// for both, at the store's time) are one such statement each too, and so
+// are the concurrency limit's acquisition,
 // release (VerbCancel) and extension (VerbExtend) of a lease, whose
 // identity (Decision.At) the statement returns, and a waiter's place in
 // the key's line (its ticket, Decision.At of a denied acquisition with a
@@ -228,11 +230,13 @@ func statement(stmts *statementSet, callerClock bool, key string, p *engine.Para
 		sql = v.AtMost
 	case engine.VerbExhaust:
 		sql = v.Exhaust
+	case engine.VerbCharge, engine.VerbRefund:
+		sql = v.Settle
 	}
 	if sql == "" {
 		// A variant without the statement (the concurrency limit's partial
-		// grant, a window's or the concurrency limit's exhaust), which
-		// Params.CheckOp refuses first.
+		// grant, a window's or the concurrency limit's exhaust, charge or
+		// refund), which Params.CheckOp refuses first.
 		return "", nil, fmt.Errorf("%w: pgstore: %v does not %v", sluice.ErrUnsupported, p.Kind, op.Verb)
 	}
 	return sql, args(key, p, op, callerClock), nil

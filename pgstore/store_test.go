@@ -94,7 +94,8 @@ func TestConcurrentCallersOnOneKeyAdmitExactlyTheBurst(t *testing.T) {
 // wraps, which the conformance traces never reach: with every verb,
 // reservations booked up to 2^60 ns ahead, no earlier than the latest
 // instant accepted, and their cancels, keys exhausted for up to 2^60 ns,
-// leases extended and released, and blocks of up to 2^60 ns.
+// charged up to 2^60 ns ahead and refunded, leases extended and
+// released, and blocks of up to 2^60 ns.
 func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 4)
 	st, _ := newStore(t, pool, pgstore.WithCallerClock())
@@ -134,7 +135,13 @@ func TestStepsMatchSpecificationAtTheEndsOfTime(t *testing.T) {
 							engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: now, At: booked},
 							// Full for the longest delay, and then at once.
 							engine.Op{Verb: engine.VerbExhaust, Cost: p.Limit, Now: now, MaxDelay: 1 << 60},
-							engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now})
+							engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: now},
+							// In debt for as long as a key may be, given
+							// part of it back, and all of it.
+							engine.Op{Verb: engine.VerbCharge, Cost: 0x1p1000, Now: now},
+							engine.Op{Verb: engine.VerbRefund, Cost: p.Limit, Now: now},
+							engine.Op{Verb: engine.VerbCharge, Cost: 3 * p.Limit, Now: now},
+							engine.Op{Verb: engine.VerbRefund, Cost: 0x1p1000, Now: now})
 					}
 					for _, op := range ops {
 						if op.At == latest {
@@ -510,7 +517,7 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"cost above limit", "k", gcra, allow(6, base), sluice.ErrCostExceedsLimit},
 		{"check above limit", "k", gcra, engine.Op{Verb: engine.VerbCheck, Cost: 6}, sluice.ErrCostExceedsLimit},
 		{"fill-up of GCRA", "k", gcra, engine.Op{Verb: engine.VerbFill, Cost: 1}, sluice.ErrUnsupported},
-		{"unknown verb", "k", gcra, engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1}, sluice.ErrUnsupported},
+		{"unknown verb", "k", gcra, engine.Op{Verb: engine.VerbRefund + 1, Cost: 1}, sluice.ErrUnsupported},
 		{"reservation of a window", "k", window, engine.Op{Verb: engine.VerbReserve, Cost: 1, Now: base}, sluice.ErrUnsupported},
 		{"cancel of a window", "k", window, engine.Op{Verb: engine.VerbCancel, Cost: 1, Now: base, At: base + 1}, sluice.ErrUnsupported},
 		{"reservation above limit", "k", gcra, engine.Op{Verb: engine.VerbReserve, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
@@ -523,6 +530,10 @@ func TestInvalidRequestsFailBeforeTheDatabase(t *testing.T) {
 		{"exhaust above limit", "k", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 6, Now: base}, sluice.ErrCostExceedsLimit},
 		{"negative exhaust delay", "k", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base, MaxDelay: -1}, sluice.ErrInvalidDelay},
 		{"exhaust delay above 2^60 ns", "k", gcra, engine.Op{Verb: engine.VerbExhaust, Cost: 1, Now: base, MaxDelay: 1<<60 + 1}, sluice.ErrInvalidDelay},
+		{"charge of a window", "k", window, engine.Op{Verb: engine.VerbCharge, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"refund of a lease", "k", leases, engine.Op{Verb: engine.VerbRefund, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"charge of an infinite cost", "k", gcra, engine.Op{Verb: engine.VerbCharge, Cost: math.Inf(1), Now: base}, sluice.ErrInvalidCost},
+		{"refund of NaN", "k", gcra, engine.Op{Verb: engine.VerbRefund, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
 		{"partial grant of NaN", "k", gcra, engine.Op{Verb: engine.VerbAtMost, Cost: math.NaN(), Now: base}, sluice.ErrInvalidCost},
 		{"partial grant above a limit below one", "k", engine.Params{Kind: engine.KindGCRA, Limit: 0.5, Interval: int64(time.Second)},
 			engine.Op{Verb: engine.VerbAtMost, Cost: 1, Now: base}, sluice.ErrCostExceedsLimit},

@@ -183,8 +183,9 @@ func split(ns int64) (sec, nsec float64) {
 // concurrency limit's lease taken or extended, whose Decision.At is its
 // expiry and Delay zero, or a denied acquisition's place in the limit's
 // line, whose Decision.At is its ticket, split as nanoseconds are), the
-// seconds and nanoseconds of the instant; for a partial grant (always),
-// the cost granted. A group's reply is the index
+// seconds and nanoseconds of the instant; for a partial grant, a charge
+// or a refund (always: see grants), the cost granted, recorded or given
+// back (Decision.Granted). A group's reply is the index
 // of the limit the group's decision is made from (from 1), then the
 // group's record and each limit's. A key conflict is 128, the stored
 // kind's byte and the key's index (from 1).
@@ -212,7 +213,7 @@ func decode(reply any, key string, p *engine.Params, verb engine.Verb) (engine.D
 	if conflict, kind, _ := conflictOf(b); conflict {
 		return engine.Decision{Limit: p.Limit}, conflictError(key, kind, p)
 	}
-	d, rest, why := record(b, verb, verb == engine.VerbAtMost, p.Kind == engine.KindConcurrency)
+	d, rest, why := record(b, verb, grants(verb), p.Kind == engine.KindConcurrency)
 	if why == "" && rest != "" {
 		why = ": bytes left over"
 	}
@@ -221,6 +222,13 @@ func decode(reply any, key string, p *engine.Params, verb engine.Verb) (engine.D
 	}
 	d.Limit = p.Limit
 	return d, nil
+}
+
+// grants reports whether a decision on verb carries a cost in its reply
+// (Decision.Granted): a partial grant's, a charge's or a refund's. A
+// group decides none of them.
+func grants(verb engine.Verb) bool {
+	return verb == engine.VerbAtMost || verb == engine.VerbCharge || verb == engine.VerbRefund
 }
 
 // decodeGroup turns the script's reply to a group of ops into each

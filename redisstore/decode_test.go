@@ -47,6 +47,10 @@ func TestDecodeReadsDecision(t *testing.T) {
 			engine.Decision{Allowed: true, Limit: 5, Used: 5, ResetAfter: 1e9, Granted: 2}},
 		{"NothingGranted", engine.VerbAtMost, reply(0, 5, 0, 0, 7, 1, 0, 0),
 			engine.Decision{Limit: 5, Used: 5, RetryAfter: 7, ResetAfter: 1e9}},
+		{"ChargeIntoDebt", engine.VerbCharge, reply(0, 5, 0, 3, 0, 8, 0, 7.5),
+			engine.Decision{Limit: 5, Used: 5, RetryAfter: 3e9, ResetAfter: 8e9, Granted: 7.5}},
+		{"Refund", engine.VerbRefund, reply(1, 1, 4, 0, 0, 1, 0, 0.25),
+			engine.Decision{Allowed: true, Limit: 5, Used: 1, Remaining: 4, ResetAfter: 1e9, Granted: 0.25}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +79,7 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	}
 	grants := func(g float64) string { return reply(1, 5, 0, 0, 0, 1, 0, g) }
 	allow, reserve, atMost := engine.VerbAllow, engine.VerbReserve, engine.VerbAtMost
+	charge, refund := engine.VerbCharge, engine.VerbRefund
 	for name, tt := range map[string]struct {
 		verb  engine.Verb
 		reply any
@@ -111,6 +116,11 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		"NegativeGrant":       {atMost, grants(-1)},
 		"NaNGrant":            {atMost, grants(math.NaN())},
 		"InfiniteGrant":       {atMost, grants(math.Inf(1))},
+		"ChargeMissing":       {charge, valid},
+		"RefundMissing":       {refund, valid},
+		"WaitOfACharge":       {charge, waits(1, 0, 2, 0)},
+		"InfiniteCharge":      {charge, grants(math.Inf(1))},
+		"NegativeRefund":      {refund, grants(-1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, err := decode(tt.reply, "k", p, tt.verb)

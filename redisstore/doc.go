@@ -22,10 +22,11 @@
 // [sluice.ErrUnsupported].
 //
 // Reservations (Reserve, and Wait, which books its turn with one), the
-// cancels that give them back and partial grants (AllowAtMost) are one
-// call each too: a reservation books its instant and records its
-// cost in the key at once, so waiters on one key, in any process, are
-// served in the order Redis booked them.
+// cancels that give them back, partial grants (AllowAtMost), exhausts
+// (Exhaust) and the charge or refund that settles a request's actual cost
+// (Settle: VerbCharge, VerbRefund) are one call each too: a reservation
+// books its instant and records its cost in the key at once, so waiters
+// on one key, in any process, are served in the order Redis booked them.
 //
 // The concurrency limit ([sluice.NewConcurrencyLimit]) keeps a key's live
 // leases in its value, at most MaxEntries, with the latest expiry it

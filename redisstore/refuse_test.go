@@ -19,8 +19,8 @@ import (
 // and nothing is recorded, never decided as some other verb. An extension
 // and a leaving of the line are verbs of the concurrency limit alone,
 // which in turn takes no fill-up, reservation or partial grant; an
-// exhaust is a verb of the algorithms that take reservations alone, and
-// of no group.
+// exhaust, a charge and a refund are verbs of the algorithms that take
+// reservations alone, and of no group.
 func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
 	t.Cleanup(func() { c.Close() })
@@ -40,8 +40,8 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		verb engine.Verb
 	}{
 		{"VerbZero", gcra, 0},
-		{"VerbTen", gcra, 10},
-		{"VerbTenOfLeases", leases, 10},
+		{"VerbTwelve", gcra, engine.VerbRefund + 1},
+		{"VerbTwelveOfLeases", leases, engine.VerbRefund + 1},
 		{"VerbTwoHundred", gcra, 200},
 		{"UnknownAlgorithm", unknown, engine.VerbAllow},
 		{"ExtensionOfAGCRA", gcra, engine.VerbExtend},
@@ -53,6 +53,11 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		{"ExhaustOfAFixedWindow", fixed, engine.VerbExhaust},
 		{"ExhaustOfASlidingCounter", counter, engine.VerbExhaust},
 		{"ExhaustOfASlidingLog", log, engine.VerbExhaust},
+		{"ChargeOfLeases", leases, engine.VerbCharge},
+		{"RefundOfLeases", leases, engine.VerbRefund},
+		{"ChargeOfAFixedWindow", fixed, engine.VerbCharge},
+		{"RefundOfASlidingCounter", counter, engine.VerbRefund},
+		{"ChargeOfASlidingLog", log, engine.VerbCharge},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := "refused:" + tt.name
@@ -64,7 +69,8 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		})
 	}
 
-	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, engine.VerbLeave, engine.VerbExhaust, 10} {
+	for _, verb := range []engine.Verb{0, engine.VerbFill, engine.VerbAtMost, engine.VerbExtend, engine.VerbLeave, engine.VerbExhaust,
+		engine.VerbCharge, engine.VerbRefund, engine.VerbRefund + 1} {
 		t.Run(fmt.Sprintf("GroupOfVerb%d", verb), func(t *testing.T) {
 			ops := []engine.GroupOp{
 				{Key: "g1", Params: gcra, Op: engine.Op{Verb: verb, Cost: 1, Now: now}},

@@ -104,3 +104,92 @@ func TestLibraryLoads(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{lib.apply, lib.group}, names)
 }
+
+// TestScriptRefillCountsAreExact runs the interval refill's counts of
+// whole intervals on a real Redis against Go's integers: refillsInMaxSpan
+// (Go's float64(maxSpan / interval), a quotient beyond 2^53 for intervals
+// below 2^7 ns) and refillPoint's refills over 2^53 ns or more, which a
+// state in debt (a charge may hold 2^60 ns of refills) needs counted to the
+// last, as Go's float64 of its int64 count. The traces reach them only at
+// the extreme intervals, and rarely.
+func TestScriptRefillCountsAreExact(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testserver.StartRedis(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	refills := newLibrary("sluice_refills", "prelude.lua", "time.lua", "arith.lua", "intervalrefill.lua")
+	refills.source += `
+redis.register_function(LIBRARY .. '_eval', function(_, args)
+  bind()
+  local out = {}
+  for i = 1, #args do
+    local d, a, used, ls, ln, ts, tn = struct.unpack('<ddddddd', args[i])
+    interval, amount, limit, slack = d, a, 1, 0
+    local u, rs, rn = refillPoint(used, ls, ln, ts, tn)
+    out[#out + 1] = struct.pack('<dddd', refillsInMaxSpan(), u, rs, rn)
+  end
+  return table.concat(out)
+end)
+`
+	require.NoError(t, refills.load(t.Context(), c))
+	rng := rand.New(rand.NewPCG(3, 4))
+	const maxTime, maxSpan = 1 << 62, 1 << 60
+	intervals := []int64{1, 2, 3, 7, 127, 128, 129, 999999999, 1e9 + 1, 1<<52 + 1, 1<<53 - 1}
+	for range 40 {
+		intervals = append(intervals, 1+rng.Int64N(1<<rng.IntN(54)))
+	}
+	type result struct {
+		inMaxSpan, used float64
+		sec, nsec       int64
+	}
+	var cases []string
+	var args []any
+	var want []result
+	for _, d := range intervals {
+		for range 40 {
+			amount := []float64{1, 0.3, 2.5, rng.Float64() * 10}[rng.IntN(4)]
+			last := rng.Int64N(maxTime)
+			now := last + rng.Int64N(maxTime+maxSpan-last+1)
+			if rng.IntN(4) > 0 {
+				now = min(last+1<<53+rng.Int64N(1<<60), maxTime+maxSpan) // the count beyond 2^53 ns
+			}
+			k := (now - last) / d
+			// In use: as much as a charge leaves at most, around what k
+			// refills free, or anything.
+			var used float64
+			switch rng.IntN(3) {
+			case 0:
+				used = float64(maxSpan/d) * amount
+			case 1:
+				used = float64(k) * amount * (1 + (rng.Float64()-0.5)*0x1p-40)
+			default:
+				used = rng.Float64() * float64(maxSpan/d) * amount
+			}
+			// Go's refillPoint, with no slack.
+			u, l := used, last
+			if u > 0 && now > l {
+				u = max(u-float64(k)*amount, 0)
+				l += k * d
+			}
+			if u <= 0 {
+				u, l = 0, now
+			}
+			b := make([]byte, 0, 56)
+			for _, x := range []float64{float64(d), amount, used, float64(last / 1e9), float64(last % 1e9), float64(now / 1e9), float64(now % 1e9)} {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+			}
+			cases = append(cases, fmt.Sprintf("interval %d, amount %v, %v in use from %d to %d", d, amount, used, last, now))
+			args = append(args, string(b))
+			want = append(want, result{float64(maxSpan / d), u, l / 1e9, l % 1e9})
+		}
+	}
+	reply, err := c.FCall(t.Context(), refills.name+"_eval", nil, args...).Text()
+	require.NoError(t, err)
+	require.Len(t, reply, 32*len(want))
+	for i := range want {
+		x := func(j int) float64 {
+			return math.Float64frombits(binary.LittleEndian.Uint64([]byte(reply[32*i+8*j:])))
+		}
+		got := result{x(0), x(1), int64(x(2)), int64(x(3))}
+		require.Equal(t, want[i], got, cases[i])
+		require.Equal(t, math.Float64bits(want[i].used), math.Float64bits(got.used), cases[i])
+	}
+}

@@ -117,8 +117,9 @@ func (s *Store) Key(key string) string {
 // atomically, and returns the decision. It implements [sluice.Store].
 //
 // Every verb is one call: a reservation (VerbReserve), the cancel
-// that gives it back and a partial grant (VerbAtMost) as much as an
-// allow, and so are a concurrency limit's lease (VerbAllow), its release
+// that gives it back, a partial grant (VerbAtMost), an exhaust
+// (VerbExhaust), a charge (VerbCharge) and a refund (VerbRefund) as much
+// as an allow, and so are a concurrency limit's lease (VerbAllow), its release
 // (VerbCancel), its extension (VerbExtend), a wait in its line (a denied
 // VerbAllow with a patience, Op.MaxDelay, whose Decision.At is the
 // waiter's ticket) and a waiter's leaving (VerbLeave). In server-clock

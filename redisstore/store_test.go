@@ -432,7 +432,7 @@ func TestInvalidInputFailsBeforeRedis(t *testing.T) {
 		{"InfiniteCost", gcra, engine.Op{Verb: engine.VerbFill, Cost: math.Inf(1), Now: base}, sluice.ErrInvalidCost},
 		{"CostAboveLimit", gcra, allow(3, base), sluice.ErrCostExceedsLimit},
 		{"FillupOfGCRA", gcra, engine.Op{Verb: engine.VerbFill, Cost: 1, Now: base}, sluice.ErrUnsupported},
-		{"UnknownVerb", gcra, engine.Op{Verb: engine.VerbExhaust + 1, Cost: 1, Now: base}, sluice.ErrUnsupported},
+		{"UnknownVerb", gcra, engine.Op{Verb: engine.VerbRefund + 1, Cost: 1, Now: base}, sluice.ErrUnsupported},
 		{"TimeBeforeEpoch", gcra, allow(1, -1), sluice.ErrTimeOutOfRange},
 		{"TimeAfter2116", gcra, allow(1, 1<<62+1), sluice.ErrTimeOutOfRange},
 		{"WindowOf2To53", engine.Params{Kind: engine.KindFixedWindow, Limit: 1, Interval: 1 << 53}, allow(1, base), sluice.ErrUnsupported},

@@ -220,7 +220,9 @@ func replay(t *testing.T, st sluice.Store, limits []engine.Params, exact bool, k
 
 // randomOp draws a request: mostly admissions, with checks, fill-ups of
 // the leaky bucket, partial grants, and for the algorithms that book
-// ahead, exhausts, reservations of any maximum delay and cancels of earlier ones,
+// ahead, exhausts, charges and refunds (a settled cost's excess, into
+// debt at times, and what it did not use), reservations of any maximum
+// delay and cancels of earlier ones,
 // in any order, again, or after their instant; for the concurrency
 // limit, releases and extensions of its leases, live or not.
 func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) engine.Op {
@@ -238,6 +240,14 @@ func randomOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) en
 		}
 	case r == 11 && p.Reservable():
 		op.Verb, op.MaxDelay = engine.VerbExhaust, randomDelay(rng, p)
+	case r == 10 && p.Reservable():
+		op.Verb = engine.VerbCharge + engine.Verb(rng.IntN(2)) // or refund
+		switch rng.IntN(8) {
+		case 0:
+			op.Cost = math.Round(rng.Float64()*3*p.Limit*100) / 100 // into debt
+		case 1:
+			op.Cost = math.Ldexp(1, 1000) // beyond what any key may hold
+		}
 	case r < 12 && p.Reservable(), r == 12:
 		// The window algorithms refuse reservations: an error to match.
 		op.Verb, op.MaxDelay = engine.VerbReserve, randomDelay(rng, p)

@@ -61,6 +61,7 @@ type Key struct {
 	bookings []Booking
 	waits    []int // the indexes of the reservations that waited
 	regiven  float64
+	settled  []Settlement
 	// next is the limit the key takes from the first decision at or
 	// after changeAt on, if it is to change; recorded is the instant of
 	// its latest decision that wrote its state; change is the change

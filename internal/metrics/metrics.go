@@ -38,8 +38,8 @@ func Algorithm(k engine.Kind) string {
 // (lease, [sluice.Event].Lease), "acquire" for VerbAllow (TryAcquire and
 // Acquire), "release" for VerbCancel and "extend" for VerbExtend; for any
 // other, v's own name ("allow", "check", "fill", "reserve", "cancel",
-// "at most", "extend", "exhaust"). An Allow on a concurrency limit is not a lease's
-// decision: it stays "allow".
+// "at most", "extend", "exhaust", "charge", "refund"). An Allow on a
+// concurrency limit is not a lease's decision: it stays "allow".
 func Verb(v engine.Verb, lease bool) string {
 	if lease {
 		switch v {

@@ -72,6 +72,8 @@ func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) n
 			case r < 34 && len(booked[key]) > 0:
 				op = booked[key][rng.IntN(len(booked[key]))]
 				op.Now = now
+			case r < 40 && p.Reservable():
+				op.Verb = engine.VerbCharge + engine.Verb(rng.IntN(2)) // or a refund
 			}
 			before := nc.Stats().Local
 			want, err := alone.Apply(ctx, key, &p, op)

@@ -22,7 +22,14 @@ import (
 //   - The buckets' point (the level or the tokens in use, and its time) is
 //     read as it stands under p: the time after it counts at p's rate, and
 //     the interval-refill bucket's refills come every p.Interval after its
-//     point, its last refill.
+//     point, its last refill. A point charged deep into debt under a
+//     faster limit (up to what its rate frees in 2^60 ns, see [settler])
+//     may hold more than p frees in 2^60 ns: p's durations are capped
+//     then, as every duration is. The meter forgives whatever its level
+//     holds beyond what p's rate leaks in 2^60 ns, whole, 2^60 ns after
+//     its point (see [meter]); the interval refill counts the refills of
+//     2^60 ns and one more at most in a wait, and forgives nothing: read
+//     at that refill, it waits again (see [refill]).
 //   - A window counted under another length counts in the window of p's
 //     length that holds its start (an aligned window; the sliding
 //     counter's current window, the previous one's count kept as the one
@@ -115,6 +122,7 @@ func (k *key) touch(now int64) {
 	if t, ok := k.Model.(toucher); ok {
 		t.touch(now)
 	}
+	k.note()
 }
 
 func (m *meter) touch(now int64) {
@@ -137,13 +145,13 @@ func (r *refill) touch(now int64) {
 
 func (m *meter) change(p engine.Params) Model {
 	n := newMeter(p)
-	n.level, n.last = m.level, m.last
+	n.level, n.last, n.peak = m.level, m.last, m.peak
 	return n
 }
 
 func (r *refill) change(p engine.Params) Model {
 	n := newRefill(p)
-	n.used, n.last = r.used, r.last
+	n.used, n.last, n.peak = r.used, r.last, r.peak
 	return n
 }
 

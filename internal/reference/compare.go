@@ -30,34 +30,39 @@ const durationSlack = 0x1p-46
 // zero iff admitted). Then, if want lies within [Band] of a threshold, it
 // reports lenient and compares nothing else: the caller should then load
 // the production state into the model. Otherwise it requires the same
-// Allowed and Granted, Used within Band of the limit, a lease's At (its
-// identity) to the nanosecond, and durations (RetryAfter, ResetAfter, a
-// reservation's Delay, and its At as Delay after now) equal to the
-// nanosecond when they are exact instants (GCRA, refills, windows, log
-// entries, leases), or within 1 ns plus the Band converted
-// to time at the drain rate plus 2^-46 of the duration when they come
-// from float amounts (the meters, the sliding counter's RetryAfter); a
-// booking's ResetAfter, which counts from its instant, within that plus
-// the difference of the booked instants.
+// Allowed and Granted (a charge's or a refund's within the float rounding
+// of what the key held, see [grantedSlack]), Used within Band of the
+// limit, a lease's At (its identity) to the nanosecond, and durations
+// (RetryAfter, ResetAfter, a reservation's Delay, and its At as Delay
+// after now) equal to the nanosecond when they are exact instants (GCRA,
+// refills, windows, log entries, leases), or within 1 ns plus the Band
+// converted to time at the drain rate plus 2^-46 of the duration when
+// they come from float amounts (the meters, the sliding counter's
+// RetryAfter); a booking's ResetAfter, which counts from its instant,
+// within that plus the difference of the booked instants. A bucket that
+// has held more than its limit (a debt) widens the Band of thresholds,
+// Used and the meters' durations by 2^-46 of the most it held (see
+// [debtSlack]).
 func Compare(p engine.Params, op engine.Op, got engine.Decision, want Decision) (lenient bool, err error) {
 	if err := Invariants(p, op, got); err != nil {
 		return false, err
 	}
-	if want.Margin <= Band {
+	debt := debtSlack(p, want)
+	if want.Margin <= Band+debt/p.Limit {
 		return true, nil
 	}
 	if got.Allowed != want.Allowed {
 		return false, fmt.Errorf("Allowed = %v, want %v (margin %.3g)", got.Allowed, want.Allowed, want.Margin)
 	}
-	if got.Granted != want.Granted {
-		return false, fmt.Errorf("Granted = %v, want %v (margin %.3g)", got.Granted, want.Granted, want.Margin)
+	if diff := math.Abs(got.Granted - want.Granted); diff > grantedSlack(p, op, want) {
+		return false, fmt.Errorf("Granted = %v, want %v (margin %.3g, held %v)", got.Granted, want.Granted, want.Margin, want.Held)
 	}
 	if (got.At == 0) != (want.At == 0) || p.Kind == engine.KindConcurrency && got.At != want.At {
 		// A lease's At is its identity: an instant, to the nanosecond.
 		return false, fmt.Errorf("At = %d, want %d", got.At, want.At)
 	}
 	used, _ := want.Used.Float64()
-	if clamped := min(max(used, 0), p.Limit); math.Abs(got.Used-clamped) > Band*p.Limit {
+	if clamped := min(max(used, 0), p.Limit); math.Abs(got.Used-clamped) > Band*p.Limit+debt {
 		return false, fmt.Errorf("Used = %v, want %v", got.Used, clamped)
 	}
 	for _, dur := range []struct {
@@ -74,13 +79,43 @@ func Compare(p engine.Params, op engine.Op, got engine.Decision, want Decision) 
 	} {
 		tol := 0.0
 		if want.Drain > 0 {
-			tol = 1 + Band*p.Limit*want.Drain + float64(dur.want)*durationSlack + dur.slack
+			tol = 1 + (Band*p.Limit+debt)*want.Drain + float64(dur.want)*durationSlack + dur.slack
 		}
 		if diff := math.Abs(float64(dur.got) - float64(dur.want)); diff > tol {
 			return false, fmt.Errorf("%s = %v, want %v (tolerance %.3gns)", dur.name, time.Duration(dur.got), time.Duration(dur.want), tol)
 		}
 	}
 	return false, nil
+}
+
+// debtSlack is how far the production's amounts may lie from the exact
+// ones beyond Band of the limit, for a bucket whose state has held more
+// than its limit (a debt: see [peaker]): 2^-46 of the most it held,
+// want.Held, a few units in the last place of it. Thresholds are that
+// much nearer (a margin relative to the limit within Band plus that
+// share of it), Used may differ by that much, and durations computed
+// from float amounts by that much at the drain rate. Zero for the GCRA,
+// whose state is integer nanoseconds, and for a key that never held more
+// than its limit.
+func debtSlack(p engine.Params, want Decision) float64 {
+	if p.Kind == engine.KindGCRA || want.Held <= p.Limit {
+		return 0
+	}
+	return durationSlack * want.Held
+}
+
+// grantedSlack is how far the production's Granted may lie from the exact
+// one: nowhere for a partial grant, whose units are whole or its cost; for
+// a charge or a refund, the float rounding of amounts up to what the key
+// held, want.Held (a level, the tokens in use, a TAT's nanoseconds as a
+// float64 and divided by T, the ceiling computed in float), a few units
+// in the last place of it, and the slack of the limit the float code
+// carries beside that: Band of the limit, and 2^-46 of what it held.
+func grantedSlack(p engine.Params, op engine.Op, want Decision) float64 {
+	if op.Verb != engine.VerbCharge && op.Verb != engine.VerbRefund {
+		return 0
+	}
+	return Band*p.Limit + durationSlack*want.Held
 }
 
 // Invariants checks what every decision of p for op keeps, whatever the
@@ -122,10 +157,12 @@ func Invariants(p engine.Params, op engine.Op, d engine.Decision) error {
 // either); only a booked reservation has a Delay, at most its MaxDelay
 // and no earlier than its Op.At, and an At when Delay is positive: the
 // instant Delay after now, or for one given an Op.At, a mark of the
-// booking at or before it; only a partial grant has Granted, whole units
-// less than the cost or the whole cost, and more than zero only when
-// admitted; an exhaust leaves the key full at MaxDelay from now, so its
-// ResetAfter reaches that at least.
+// booking at or before it; only a partial grant, a charge and a refund
+// have Granted: for a partial grant, whole units less than the cost or
+// the whole cost, and more than zero only when admitted; for a charge
+// and a refund, from zero to the cost, admitted or not (a check of
+// nothing on a key in debt, or blocked, is denied); an exhaust leaves the
+// key full at MaxDelay from now, so its ResetAfter reaches that at least.
 func verbInvariants(op engine.Op, d engine.Decision) error {
 	switch {
 	case op.Verb == engine.VerbFill || op.Verb == engine.VerbCancel:
@@ -163,6 +200,12 @@ func verbInvariants(op engine.Op, d engine.Decision) error {
 		return fmt.Errorf("ResetAfter = %v, but an exhaust leaves the key full %v from now", d.ResetAfter, time.Duration(op.MaxDelay))
 	}
 	switch {
+	case op.Verb == engine.VerbCharge || op.Verb == engine.VerbRefund:
+		// What it recorded or gave back, denied or not: none of it
+		// beyond the cost.
+		if !(d.Granted >= 0 && d.Granted <= op.Cost) {
+			return fmt.Errorf("Granted = %v of a %v of %v", d.Granted, op.Verb, op.Cost)
+		}
 	case op.Verb != engine.VerbAtMost:
 		if d.Granted != 0 {
 			return fmt.Errorf("Granted = %v for a %v", d.Granted, op.Verb)

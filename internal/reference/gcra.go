@@ -27,6 +27,9 @@ import (
 //     TAT, which the same cancel, made again, cannot mistake for its own.
 //   - Exhaust makes TAT = max(TAT, now + MaxDelay + bT), the burst in use
 //     at now + MaxDelay, and decides as a check (see [key.exhaust]).
+//   - Charge moves the TAT from base by cT later, to now + 2^60 at most,
+//     and Refund by cT earlier, to now at the earliest; both decide as a
+//     check of nothing (see [gcra.settle] and [key.settle]).
 //
 // The TAT is a time, not a cost: the key records beside it the emission
 // interval it was computed with, A (as State.A holds it, a float64; zero

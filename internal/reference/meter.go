@@ -19,9 +19,26 @@ import (
 // a request behind a booked reservation) sees the level the key had then.
 // The zero state (0, 0) is a fresh key.
 //
+// Every duration is at most 2^60 ns ([maxSpan]), as the production's are
+// (see arith.CeilNanos): a level that takes longer than that to leak is
+// forgiven whole 2^60 ns after its point,
+//
+//	level(t) = 0                        for t >= last + 2^60
+//
+// and a wait counts at most 2^60 ns from the point, a reset at most 2^60
+// ns from the later of the point and now (see [meter.emptyAfter]). Only a
+// key read under a slower rate than it was charged at (see [Change])
+// holds so much: a charge leaves at most what the key's rate leaks in
+// 2^60 ns (see [meter.settle]). Whatever it holds beyond what the slower
+// rate leaks in 2^60 ns is forgiven 2^60 ns after its point (by when a
+// store has forgotten the key: its expiry, now plus a reset so capped,
+// comes no later).
+//
 // A cost c conforms at t iff c <= Limit and level(t)+c <= Limit, that is
-// from the instant last + (A+c-Limit)/r on; fitAt is the first whole
-// nanosecond of that. Allow and Check admit c iff now >= fitAt. Reserve
+// from the instant last + (A+c-Limit)/r on, that span capped at 2^60 ns
+// either way (a key in debt conforms 2^60 ns after its point at the
+// latest, its level forgiven then); fitAt is the first whole nanosecond of
+// that. Allow and Check admit c iff now >= fitAt. Reserve
 // books fitAt (or Op.At, the earliest instant to book, if that is later
 // than both fitAt and now) when it is at most MaxDelay after now (Delay
 // fitAt-now, At fitAt when it must wait), and otherwise says to come back
@@ -34,7 +51,10 @@ import (
 // booking of that instant leaves another point, which the same cancel,
 // made again, cannot mistake for its own. An exhaust raises the level to
 // that of the point (now + MaxDelay, Limit) wherever that is higher (see
-// [meter.fullAt]), and decides as a check.
+// [meter.fullAt]), and decides as a check. A charge raises the level at
+// max(last, now) by its cost, beyond the limit if need be, to 2^60 * r at
+// most, and a refund lowers it there, to zero at the least; both decide
+// as a check of nothing (see [meter.settle] and [key.settle]).
 type meter struct {
 	limit    *big.Rat
 	limitF   float64
@@ -42,6 +62,7 @@ type meter struct {
 	drain    float64  // Interval/Amount: nanoseconds per unit
 	level    *big.Rat // A, the level at last
 	last     int64
+	peak     float64 // the most A has been since the key was fresh or loaded (see [peaker])
 }
 
 func newMeter(p engine.Params) *meter {
@@ -55,12 +76,16 @@ func newMeter(p engine.Params) *meter {
 	return m
 }
 
-func (m *meter) Reset() { m.level, m.last = new(big.Rat), 0 }
+func (m *meter) Reset() { m.level, m.last, m.peak = new(big.Rat), 0, 0 }
 
-func (m *meter) Load(s engine.State) { m.level, m.last = rat(s.A), s.Time }
+func (m *meter) Load(s engine.State) { m.level, m.last, m.peak = rat(s.A), s.Time, s.A }
 
-// levelAt returns the level at t of the point (last, a).
+// levelAt returns the level at t of the point (last, a): zero from 2^60
+// ns after the point on, whatever it holds (see [meter]).
 func (m *meter) levelAt(last int64, a *big.Rat, t int64) *big.Rat {
+	if t-last >= maxSpan {
+		return new(big.Rat)
+	}
 	x := sub(a, mul(ratInt(t-last), m.perNanos))
 	if t >= last && x.Sign() < 0 {
 		return new(big.Rat)
@@ -69,9 +94,33 @@ func (m *meter) levelAt(last int64, a *big.Rat, t int64) *big.Rat {
 }
 
 // emptyAfter returns how long from now until the point (last, a) has
-// leaked to zero: the first whole nanosecond at or after last + a/r.
+// leaked to zero: the first whole nanosecond at or after last + a/r, with
+// the time the level takes to leak capped at 2^60 ns, counted from the
+// point if it lies after now and from now otherwise (the level then that
+// at now), as the production counts it.
 func (m *meter) emptyAfter(last int64, a *big.Rat, now int64) int64 {
-	return max(ceilNanos(add(ratInt(last-now), quo(a, m.perNanos))), 0)
+	if last > now {
+		return last + min(ceilNanos(quo(a, m.perNanos)), maxSpan) - now
+	}
+	return min(ceilNanos(quo(m.levelAt(last, a, now), m.perNanos)), maxSpan)
+}
+
+// fitSpan returns how long after the point an excess x over the limit has
+// leaked, x/r, capped at 2^60 ns either way (see [meter]), and whether it
+// is capped beyond the float rounding of the production's span (2^-48 of
+// it, forgiven; see arith.CeilNanos): the instant is then exactly 2^60 ns
+// after the point on both sides, and a decision's comparison with it is
+// exact.
+func (m *meter) fitSpan(x *big.Rat) (span *big.Rat, capped bool) {
+	span = quo(x, m.perNanos)
+	switch {
+	case span.Cmp(ratInt(maxSpan)) > 0:
+		capped = span.Cmp(ratInt(maxSpan+1<<15)) >= 0
+		return ratInt(maxSpan), capped
+	case span.Cmp(ratInt(-maxSpan)) < 0:
+		return ratInt(-maxSpan), false
+	}
+	return span, false
 }
 
 // zeroMargin is how close a level at now is to zero, relative to the
@@ -91,19 +140,27 @@ func (m *meter) Apply(op engine.Op) Decision {
 	c := rat(op.Cost)
 	d := Decision{Margin: math.Inf(1), Drain: m.drain}
 	// The real instant from which c conforms, and its first nanosecond.
-	fitReal := add(ratInt(m.last), quo(sub(add(m.level, c), m.limit), m.perNanos))
+	span, capped := m.fitSpan(sub(add(m.level, c), m.limit))
+	fitReal := add(ratInt(m.last), span)
 	fitAt := ceilNanos(fitReal)
+	// How far t is from the threshold, as an amount: none for an instant
+	// capped exactly, which both sides compare as whole nanoseconds.
+	margin := func(t int64) float64 {
+		if capped {
+			return math.Inf(1)
+		}
+		return relative(mul(sub(ratInt(t), fitReal), m.perNanos), m.limitF)
+	}
 	// A fill-up may cost more than the limit: that never conforms.
 	conforms := op.Cost <= m.limitF
 	if conforms {
-		// How far now is from the threshold, as an amount.
-		d.Margin = relative(mul(sub(ratInt(op.Now), fitReal), m.perNanos), m.limitF)
+		d.Margin = margin(op.Now)
 	}
 	later := op.Verb == engine.VerbReserve && op.At > max(fitAt, op.Now)
 	if later {
 		// Booked no earlier than op.At: whether fitAt comes before it is
 		// a threshold too.
-		d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.At), fitReal), m.perNanos), m.limitF))
+		d.Margin = min(d.Margin, margin(op.At))
 		fitAt = op.At
 	}
 	at := op.Now // when the cost is recorded
@@ -113,7 +170,7 @@ func (m *meter) Apply(op engine.Op) Decision {
 	case op.Verb == engine.VerbReserve:
 		if !later {
 			// Whether fitAt comes within MaxDelay is a threshold too.
-			d.Margin = min(d.Margin, relative(mul(sub(ratInt(op.Now+op.MaxDelay), fitReal), m.perNanos), m.limitF))
+			d.Margin = min(d.Margin, margin(op.Now+op.MaxDelay))
 		}
 		if fitAt-op.Now <= op.MaxDelay {
 			d.Allowed, d.Delay, d.At = true, fitAt-op.Now, fitAt

@@ -30,11 +30,11 @@ import (
 type Model interface {
 	// Apply runs op, which must be valid for the model's Params, on the key
 	// and returns the exact decision. It records what the Store contract
-	// says a decision records ([Records]): a fill-up, an exhaust, an
-	// admission, a booked reservation, a cancel that gave its cost back (or
-	// released a lease), an extended lease, a partial grant of more than
-	// zero, a denied acquisition that waits in a concurrency limit's line,
-	// a waiter's leaving.
+	// says a decision records ([Records]): a fill-up, an exhaust, a
+	// charge, a refund, an admission, a booked reservation, a cancel that
+	// gave its cost back (or released a lease), an extended lease, a
+	// partial grant of more than zero, a denied acquisition that waits in
+	// a concurrency limit's line, a waiter's leaving.
 	Apply(op engine.Op) Decision
 	// Reset forgets the key.
 	Reset()
@@ -77,20 +77,30 @@ type Decision struct {
 	// concurrency limit that waits in its line, At is the waiter's ticket.
 	Delay, At int64
 	// Granted is, for VerbAtMost, the cost admitted: the whole cost, the
-	// most whole units less than it that fit, or zero.
+	// most whole units less than it that fit, or zero; for VerbCharge, the
+	// cost recorded, and for VerbRefund, the cost given back, each the
+	// float64 nearest the exact amount (see [key.settle]).
 	Granted float64
+	// Held is the most the key has held at its point, in units of cost,
+	// since it was fresh or loaded (the buckets' level or tokens in use,
+	// see [peaker]), and for VerbCharge and VerbRefund at least what it
+	// held before or after the op (the GCRA's too): the production's
+	// float amounts round relative to it, which [Compare] forgives where
+	// it exceeds the limit (a debt).
+	Held float64
 }
 
 // Records reports whether a decision d on verb changes the key's state,
-// as the Store contract defines it: a fill-up and an exhaust always; an
-// admission, a booked reservation, a cancel that gave its cost back (or
-// released a lease), an extension of a lease and a waiter's leaving the
-// concurrency limit's line when Allowed; a denied acquisition when it
-// waits in that line (its At is its ticket); a partial grant when it
-// granted more than zero; a check or another denial never.
+// as the Store contract defines it: a fill-up, an exhaust, a charge and a
+// refund always; an admission, a booked reservation, a cancel that gave
+// its cost back (or released a lease), an extension of a lease and a
+// waiter's leaving the concurrency limit's line when Allowed; a denied
+// acquisition when it waits in that line (its At is its ticket); a
+// partial grant when it granted more than zero; a check or another
+// denial never.
 func Records(verb engine.Verb, d Decision) bool {
 	switch verb {
-	case engine.VerbFill, engine.VerbExhaust:
+	case engine.VerbFill, engine.VerbExhaust, engine.VerbCharge, engine.VerbRefund:
 		return true
 	case engine.VerbAllow:
 		return d.Allowed || d.At != 0
@@ -125,8 +135,9 @@ func newKey(p engine.Params, keeps bool) (*key, error) {
 // contract lets every store do, so that whatever its state still holds (a
 // log entry that has left the window, a level at a past time) no longer
 // counts if the clock steps back; and it makes VerbAtMost of the other
-// verbs, and VerbExhaust of a check and the model's own fill-up (see
-// [key.exhaust]).
+// verbs, VerbExhaust of a check and the model's own fill-up (see
+// [key.exhaust]), and VerbCharge and VerbRefund of a check and the
+// model's own settlement (see [key.settle]).
 //
 // Every decision but a check first carries a state kept under another
 // limit over to the key's (see [Change]), and records that, whatever it
@@ -202,12 +213,15 @@ func (k *key) Apply(op engine.Op) Decision {
 	if op.Verb != engine.VerbCheck {
 		converted, margin = k.carry(op.Now)
 	}
+	peak := k.note() // before the decision, which may leave the key fresh
 	var d Decision
 	switch op.Verb {
 	case engine.VerbAtMost:
 		d = k.atMost(op)
 	case engine.VerbExhaust:
 		d = k.exhaust(op)
+	case engine.VerbCharge, engine.VerbRefund:
+		d = k.settle(op)
 	default:
 		d = k.Model.Apply(op)
 	}
@@ -218,6 +232,7 @@ func (k *key) Apply(op engine.Op) Decision {
 		k.record(op.Now, d.ResetAfter)
 	}
 	d.Margin = min(d.Margin, margin)
+	d.Held = max(d.Held, peak, k.note())
 	return d
 }
 

@@ -24,8 +24,8 @@ import (
 //   - An overflow (an Allow the algorithm denies, a reservation it cannot
 //     book within its MaxDelay, a fill-up that does not fit) starts a block
 //     unless one is in force: requests in a block never extend it. A check,
-//     a cancel, a lease's extension, a partial grant and an exhaust never
-//     start one.
+//     a cancel, a lease's extension, a partial grant, an exhaust, a charge
+//     and a refund never start one.
 //   - With denials counted, a denied Allow or reservation, in a block or
 //     not, fills the key to its limit: the algorithm admits as much as it
 //     holds room for, at now.
@@ -41,12 +41,23 @@ import (
 //     and leaves the block as it found it, an ended one included (unless
 //     it leaves the key fresh, which a GCRA whose burst rounds to no
 //     nanoseconds may be, and is then forgotten whole).
+//   - A charge or a refund (VerbCharge, VerbRefund) settles its cost at
+//     the key's latest point, as the algorithm's model does (see
+//     [key.settle]), and is decided as a check of nothing on the key it
+//     leaves, with Granted the cost moved: denied in a block in force,
+//     which it neither starts nor ends, and while the key is in debt. It
+//     always records, and leaves the block as an exhaust does. As after
+//     every decision the algorithm records, an algorithm's state it
+//     leaves fresh (a refund that empties the key) is forgotten, a block
+//     in force or not: only the block is kept, so that a clock that steps
+//     back reads the key as fresh but for its block, as without a penalty.
 //   - The block is part of the key's state, which changes only when a
-//     decision records (Params.Records: an admission, a booking, a fill-up,
-//     an exhaust, a given-back cancel, a partial grant of something, and a
-//     denied Allow or reservation that counts or is penalized). A recorded
-//     decision after the block's end writes the key back without it (but
-//     an exhaust); one that records nothing leaves it, so that a clock
+//     decision records (Params.Records: an admission, a booking, a
+//     fill-up, an exhaust, a charge, a refund, a given-back cancel, a
+//     partial grant of something, and a denied Allow or reservation that
+//     counts or is penalized). A recorded decision after the block's end
+//     writes the key back without it (but an exhaust, a charge or a
+//     refund); one that records nothing leaves it, so that a clock
 //     stepping back before its end finds the key blocked again.
 //
 // Strict implements [Model]; its Apply returns [StrictDecision.Decision].
@@ -122,8 +133,10 @@ func (s *Strict) Decide(op engine.Op) StrictDecision {
 	if op.Verb != engine.VerbCheck {
 		converted, margin = s.carry(op.Now)
 	}
+	peak := s.inner.note() // before the decision, which may leave the key fresh
 	d := s.decide(op)
 	d.Margin = min(d.Margin, margin)
+	d.Held = max(d.Held, peak, s.inner.note()) // the decisions a block makes describe the key as it stands
 	if converted || s.records(op.Verb, d) {
 		s.record(op.Now, d.ResetAfter)
 	}
@@ -170,9 +183,11 @@ func (s *Strict) decide(op engine.Op) StrictDecision {
 		return s.blocked(d.Decision, now, until)
 	}
 	switch op.Verb {
-	case engine.VerbExhaust:
-		// The key full at now + MaxDelay, described as a check describes
-		// it; the block, in force or ended, stays as it is.
+	case engine.VerbExhaust, engine.VerbCharge, engine.VerbRefund:
+		// The key full at now + MaxDelay, or the cost charged or refunded
+		// at its latest point, described as a check describes it (of the
+		// exhaust's cost, of nothing for a settlement); the block, in
+		// force or ended, stays as it is.
 		d.Decision = s.inner.Apply(op)
 		if until == 0 {
 			if d.ResetAfter == 0 {
@@ -180,8 +195,13 @@ func (s *Strict) decide(op engine.Op) StrictDecision {
 			}
 			return d
 		}
-		h := s.held(op.Cost, now, until)
+		cost := op.Cost
+		if op.Verb != engine.VerbExhaust {
+			cost = 0
+		}
+		h := s.held(cost, now, until)
 		h.Margin = min(h.Margin, d.Margin)
+		h.Granted, h.Held = d.Granted, d.Held
 		return s.blocked(h, now, until)
 	case engine.VerbCheck:
 		if until == 0 {

@@ -42,11 +42,11 @@ end
 -- Params.CheckCost tells leases from the rest: only the concurrency limit
 -- extends and has a line to leave, and it neither fills up, reserves nor
 -- grants part of a cost; only the algorithms that take reservations,
--- which have a full-at, are exhausted. The Go side refuses the others
--- first; the library refuses them too, rather than decide them as another
--- verb.
+-- which have a full-at, are exhausted, charged and refunded. The Go side
+-- refuses the others first; the library refuses them too, rather than
+-- decide them as another verb.
 local function decides(verb)
-  if verb == EXHAUST then return fullAt ~= nil end
+  if verb == EXHAUST or verb == CHARGE or verb == REFUND then return fullAt ~= nil end
   if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
   return verb ~= EXTEND and verb ~= LEAVE
 end
@@ -54,7 +54,7 @@ end
 -- records is Go's Params.Records: whether the decision made on verb
 -- changed the key's state, so that it is written back.
 local function records(verb)
-  if verb == FILL or verb == EXHAUST then return true end
+  if verb == FILL or verb == EXHAUST or verb == CHARGE or verb == REFUND then return true end
   -- A denied Allow with an instant waits in a concurrency limit's line: At
   -- is its ticket.
   if verb == ALLOW then return dAllowed or dBlocked or countDenied or dAS ~= 0 or dAN ~= 0 end
@@ -102,7 +102,8 @@ end
 -- countDenial is Go's fillUp: a denied request recorded as far as the
 -- limit allows, the key full at now; then the decision says when the
 -- request would be admitted from the full key, decided again on a copy of
--- it, and keeps its own verdict, block and booking.
+-- it, and keeps its own verdict, block and booking, and a wait of a
+-- nanosecond at least.
 local function countDenial(verb, cost, atS, atN, mdS, mdN)
   local allowed, blocked, wS, wN, aS, aN = dAllowed, dBlocked, dWS, dWN, dAS, dAN
   if fullAt then -- the algorithms that take reservations
@@ -118,6 +119,10 @@ local function countDenial(verb, cost, atS, atN, mdS, mdN)
   decideKind(again, cost, atS, atN, mdS, mdN)
   stS, stN, stA, stB, stLog, stUS, stUN = s, n, a, b, log, us, un
   dAllowed, dBlocked, dWS, dWN, dAS, dAN = allowed, blocked, wS, wN, aS, aN
+  -- A meter holding more than its limit decided the denial from its
+  -- point and decides again from now, which may round the other way: a
+  -- denial still waits, a nanosecond.
+  if dRS == 0 and dRN == 0 then dRN = 1 end
 end
 
 -- decideStrict is Go's decideStrict: the algorithm behind a penalty's

@@ -5,9 +5,10 @@
 --
 -- Depends on: prelude, time.
 -- Translates: Params.stepGCRA, carryOnce, carriedTAT and gcraNanos
--- (engine/gcra.go), arith.Nanos (internal/arith/arith.go), and the GCRA's
--- part of Params.fullAt (engine/strict.go); and, noting each carry in
--- stCarried, Params.Carries and Decide's conversion (engine/params.go).
+-- (engine/gcra.go), arith.Nanos (internal/arith/arith.go), the GCRA's
+-- part of Params.fullAt (engine/strict.go), and Params.settleGCRA
+-- (engine/settle.go); and, noting each carry in stCarried,
+-- Params.Carries and Decide's conversion (engine/params.go).
 
 -- round is Go's math.Round (half away from zero) for x >= 0.
 local function round(x)
@@ -110,4 +111,40 @@ local function gcraFullAt(ts, tn)
   local fs, fn = tadd(ts, tn, round(limit * interval))
   stS, stN = tmax(stS, stN, fs, fn)
   stA = interval
+end
+
+-- gcraSettle is Go's settleGCRA: the TAT moved by the cost's nanoseconds,
+-- later for a charge (verb CHARGE), up to MAX_SPAN past now, earlier for
+-- a refund, down to now at the earliest, with the interval in use. It
+-- returns the cost moved. The cost may be any finite amount (2^1000, say):
+-- times the interval it may overflow to infinity, as in Go, and it is
+-- rounded to nanoseconds (gcraNanos) only below what the key holds or has
+-- room for, as a whole number a double holds. What a refund finds held,
+-- the TAT ahead of now, and what a charge has room for, MAX_SPAN at most,
+-- are Go's float64 of their int64 as tdiff gives it (exact below 2^53 ns,
+-- rounded once up to 146 years, as gcra's backlog is); the TAT moves by
+-- tadd, exactly.
+local function gcraSettle(verb, cost)
+  local tatS, tatN = tmax(stS, stN, nowS, nowN)
+  stA = interval
+  if verb == REFUND then
+    if not tless(nowS, nowN, stS, stN) then return 0 end -- nothing held
+    local held = tdiff(stS, stN, nowS, nowN)
+    if cost * interval >= held then
+      stS, stN = nowS, nowN
+      return held / interval
+    end
+    -- At most held as a double: a product below it rounds to it at most.
+    stS, stN = tadd(stS, stN, -round(cost * interval))
+    return cost
+  end
+  local endS, endN = tadd(nowS, nowN, MAX_SPAN) -- now + MAX_SPAN, the latest TAT
+  if not tless(tatS, tatN, endS, endN) then return 0 end -- no room
+  local room = tdiff(endS, endN, tatS, tatN)
+  if cost * interval >= room then
+    stS, stN = endS, endN
+    return room / interval
+  end
+  stS, stN = tadd(tatS, tatN, round(cost * interval))
+  return cost
 end

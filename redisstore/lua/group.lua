@@ -226,8 +226,8 @@ end
 -- the group's order, and replies with the index of the limit the group's
 -- decision is made from, the group's record and each limit's. The verbs
 -- engine.CheckGroup takes are the only ones it decides: a fill-up, a
--- partial grant, a leaving or an exhaust is refused before any key is
--- read.
+-- partial grant, a leaving, an exhaust, a charge or a refund is refused
+-- before any key is read.
 local function group(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end

@@ -30,7 +30,8 @@
 -- seconds and nanoseconds pairs; for an instant without a wait, the
 -- instant (Decision.At: the lease's expiry, or the waiter's ticket, which
 -- is split as nanoseconds are) as seconds and nanoseconds; for a partial
--- grant (the verb at most), the cost granted. A group's
+-- grant (the verb at most), a charge or a refund, the cost granted,
+-- recorded or given back (Decision.Granted). A group's
 -- reply is a byte, the index of the limit whose decision the group's is
 -- made from, then the group's record and each limit's. On a key conflict, the reply is packed as '<BBB': 128,
 -- the stored kind, the index of the key.
@@ -100,7 +101,8 @@ local function released(i)
 end
 
 -- reply packs the decision made as its reply record, with the cost
--- granted for a partial grant.
+-- granted (Decision.Granted) if grant: for a partial grant, a charge or a
+-- refund.
 local function reply(grant)
   local status = 0
   if dAllowed then status = 1 end

@@ -1,10 +1,11 @@
 -- meter: the leaky bucket and the continuous token bucket, a level that
 -- leaks amount per interval from its point (Time, A).
 --
--- Depends on: prelude, time, arith (ceilNanos, floorNanos, fill, fmax).
+-- Depends on: prelude, time, arith (ceilNanos, floorNanos, fill, fmax,
+-- fmin).
 -- Translates: Params.stepMeter, emptyAfter, drain, span and levelAt
--- (engine/bucket.go), and the meter's part of Params.fullAt
--- (engine/strict.go).
+-- (engine/bucket.go), the meter's part of Params.fullAt
+-- (engine/strict.go), and Params.settleMeter (engine/settle.go).
 
 local function drain(x)
   if x <= slack then return 0 end
@@ -99,4 +100,26 @@ local function meterFullAt(ts, tn)
   else
     stA = fmax(stA, levelAt(ts, tn, limit, stS, stN))
   end
+end
+
+-- meterSettle is Go's settleMeter: the level at the key's latest point,
+-- now or the point if that lies after now, moved by the cost, up for a
+-- charge (verb CHARGE), to what leaks in MAX_SPAN at most, down for a
+-- refund, to zero at the least; the point moves there (a whole new State,
+-- as Go writes it). It returns the cost moved. Go's min(cost, x) is
+-- fmin(x, cost), the cost second: a cost of -0, refunded from an empty key
+-- or charged to one as full as it may be, is moved as -0, as Go's min
+-- gives it, where fmin(cost, x) would give x's +0.
+local function meterSettle(verb, cost)
+  local ts, tn = tmax(stS, stN, nowS, nowN)
+  local level = levelAt(stS, stN, stA, ts, tn)
+  local moved = fmin(level, cost)
+  if verb == CHARGE then
+    moved = fmin(fmax(MAX_SPAN * amount / interval - level, 0), cost)
+    level = level + moved
+  else
+    level = level - moved
+  end
+  stS, stN, stA, stB, stUS, stUN = ts, tn, level, 0, 0, 0
+  return moved
 end

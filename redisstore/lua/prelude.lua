@@ -38,13 +38,13 @@
 -- reservation or took the lease gave it; an exhaust's MaxDelay stays
 -- relative, from the server's now. The Go side has validated all; the
 -- library still refuses a verb or kind it does not know, an extension or
--- a leaving of a limit other than the concurrency limit, an exhaust of a
--- limit that takes no reservations (it has no full-at), and a verb the
--- concurrency limit does not decide, with an error reply starting
--- "UNSUPPORTED". A calendar window whose windows do not hold now
--- (on the server's clock, the Go side's check being on the caller's) is
--- refused with an error reply starting "OUTOFRANGE", before any key is
--- read or written (fixedwindow's outside).
+-- a leaving of a limit other than the concurrency limit, an exhaust, a
+-- charge or a refund of a limit that takes no reservations (it has no
+-- full-at), and a verb the concurrency limit does not decide, with an
+-- error reply starting "UNSUPPORTED". A calendar window whose windows do
+-- not hold now (on the server's clock, the Go side's check being on the
+-- caller's) is refused with an error reply starting "OUTOFRANGE", before
+-- any key is read or written (fixedwindow's outside).
 --
 -- Lua numbers are doubles, like Go's float64: amounts go through the same
 -- operations in the same order as in Go, so they come out bit-identical.
@@ -63,7 +63,8 @@
 -- time).
 
 local LEAKY, GCRA, TOKEN, FIXED, LOG, COUNTER, CONCURRENCY = 1, 2, 3, 4, 5, 6, 7 -- engine.Kind
-local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST, EXTEND, LEAVE, EXHAUST = 1, 2, 3, 4, 5, 6, 7, 8, 9 -- engine.Verb
+local ALLOW, CHECK, FILL, RESERVE, CANCEL, ATMOST, EXTEND, LEAVE, EXHAUST, CHARGE, REFUND =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 -- engine.Verb
 local TOLERANCE = 2^-48
 local MAX_SPAN = 2^60
 local EXACT = 2^53 -- doubles hold every integer up to here

@@ -1,11 +1,13 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin, stCarried, fullAt), time (tplus), arith
--- (fmin), gcra (carryOnce), fixedwindow (outside), decide (decide,
--- records, frees), io (load, write, released, reply).
+-- Depends on: prelude (begin, stCarried, fullAt), time (tplus, tless), arith
+-- (fmin), meter (meterSettle), gcra (carryOnce, gcraSettle),
+-- intervalrefill (intervalRefillSettle), fixedwindow (outside), decide
+-- (decide, records, frees), io (load, write, released, reply).
 -- Translates: Params.Decide and stepExhaust (engine/params.go),
--- Params.stepAtMost, fits and grant (engine/atmost.go), and what MemStore
--- writes back after a decision (memstore.go's apply: Records or Carries).
+-- Params.stepAtMost, fits and grant (engine/atmost.go), Params.stepSettle
+-- and emptied (engine/settle.go), and what MemStore writes back after a
+-- decision (memstore.go's apply: Records or Carries).
 
 -- fits reports whether cost c would be admitted now.
 local function fits(c)
@@ -54,13 +56,44 @@ local function exhaust(cost, mdS, mdN)
   decide(CHECK, cost, 0, 0, 0, 0)
 end
 
+-- settleCost is Go's stepSettle: a GCRA state of another interval carried
+-- over first, the cost charged (verb CHARGE) or refunded at the key's
+-- latest point by the algorithm's settle function, forgotten if that left
+-- it fresh again, its block kept (a bucket's settle function writes a
+-- whole new State), then described as a check of a zero cost would
+-- describe it, strict or not (the check neither starts nor ends a block),
+-- with the cost moved as the cost granted. It always records. The settle function is chosen as Go's
+-- switch chooses it, among the algorithms that take reservations, the
+-- only ones decides lets through.
+local function settleCost(verb, cost)
+  carryOnce()
+  local uS, uN = stUS, stUN
+  local moved
+  if kind == GCRA then
+    moved = gcraSettle(verb, cost)
+  elseif kind == TOKEN and variant then -- the interval refill
+    moved = intervalRefillSettle(verb, cost)
+  else
+    moved = meterSettle(verb, cost)
+  end
+  -- Go's emptied: a state the settlement left fresh again at now (the
+  -- GCRA's TAT, or a bucket's point holding no more than the slack, not
+  -- after now) is forgotten, the zero State, even under a block.
+  if not tless(nowS, nowN, stS, stN) and (kind == GCRA or stA <= slack) then
+    stS, stN, stA, stB, stLog = 0, 0, 0, 0, ''
+  end
+  stUS, stUN = uS, uN
+  decide(CHECK, 0, 0, 0, 0, 0)
+  dGranted = moved
+end
+
 -- apply decides the op of args on the key ks[1], writes the key back if
 -- the decision records or carries its state over to a changed limit, and
 -- replies with the decision's record.
 local function apply(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
-  if verb < ALLOW or verb > EXHAUST then
+  if verb < ALLOW or verb > REFUND then
     return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
   end
   local cost, atS, atN = use(1)
@@ -80,6 +113,8 @@ local function apply(ks, args)
     atMost(cost)
   elseif verb == EXHAUST then
     exhaust(cost, delayS, delayN)
+  elseif verb == CHARGE or verb == REFUND then
+    settleCost(verb, cost)
   else
     decide(verb, cost, atS, atN, delayS, delayN)
   end
@@ -89,5 +124,5 @@ local function apply(ks, args)
     -- records. (The kind first: a rate limit's decision calls nothing more.)
     if kind == CONCURRENCY and frees(verb, atS, atN) then released(1) end
   end
-  return reply(verb == ATMOST)
+  return reply(verb == ATMOST or verb == CHARGE or verb == REFUND)
 end

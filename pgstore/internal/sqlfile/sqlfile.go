@@ -122,26 +122,31 @@ const (
 	// Exhaust decides VerbExhaust: an upsert of the key's row too, full
 	// until an instant, decided as a check.
 	Exhaust
+	// Settle decides VerbCharge and VerbRefund, which its parameter of
+	// the verb tells apart: an upsert of the key's row too, with the cost
+	// charged or refunded, decided as a check of no cost.
+	Settle
 )
 
 // Statements returns the statements of v: no AtMost for the concurrency
 // limit, which never grants part of a cost (Params.CheckCost refuses
-// VerbAtMost before any statement runs), and an Exhaust for the
-// algorithms that book reservations alone (Params.Reservable: the others
-// refuse VerbExhaust, as they refuse reservations).
+// VerbAtMost before any statement runs), and an Exhaust and a Settle for
+// the algorithms that book reservations alone (Params.Reservable: the
+// others refuse VerbExhaust, VerbCharge and VerbRefund, as they refuse
+// reservations).
 func (v Variant) Statements() []Statement {
 	switch {
 	case v.Kind == engine.KindConcurrency:
 		return []Statement{Apply, Check}
 	case (&engine.Params{Kind: v.Kind}).Reservable():
-		return []Statement{Apply, AtMost, Check, Exhaust}
+		return []Statement{Apply, AtMost, Check, Exhaust, Settle}
 	}
 	return []Statement{Apply, AtMost, Check}
 }
 
 // String returns the statement's part of its file's name.
 func (s Statement) String() string {
-	return [...]string{Apply: "apply", AtMost: "atmost", Check: "check", Exhaust: "exhaust"}[s]
+	return [...]string{Apply: "apply", AtMost: "atmost", Check: "check", Exhaust: "exhaust", Settle: "settle"}[s]
 }
 
 // clock returns the directory of the statements that decide by the

@@ -31,7 +31,8 @@ func Files() []File {
 			texts := Build(v, callerClock)
 			for _, s := range v.Statements() {
 				path := sqlfile.Path(v, s, callerClock)
-				text := [...]string{sqlfile.Apply: texts.Apply, sqlfile.AtMost: texts.AtMost, sqlfile.Check: texts.Check, sqlfile.Exhaust: texts.Exhaust}[s]
+				text := [...]string{sqlfile.Apply: texts.Apply, sqlfile.AtMost: texts.AtMost, sqlfile.Check: texts.Check, sqlfile.Exhaust: texts.Exhaust,
+					sqlfile.Settle: texts.Settle}[s]
 				files = append(files, File{Path: path, Text: decisionHeader(path, v, s, callerClock) + text + "\n"})
 			}
 		}
@@ -95,6 +96,11 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 		from += "; the key full first, from exhauster (exhaust.go) and the algorithm's full (sql.go), from" +
 			" engine.Params.stepExhaust (engine/params.go) and engine.Params.fullAt (engine/strict.go)"
 	}
+	if s == sqlfile.Settle {
+		sqlName, goName := settleSource(v)
+		from += "; the cost charged or refunded first, from settler and " + sqlName + " (settle.go), from" +
+			" engine.Params.stepSettle and engine.Params." + goName + " (engine/settle.go)"
+	}
 	apply := "VerbAllow, VerbFill, VerbReserve and VerbCancel: an upsert of the key's row, returning the decision"
 	if v.Kind == engine.KindConcurrency {
 		apply = "VerbAllow (an acquisition, or a waiter's try), VerbCancel (a release), VerbExtend and VerbLeave (a waiter" +
@@ -110,11 +116,21 @@ func decisionHeader(path string, v sqlfile.Variant, s sqlfile.Statement, callerC
 		sqlfile.Exhaust: "VerbExhaust: an upsert of the key's row with its whole limit in use at Op.MaxDelay from now," +
 			" never lower than it was, returning the decision of a check of Op.Cost on it (no row for a key holding" +
 			" another algorithm's live state).",
+		sqlfile.Settle: "VerbCharge and VerbRefund, as $2 says: an upsert of the key's row with Op.Cost charged, beyond" +
+			" the limit if need be (up to what the rate frees in 2^60 ns), or refunded (down to nothing), at the key's" +
+			" latest point, returning the decision of a check of no cost on it, with the cost moved as" +
+			" Decision.Granted (no row for a key holding another algorithm's live state).",
 	}[s]
 	params := parameters
 	if s == sqlfile.Exhaust {
 		params = slices.Clone(parameters)
 		params[10] = "$11 int8: Op.MaxDelay, ns: how long from now the key is full"
+	}
+	if s == sqlfile.Settle {
+		params = slices.Clone(parameters)
+		params[1] = "$2 int2: Op.Verb (engine.Verb): " + verbCharge + " (VerbCharge) or " + verbRefund + " (VerbRefund)"
+		params[2] = "$3 float8: Op.Cost, any finite cost from 0, above the limit too"
+		params[8] = "$9 int8: unused (the statement rounds the cost's nanoseconds itself: a cost settled has no bound)"
 	}
 	if v.Kind == engine.KindConcurrency {
 		params = slices.Clone(parameters)

@@ -71,6 +71,14 @@ type algorithm struct {
 	// steps (fill); an exhaust at now + max_delay, before them (see
 	// exhaust.go).
 	full func(at string) (seen []string, state [3]string)
+	// settle, for a reservable algorithm (nil for the others), is its
+	// part of Params.stepSettle: settleGCRA, settleMeter or settleRefill.
+	// Its steps move the state (t0, a0, b0) by the op's cost, op_cost,
+	// charged or refunded as op_verb says, and define the column moved,
+	// the cost moved; state is the state moved (time, a, b), from the
+	// columns of the steps, and emptied, Params.emptied, the condition
+	// that it is fresh again at now (see settle.go).
+	settle func() (steps []string, state [3]string, emptied string)
 	// remaining is Remaining given the clamped Used; nil is Limit - Used.
 	remaining func(used string) string
 	// records is what the step records besides what every algorithm's
@@ -112,6 +120,8 @@ var (
 	verbAtMost  = verbSQL(engine.VerbAtMost)
 	verbExtend  = verbSQL(engine.VerbExtend)
 	verbLeave   = verbSQL(engine.VerbLeave)
+	verbCharge  = verbSQL(engine.VerbCharge)
+	verbRefund  = verbSQL(engine.VerbRefund)
 )
 
 func verbSQL(v engine.Verb) string { return strconv.Itoa(int(v)) }
@@ -174,13 +184,26 @@ func levelAt(t, a, u, drained string) string {
 
 // refills is Params.refills: how many refills free x tokens.
 func refills(x string) string {
-	return fmt.Sprintf("(CASE WHEN %[1]s <= slack THEN 0::int8 ELSE ceil((%[1]s - slack) / am)::int8 END)", x)
+	return fmt.Sprintf("(CASE WHEN %[1]s <= slack THEN 0::int8 ELSE %[2]s END)", x, refillCount("ceil(("+x+" - slack) / am)"))
 }
 
 // refillsTo is Params.refillsTo: how many refills after a point an excess
 // of x tokens takes to go, fewer than one when there is room already.
 func refillsTo(x string) string {
-	return fmt.Sprintf("ceil((%s - slack) / am)::int8", x)
+	return refillCount(fmt.Sprintf("ceil((%s - slack) / am)", x))
+}
+
+// refillCount is Params.refillCount: n, a whole number of refills as a
+// float8 expression, as an int8, or maxSpan / iv + 1 (a division of
+// integers) if n times the interval exceeds maxSpan, which only a key
+// read under a slower limit than it was charged under holds: n::int8, or
+// its product with iv, would be out of range. n is capped at 2^63 before
+// the comparison's product, which may overflow float8 (an error in
+// PostgreSQL, infinite in Go): times the interval, a nanosecond at least,
+// 2^63 or more exceeds maxSpan either way.
+func refillCount(n string) string {
+	return fmt.Sprintf("(CASE WHEN least(%[1]s, '9223372036854775808'::float8) * ivf > %[2]s::float8 THEN %[2]s / iv + 1 ELSE %[1]s::int8 END)",
+		n, maxSpan)
 }
 
 // refillPoint is Params.refillPoint: the steps that compute the point
@@ -218,13 +241,20 @@ func after(t string) string { return "greatest(" + t + " - now, 0)" }
 
 // roundSpan is int64(math.Round(x)) for x, a float8 expression not below
 // zero, or maxSpan if x is not below it (a whole number, which math.Round
-// leaves as it is). math.Round rounds half away from zero, PostgreSQL's
-// round(float8) and its cast to int8 half to even (they call rint): added
-// to x, 0.49999999999999994, the double below one half, makes the sum's
-// rounding to the nearest double reach the next whole number exactly when
-// x's fraction is one half or more, so that floor takes it there.
+// leaves as it is).
 func roundSpan(x string) string {
-	return fmt.Sprintf("floor(least(%s, %s::float8) + '0.49999999999999994'::float8)::int8", x, maxSpan)
+	return roundNanos(fmt.Sprintf("least(%s, %s::float8)", x, maxSpan))
+}
+
+// roundNanos is int64(math.Round(x)) for x, a float8 expression from zero
+// to below 2^63, which int8 holds. math.Round rounds half away from zero,
+// PostgreSQL's round(float8) and its cast to int8 half to even (they call
+// rint): added to x, 0.49999999999999994, the double below one half, makes
+// the sum's rounding to the nearest double reach the next whole number
+// exactly when x's fraction is one half or more, so that floor takes it
+// there.
+func roundNanos(x string) string {
+	return "floor(" + x + " + '0.49999999999999994'::float8)::int8"
 }
 
 // floorDiv is arith.FloorDiv: a/b rounded toward negative infinity.
@@ -316,8 +346,9 @@ func meter() algorithm {
 		books: true,
 		at:    "fit_at",
 		time:  "t1", a: "a1", b: "0", logTimes: noLog, logCosts: noCosts,
-		fill: fillNow(meterFull),
-		full: meterFull,
+		fill:   fillNow(meterFull),
+		full:   meterFull,
+		settle: meterSettle,
 	}
 }
 
@@ -377,9 +408,10 @@ func gcra() algorithm {
 		books: true,
 		// Booked later than the GCRA needed, the TAT is not the instant
 		// plus the tolerance: the booking cannot be given back.
-		at:   "CASE WHEN later THEN 0 ELSE fit_at END",
-		fill: fillNow(gcraFull),
-		full: gcraFull,
+		at:     "CASE WHEN later THEN 0 ELSE fit_at END",
+		fill:   fillNow(gcraFull),
+		full:   gcraFull,
+		settle: gcraSettle,
 		// A cancel gives back its cost less a nanosecond. Its TAT, t0 - (cn
 		// - 1), is tat unless it is in the past, when the key is fresh
 		// again. The state written by an admission, a booking or a cancel
@@ -446,8 +478,9 @@ func intervalRefill() algorithm {
 		a:        "CASE WHEN takes AND (used > 0 OR last > now) THEN used ELSE a_in END",
 		b:        "CASE WHEN takes AND (used > 0 OR last > now) THEN 0 ELSE b0 END",
 		logTimes: noLog, logCosts: noCosts,
-		fill: fillNow(intervalRefillFull),
-		full: intervalRefillFull,
+		fill:   fillNow(intervalRefillFull),
+		full:   intervalRefillFull,
+		settle: intervalRefillSettle,
 	}
 }
 

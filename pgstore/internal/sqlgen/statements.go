@@ -66,6 +66,12 @@ type Statements struct {
 	// instant, described as a check would describe it; "" for a variant
 	// without it (see exhaust.go).
 	Exhaust string
+	// Settle decides VerbCharge and VerbRefund, which its parameter of
+	// the verb ($2) tells apart: the upsert of the key with the cost
+	// charged or refunded, described as a check of no cost would describe
+	// it, with the cost moved as Decision.Granted; "" for a variant
+	// without it (see settle.go).
+	Settle string
 }
 
 // A decider is the chain of steps deciding one request (Params.decide,
@@ -81,7 +87,8 @@ type decider struct {
 	// blocked is Decision.Blocked.
 	blocked string
 	// always says that every decision records, whatever the chain's
-	// column d_recorded says (Params.Records of VerbExhaust).
+	// column d_recorded says (Params.Records of VerbExhaust, VerbCharge
+	// and VerbRefund).
 	always bool
 }
 
@@ -373,6 +380,16 @@ RETURNING %[9]s`,
 			func(state, reads string) string { return decided(ex.steps, chainColumns, state, "p", reads) },
 			func(state, reads string) string { return decided(ex.steps, chainColumns, state, clocked("p"), reads) },
 			decisionValues(ex.blocked))
+	}
+	if slices.Contains(v.Statements(), sqlfile.Settle) {
+		// The cost charged or refunded, from the fresh state or from the
+		// row's as carried, and then the check's chain; Granted is the
+		// cost moved.
+		se := settler(alg, checking)
+		stmts.Settle = upsert(se,
+			func(state, reads string) string { return decided(se.steps, chainColumns, state, "p", reads) },
+			func(state, reads string) string { return decided(se.steps, chainColumns, state, clocked("p"), reads) },
+			strings.Replace(decisionValues(se.blocked), "d_granted", "moved", 1))
 	}
 	return stmts
 }

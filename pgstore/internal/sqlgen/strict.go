@@ -85,8 +85,11 @@ func strictSteps(alg algorithm, counted, carries bool) []string {
 		steps = append(steps, alg.steps...)
 		steps = append(steps, alg.decision("e_", false)...)
 		used, remaining = "CASE WHEN counts THEN e_used ELSE used1 END", "CASE WHEN counts THEN e_remaining ELSE remaining1 END"
-		// In a block, until a reservation as long would book.
-		retry = "CASE WHEN NOT counts THEN retry1 WHEN until0 <> 0 THEN greatest(e_retry, until0 - now - " + lead + ") ELSE e_retry END"
+		// A nanosecond at least (e_retry is never below zero): a meter
+		// holding more than its limit may find, decided again from now,
+		// that the denied request fits. In a block, until a reservation
+		// as long would book.
+		retry = "CASE WHEN NOT counts THEN retry1 WHEN until0 <> 0 THEN greatest(e_retry, 1, until0 - now - " + lead + ") ELSE greatest(e_retry, 1) END"
 		reset = "CASE WHEN counts THEN e_reset ELSE reset1 END"
 		granted = "0::float8" // no partial grant is counted
 		for i, col := range []string{"time", "a", "b", "lt", "lc"} {

@@ -348,6 +348,9 @@ func (b *builder) exhaust(cost float64, delay int64) engine.Op {
 	return op
 }
 
+func (b *builder) charge(cost float64) engine.Op { return b.op(engine.VerbCharge, cost) }
+func (b *builder) refund(cost float64) engine.Op { return b.op(engine.VerbRefund, cost) }
+
 // release is a cancel of the lease at: the concurrency limit's release.
 func (b *builder) release(at int64) engine.Op { return b.cancel(1, at) }
 

@@ -506,6 +506,91 @@ var recipes = []recipe{
 		b.admit(b.allow(b.limit()))
 	}},
 
+	// Settlements: a charge of the excess, a refund of what was not used.
+	{verb: "charge", rule: "debt-admits-nothing-until-repaid", applies: reservable, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		d := b.decide(b.charge(b.limit()))
+		b.expect(!d.Allowed && d.Granted == b.limit() && d.Remaining == 0, "in debt, all of it recorded")
+		b.now += int64(d.RetryAfter) - 1
+		b.deny(b.allow(0))
+		b.now++
+		b.admit(b.allow(0))
+		b.deny(b.allow(b.turn()))
+	}},
+	{verb: "charge", rule: "a-charge-of-nothing-changes-nothing", applies: reservable, build: func(b *builder) {
+		b.admit(b.allow(b.turn()))
+		d := b.decide(b.charge(0))
+		b.expect(d.Allowed && d.Granted == 0, "nothing recorded")
+		b.admit(b.allow(b.limit() - b.turn()))
+	}},
+	{verb: "charge", rule: "a-key-holds-at-most-2-to-the-60-ns-of-its-rate", applies: reservable, build: func(b *builder) {
+		huge := math.Ldexp(1, 1000)
+		d := b.decide(b.charge(huge))
+		b.expect(d.Granted > 0 && d.Granted < huge && d.RetryAfter > 0, "charged up to the ceiling")
+		b.expect(b.decide(b.charge(1)).Granted == 0, "nothing beyond the ceiling")
+		b.expect(b.decide(b.refund(huge)).Granted == d.Granted, "all of it given back")
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "charge", rule: "at-the-end-of-time", applies: reservable, build: func(b *builder) {
+		b.now = maxTime
+		b.decide(b.charge(math.Ldexp(1, 1000)))
+		b.decide(b.refund(b.limit()))
+	}},
+	{verb: "charge", rule: "keeps-a-block", applies: strictReservable, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.expect(b.deny(b.allow(b.turn())).Blocked, "blocked")
+		b.expect(b.decide(b.charge(b.turn())).Blocked, "the block reported")
+		d := b.decide(b.refund(b.limit() + b.turn()))
+		b.expect(d.Blocked && d.ResetAfter >= time.Duration(penalty), "the block kept")
+		b.now += penalty - 1
+		b.expect(b.deny(b.allow(0)).Blocked, "blocked to its end")
+		b.now++
+		b.admit(b.allow(b.limit()))
+	}},
+	{verb: "refund", rule: "gives-back-what-was-not-used", applies: reservable, everywhere: true, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.deny(b.allow(b.turn()))
+		d := b.decide(b.refund(b.turn()))
+		b.expect(d.Allowed && d.Granted == b.turn(), "given back")
+		b.admit(b.allow(b.turn()))
+		b.deny(b.allow(b.turn()))
+	}},
+	{verb: "refund", rule: "never-below-empty", applies: reservable, build: func(b *builder) {
+		b.expect(b.decide(b.refund(b.limit())).Granted == 0, "a fresh key gives nothing back")
+		b.admit(b.allow(b.turn()))
+		d := b.decide(b.refund(b.limit()))
+		b.expect(d.Granted <= b.turn() && d.Remaining == b.limit(), "no more than it held")
+		b.admit(b.allow(b.limit()))
+		b.deny(b.allow(b.turn()))
+	}},
+	{verb: "refund", rule: "after-time-has-passed-gives-back-what-is-left", applies: continuous, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.now += int64(b.decide(b.check(0)).ResetAfter) / 2
+		d := b.decide(b.refund(b.limit()))
+		b.expect(d.Granted < b.limit() && d.Remaining == b.limit(), "what was left")
+	}},
+	{verb: "refund", rule: "keeps-a-booking-ahead", applies: reservable, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		late := b.admit(b.reserve(b.turn(), b.horizon()))
+		b.expect(b.decide(b.refund(b.turn())).Granted == b.turn(), "given back at the booking's point")
+		b.deny(b.allow(b.turn()))
+		b.decide(b.cancel(b.turn(), late.At)) // the GCRA cannot tell the booking's TAT any more
+		b.now = late.At
+		b.admit(b.allow(b.turn()))
+	}},
+	{verb: "refund", rule: "a-debt-is-given-back", applies: reservable, build: func(b *builder) {
+		b.decide(b.charge(3 * b.limit()))
+		b.expect(b.decide(b.refund(2*b.limit())).Granted == 2*b.limit(), "the debt given back")
+		b.deny(b.allow(b.turn()))
+	}},
+	invalidCosts(engine.VerbCharge, reservable),
+	invalidCosts(engine.VerbRefund, reservable),
+	{verb: "charge", rule: "is-unsupported", applies: unreservable, build: func(b *builder) {
+		b.refuse(b.charge(1), engine.ErrUnsupported)
+		b.refuse(b.refund(1), engine.ErrUnsupported)
+		b.admit(b.allow(b.limit()))
+	}},
+
 	invalidCosts(engine.VerbReserve, reservable),
 	invalidCosts(engine.VerbCancel, func(a algorithm) bool { return reservable(a) || leases(a) }),
 	invalidCosts(engine.VerbExtend, leases),
@@ -755,7 +840,7 @@ var recipes = []recipe{
 	}},
 	{verb: "unknown-verb", rule: "is-unsupported", build: func(b *builder) {
 		b.refuse(b.op(0, 1), engine.ErrUnsupported)
-		b.refuse(b.op(engine.VerbExhaust+1, 1), engine.ErrUnsupported)
+		b.refuse(b.op(engine.VerbRefund+1, 1), engine.ErrUnsupported)
 		b.admit(b.allow(b.limit()))
 	}},
 

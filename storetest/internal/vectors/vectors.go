@@ -103,6 +103,8 @@ var verbNames = [...]string{
 	engine.VerbExtend:  "extend",
 	engine.VerbLeave:   "leave",
 	engine.VerbExhaust: "exhaust",
+	engine.VerbCharge:  "charge",
+	engine.VerbRefund:  "refund",
 }
 
 // verbName returns the name of v in the file and in the cases' names, as
