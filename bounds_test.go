@@ -43,42 +43,6 @@ func boundCosts(p engine.Params) []float64 {
 	return costs
 }
 
-// windowsTouched is the most aligned (or back-to-back) windows of length w
-// an interval of d nanoseconds can touch: its d instants a..a+d-1 span
-// ceil((d-1)/w)+1 of them at most.
-func windowsTouched(d, w int64) float64 {
-	return float64((d-1+w-1)/w + 1)
-}
-
-// guaranteed returns the most cost p lets through in any interval of
-// length d, as each algorithm's documentation states it.
-func guaranteed(p engine.Params, d int64, cost float64) float64 {
-	switch p.Kind {
-	case engine.KindLeakyBucket:
-		return p.Limit + p.Amount*float64(d)/float64(p.Interval)
-	case engine.KindTokenBucket:
-		if p.IntervalRefill {
-			return p.Limit + p.Amount*math.Ceil(float64(d)/float64(p.Interval))
-		}
-		return p.Limit + p.Amount*float64(d)/float64(p.Interval)
-	case engine.KindGCRA:
-		return p.Limit + float64(d)/float64(p.Interval)
-	case engine.KindFixedWindow:
-		n := windowsTouched(d, p.Interval)
-		if p.Anchored && n == 2 && cost == 1 {
-			// A window's first request opens it, so an interval that
-			// does not start with it holds at most limit-1 of its requests.
-			return 2*p.Limit - 1
-		}
-		return n * p.Limit
-	case engine.KindSlidingLog:
-		return math.Ceil(float64(d)/float64(p.Interval)) * p.Limit
-	}
-	// The sliding counter admits at most limit per aligned window, as cur
-	// never exceeds it.
-	return windowsTouched(d, p.Interval) * p.Limit
-}
-
 func TestAdmittedCostStaysWithinTheGuarantee(t *testing.T) {
 	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	for _, alg := range testAlgorithms(t) {
@@ -94,7 +58,7 @@ func TestAdmittedCostStaysWithinTheGuarantee(t *testing.T) {
 					admitted := k.Admitted()
 					require.NotEmpty(t, admitted, adv.Name)
 					for _, d := range lengths {
-						got, bound := guarantees.MaxInWindow(admitted, d), guaranteed(p, d, cost)
+						got, bound := guarantees.MaxInWindow(admitted, d), guarantees.Bound(p, d, cost)
 						require.LessOrEqual(t, got, bound+boundSlack*p.Limit,
 							"%s, cost %v: %v admitted in an interval of %v, guaranteed at most %v", adv.Name, cost, got, time.Duration(d), bound)
 					}

@@ -25,7 +25,7 @@ import (
 // from which it is fresh whatever the new limit (see "State and time"):
 // the greedy adversaries ask again at the expiry when a denial's
 // RetryAfter, read from the state under the new limit, lies past it. With
-// G the bound guaranteed(p, d, cost) of bounds_test.go, the most cost a
+// G the bound guarantees.Bound(p, d, cost) of bounds_test.go, the most cost a
 // limit lets through in an interval of d ns, and c the change's instant
 // (for the buckets, the key's last recorded decision under the old limit,
 // since the new rate counts from there; for GCRA and the others, the
@@ -225,8 +225,8 @@ func requireChangeBounds(t *testing.T, k *guarantees.Key, cost float64, where st
 	// Across the change: the old limit's admissions at or before c, the
 	// new one's at or after it.
 	excess, a, b := straddle(before, after, c,
-		func(a int64) float64 { return guaranteed(from, c-a+1, cost) },
-		func(b int64) float64 { return guaranteed(to, b-c, cost) })
+		func(a int64) float64 { return guarantees.Bound(from, c-a+1, cost) },
+		func(b int64) float64 { return guarantees.Bound(to, b-c, cost) })
 	require.LessOrEqual(t, excess, slack,
 		"%s: the interval [%d, %d) around the change at %d admitted %v more than the old bound over [a, c] and the new over [c, b)", where, a, b, c, excess)
 	got.sum, got.sumWhere = excess, fmt.Sprintf("[c%+d, c%+d) of %s", a-c, b-c, where)
@@ -287,7 +287,7 @@ func requireChangeBounds(t *testing.T, k *guarantees.Key, cost float64, where st
 	period := guarantees.Period(to)
 	got.after = math.Inf(-1)
 	for _, d := range []int64{1, max(to.Interval/3, 1), to.Interval, period, period * 5 / 2} {
-		most, bound := guarantees.MaxInWindow(after, d), guaranteed(to, d, cost)
+		most, bound := guarantees.MaxInWindow(after, d), guarantees.Bound(to, d, cost)
 		require.LessOrEqual(t, most, bound+slack,
 			"%s: %v admitted under the new limit in an interval of %v, its bound %v", where, most, time.Duration(d), bound)
 		if most-bound > got.after {

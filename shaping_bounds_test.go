@@ -38,7 +38,7 @@ func TestShapingStaysWithinTheGuarantee(t *testing.T) {
 						admitted := k.Admitted()
 						require.NotEmpty(t, admitted)
 						for _, d := range lengths {
-							got, bound := guarantees.MaxInWindow(admitted, d), guaranteed(p, d, cost)
+							got, bound := guarantees.MaxInWindow(admitted, d), guarantees.Bound(p, d, cost)
 							require.LessOrEqual(t, got, bound+boundSlack*p.Limit,
 								"%v admitted in an interval of %v, guaranteed at most %v (cancels gave back %v of bookings given back already)",
 								got, time.Duration(d), bound, k.Regiven())
@@ -234,7 +234,7 @@ func TestShapingWithAClockSteppingBackStaysWithinTheGuarantee(t *testing.T) {
 					}
 				}
 				for _, d := range lengths {
-					got, bound := guarantees.MaxInWindow(k.Admitted(), d), guaranteed(p, d, 1)
+					got, bound := guarantees.MaxInWindow(k.Admitted(), d), guarantees.Bound(p, d, 1)
 					require.LessOrEqual(t, got, bound+boundSlack*p.Limit,
 						"trace %d: %v admitted in an interval of %v, guaranteed at most %v", trace, got, time.Duration(d), bound)
 				}

@@ -373,6 +373,19 @@ func ratString(x interface{ FloatString(int) string }) string {
 // the definitions of penalties and counted denials, on the smallest trace
 // that shows it.
 
+// blockedKey returns the state of a key of p, which has a penalty, that
+// took its whole limit at now and then overflowed it: blocked from now.
+func blockedKey(t *testing.T, p engine.Params, now int64) engine.State {
+	t.Helper()
+	st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
+	require.NoError(t, err)
+	require.True(t, d.Blocked, "the overflow starts a block")
+	return st
+}
+
 // TestAnExhaustReportsAndKeepsABlockInForce: an exhaust is decided as a
 // check of its cost on the key it leaves full, and a check reports a
 // block in force, a cost that fits included; the exhaust records, and
@@ -385,12 +398,7 @@ func TestAnExhaustReportsAndKeepsABlockInForce(t *testing.T) {
 		period := guarantees.Period(p)
 		p.Penalty = 10 * period
 		t.Run(alg.name, func(t *testing.T) {
-			st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
-			require.NoError(t, err)
-			require.True(t, d.Allowed)
-			st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
-			require.NoError(t, err)
-			require.True(t, d.Blocked, "the overflow starts a block")
+			st := blockedKey(t, p, now)
 			for _, delay := range []int64{0, period, 20 * period} {
 				next, d, err := p.Step(cloneState(st), engine.Op{Verb: engine.VerbExhaust, Now: now + 1, MaxDelay: delay})
 				require.NoError(t, err)
@@ -417,12 +425,7 @@ func TestASettlementReportsAndKeepsABlockInForce(t *testing.T) {
 		period := guarantees.Period(p)
 		p.Penalty = 10 * period
 		t.Run(alg.name, func(t *testing.T) {
-			st, d, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
-			require.NoError(t, err)
-			require.True(t, d.Allowed)
-			st, d, err = p.Step(st, engine.Op{Verb: engine.VerbAllow, Cost: p.Limit, Now: now})
-			require.NoError(t, err)
-			require.True(t, d.Blocked, "the overflow starts a block")
+			st := blockedKey(t, p, now)
 			for _, op := range []engine.Op{
 				{Verb: engine.VerbRefund, Cost: p.Limit, Now: now + 1},     // the key emptied, but blocked
 				{Verb: engine.VerbRefund, Cost: 0x1p1000, Now: now + 1},    // more than it holds
@@ -570,7 +573,7 @@ func TestCountedDenialsKeepEveryGuarantee(t *testing.T) {
 				check := func(t *testing.T, admitted []guarantees.Admission, cost float64, where string) {
 					t.Helper()
 					for _, d := range lengths {
-						got, bound := guarantees.MaxInWindow(admitted, d), guaranteed(p, d, cost)
+						got, bound := guarantees.MaxInWindow(admitted, d), guarantees.Bound(p, d, cost)
 						require.LessOrEqual(t, got, bound+boundSlack*p.Limit,
 							"%s: %v admitted in an interval of %v, guaranteed at most %v", where, got, time.Duration(d), bound)
 					}

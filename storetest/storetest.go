@@ -118,6 +118,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("AtMostOfNothingIsNotAllowed", func(t *testing.T) { RunAtMostNothing(t, newStore(t)) })
 	t.Run("NilParamsAreRefused", func(t *testing.T) { RunNilParams(t, newStore(t)) })
 	t.Run("ReservationsBookAndCancelAsSpecified", func(t *testing.T) { RunReservations(t, newStore(t)) })
+	t.Run("SettledCostsStayWithinTheGuarantee", func(t *testing.T) { RunSettleBounds(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
 	t.Run("LeaseHoldersNeverExceedTheLimit", func(t *testing.T) { RunLeaseHolders(t, newStore(t), 64) })
 	if _, ok := newStore(t).(sluice.GroupStore); ok {

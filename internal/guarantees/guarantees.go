@@ -62,6 +62,7 @@ type Key struct {
 	waits    []int // the indexes of the reservations that waited
 	regiven  float64
 	settled  []Settlement
+	store    func(engine.Op) (engine.Decision, error) // nil: Params.Step
 	// next is the limit the key takes from the first decision at or
 	// after changeAt on, if it is to change; recorded is the instant of
 	// its latest decision that wrote its state; change is the change
@@ -106,6 +107,12 @@ func (k *Key) Change() Change { return k.change }
 // NewKey returns a fresh key of the algorithm p describes.
 func NewKey(p engine.Params) *Key { return &Key{params: p} }
 
+// NewStoreKey returns a key of the algorithm p describes whose decisions
+// decide makes: a store's, on one of its keys, by the caller's clock.
+func NewStoreKey(p engine.Params, decide func(engine.Op) (engine.Decision, error)) *Key {
+	return &Key{params: p, store: decide}
+}
+
 // Admitted returns the cost admitted so far that stands, each at the
 // instant its caller may act, in the order it was admitted: requests
 // Allow admitted, reservations booked and not given back, partial grants.
@@ -133,14 +140,9 @@ func (k *Key) do(op engine.Op) (engine.Decision, error) {
 	if k.change.Made && k.change.First == 0 && op.Verb != engine.VerbCheck {
 		k.change.First = op.Now
 	}
-	state := k.read(op.Now)
-	carried := k.params.Carries(&state, &op)
-	s, d, err := k.params.Step(state, op)
+	d, err := k.decide(op)
 	if err != nil {
 		return d, err
-	}
-	if k.params.Records(op.Verb, &d) || carried {
-		k.state, k.recorded, k.expires = s, op.Now, op.Now+int64(d.ResetAfter)
 	}
 	b := Booking{Verb: op.Verb, Decided: op.Now, Acts: op.Now + int64(d.Delay), Cost: op.Cost, At: d.At, Changed: k.change.Made}
 	switch {
@@ -149,6 +151,24 @@ func (k *Key) do(op engine.Op) (engine.Decision, error) {
 	case op.Verb == engine.VerbAtMost && d.Granted > 0:
 		b.Cost = d.Granted
 		k.bookings = append(k.bookings, b)
+	}
+	return d, nil
+}
+
+// decide decides op: by the key's store, or by Params.Step on the state
+// it keeps as a store does.
+func (k *Key) decide(op engine.Op) (engine.Decision, error) {
+	if k.store != nil {
+		return k.store(op)
+	}
+	state := k.read(op.Now)
+	carried := k.params.Carries(&state, &op)
+	s, d, err := k.params.Step(state, op)
+	if err != nil {
+		return d, err
+	}
+	if k.params.Records(op.Verb, &d) || carried {
+		k.state, k.recorded, k.expires = s, op.Now, op.Now+int64(d.ResetAfter)
 	}
 	return d, nil
 }

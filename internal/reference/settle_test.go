@@ -192,30 +192,15 @@ func TestModelsSettleAsDefined(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var m reference.Model
-			var strict *reference.Strict
-			var err error
-			if tt.p.Penalty > 0 || tt.p.CountDenied {
-				strict, err = reference.NewStrict(tt.p)
-				m = strict
-			} else {
-				m, err = reference.New(tt.p)
-			}
-			require.NoError(t, err)
+			m := newStepper(t, tt.p)
 			for i, st := range tt.steps {
 				op := st.op
 				op.Now += t0
 				if op.At != 0 {
 					op.At += t0
 				}
-				var d reference.Decision
-				if strict != nil {
-					sd := strict.Decide(op)
-					require.Equal(t, st.blocked, sd.Blocked, "step %d: Blocked", i)
-					d = sd.Decision
-				} else {
-					d = m.Apply(op)
-				}
+				d, blocked := m.decide(op)
+				require.Equal(t, st.blocked, blocked, "step %d: Blocked", i)
 				used, _ := d.Used.Float64()
 				require.Equal(t, st.allowed, d.Allowed, "step %d: Allowed", i)
 				require.InDelta(t, st.used, used, 1e-9*max(st.used, 1), "step %d: Used", i)
@@ -228,12 +213,12 @@ func TestModelsSettleAsDefined(t *testing.T) {
 					require.True(t, reference.Records(op.Verb, d), "step %d: a %v records", i, op.Verb)
 				}
 			}
-			if strict != nil {
+			if m.strict != nil {
 				want := int64(0)
 				if tt.until != 0 {
 					want = t0 + tt.until
 				}
-				require.Equal(t, want, strict.Until(), "the block the key keeps")
+				require.Equal(t, want, m.strict.Until(), "the block the key keeps")
 			}
 		})
 	}

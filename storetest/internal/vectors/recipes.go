@@ -583,6 +583,45 @@ var recipes = []recipe{
 		b.expect(b.decide(b.refund(2*b.limit())).Granted == 2*b.limit(), "the debt given back")
 		b.deny(b.allow(b.turn()))
 	}},
+	{verb: "refund", rule: "emptying-a-blocked-key-forgets-its-state", applies: strictReservable, with: withPenalty, build: func(b *builder) {
+		b.admit(b.allow(b.limit()))
+		b.expect(b.deny(b.allow(b.turn())).Blocked, "blocked")
+		b.now += b.interval() / 100
+		b.expect(b.decide(b.refund(2*b.limit())).Blocked, "the block kept")
+		for _, back := range []int64{1, b.interval() / 1000, b.interval() / 300} {
+			b.now -= back
+			b.expect(b.deny(b.check(b.turn())).Used == 0, "nothing held on a clock stepped back")
+			b.now += back
+		}
+	}},
+	{verb: "charge", rule: "a-debt-read-under-a-slower-limit-waits-at-most-the-span", applies: reservableBucket, build: func(b *builder) {
+		b.expect(b.decide(b.charge(math.Ldexp(1, 1000))).Granted > 0, "charged up to the ceiling")
+		b.as(b.changed(func(q *engine.Params) { q.Amount /= 1000 }))
+		b.now++
+		d := b.decide(b.check(b.turn()))
+		b.expect(int64(d.RetryAfter) <= maxSpan+b.interval(), "a wait of the span and an interval at most")
+		for _, op := range []engine.Op{b.allow(b.turn()), b.reserve(b.turn(), maxSpan), b.atMost(2 * b.turn()),
+			b.exhaust(b.turn(), b.interval()), b.refund(b.turn()), b.charge(b.turn()), b.check(0)} {
+			b.now++
+			op.Now = b.now
+			b.decide(op)
+		}
+		b.as(b.c.Params)
+		b.now++
+		b.decide(b.check(b.turn()))
+	}},
+	{verb: "charge", rule: "counted-denials-of-a-key-in-debt-still-wait", applies: named("leaky-bucket"), build: func(b *builder) {
+		b.as(engine.Params{Kind: engine.KindLeakyBucket, Limit: 1000, Interval: int64(30 * 24 * time.Hour), Amount: 1000, CountDenied: true})
+		b.admit(b.allow(1000))
+		repaid := b.now + int64(b.decide(b.charge(363.0829005897392)).RetryAfter)
+		late := 0
+		for b.now = repaid - 30; b.now <= repaid+30; b.now++ {
+			if d := b.decide(b.allow(0)); !d.Allowed && d.RetryAfter == 1 {
+				late++
+			}
+		}
+		b.expect(late > 0, "a denial decided again to fit, told to wait a nanosecond")
+	}},
 	invalidCosts(engine.VerbCharge, reservable),
 	invalidCosts(engine.VerbRefund, reservable),
 	{verb: "charge", rule: "is-unsupported", applies: unreservable, build: func(b *builder) {
