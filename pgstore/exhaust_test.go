@@ -89,6 +89,20 @@ func exhaustOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) e
 // interval before it is exhausted; blocks start, end, and are found again
 // when the clock steps back.
 func TestExhaustIsStepInEveryVariant(t *testing.T) {
+	replayEveryVariant(t, "exhaust", 0xe4a5, exhaustOp, nil)
+}
+
+// replayEveryVariant replays, in every variant of the statements of the
+// algorithms that book ahead (exhaustible's), through stores deciding by
+// the caller's clock and by the database's (which it moves, forwards and
+// back, in whole microseconds, and which an op's own time does not
+// change), 6 traces of 40 ops that draw draws, each required to be Step's
+// bit for bit at the store's time; it books the cancels of the
+// reservations that wait, and hands every decision Step made to decided,
+// if not nil. Every other trace changes the key's limit now and then to
+// another of its algorithm (storetest.Variants).
+func replayEveryVariant(t *testing.T, name string, seed uint64, draw func(*rand.Rand, engine.Params, int64, []engine.Op) engine.Op,
+	decided func(t *testing.T, op engine.Op, want engine.Decision)) {
 	url := testserver.StartPostgres(t).URL
 	clock := newDBClock(t, url, 0)
 	byCaller, _ := newStore(t, newPool(t, url, 4), pgstore.WithCallerClock())
@@ -100,11 +114,11 @@ func TestExhaustIsStepInEveryVariant(t *testing.T) {
 				st = byCaller
 			}
 			t.Run(fmt.Sprintf("%d_%v_penalty_%v_count_denied_%v_caller_clock_%v", ai, limit.Kind, limit.Penalty, limit.CountDenied, callerClock), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(ai), 0xe4a5))
+				rng := rand.New(rand.NewPCG(uint64(ai), seed))
 				variants := storetest.Variants(limit)
 				for trace := range 6 {
 					p := limit
-					key := fmt.Sprintf("exhaust%d.%v.%d", ai, callerClock, trace)
+					key := fmt.Sprintf("%s%d.%v.%d", name, ai, callerClock, trace)
 					var k replayed
 					now := base / 1000 * 1000
 					for step := range 40 {
@@ -112,15 +126,19 @@ func TestExhaustIsStepInEveryVariant(t *testing.T) {
 							p = variants[rng.IntN(len(variants))] // the key's limit changes
 						}
 						now = max(now+microGap(rng, p), 0)
-						op := exhaustOp(rng, p, now, k.booked)
+						op := draw(rng, p, now, k.booked)
 						sent := op
 						if !callerClock {
 							clock.set(t, now)
 							sent.Now = rng.Int64() // ignored
 						}
 						where := fmt.Sprintf("trace %d step %d params %+v op %+v", trace, step, p, op)
-						if want, ok := k.step(t, st, key, p, op, sent, where, sluice.ErrInvalidDelay); ok && want.At != 0 {
+						want, ok := k.step(t, st, key, p, op, sent, where, sluice.ErrInvalidDelay)
+						if ok && want.At != 0 {
 							k.booked = append(k.booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
+						}
+						if ok && decided != nil {
+							decided(t, op, want)
 						}
 					}
 				}

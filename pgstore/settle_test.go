@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -10,11 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/testserver"
-	"github.com/sluice-go/sluice/pgstore"
-	"github.com/sluice-go/sluice/storetest"
 )
 
 // settleOp draws a request that charges or refunds a key often, of any
@@ -66,51 +62,19 @@ func settleOp(rng *rand.Rand, p engine.Params, now int64, booked []engine.Op) en
 // into debt, are booked ahead, and blocks start, end, and are found again
 // when the clock steps back.
 func TestSettleIsStepInEveryVariant(t *testing.T) {
-	url := testserver.StartPostgres(t).URL
-	clock := newDBClock(t, url, 0)
-	byCaller, _ := newStore(t, newPool(t, url, 4), pgstore.WithCallerClock())
-	byDatabase, _ := newStore(t, clock.pool)
-	for ai, limit := range exhaustible() {
-		for _, callerClock := range []bool{true, false} {
-			st := byDatabase
-			if callerClock {
-				st = byCaller
-			}
-			t.Run(fmt.Sprintf("%d_%v_penalty_%v_count_denied_%v_caller_clock_%v", ai, limit.Kind, limit.Penalty, limit.CountDenied, callerClock), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(ai), 0x5e771e))
-				variants := storetest.Variants(limit)
-				settled := map[engine.Verb]int{}
-				for trace := range 6 {
-					p := limit
-					key := fmt.Sprintf("settle%d.%v.%d", ai, callerClock, trace)
-					var k replayed
-					now := base / 1000 * 1000
-					for step := range 40 {
-						if trace%2 == 1 && rng.IntN(6) == 0 {
-							p = variants[rng.IntN(len(variants))] // the key's limit changes
-						}
-						now = max(now+microGap(rng, p), 0)
-						op := settleOp(rng, p, now, k.booked)
-						sent := op
-						if !callerClock {
-							clock.set(t, now)
-							sent.Now = rng.Int64() // ignored
-						}
-						where := fmt.Sprintf("trace %d step %d params %+v op %+v", trace, step, p, op)
-						want, ok := k.step(t, st, key, p, op, sent, where, sluice.ErrInvalidDelay)
-						switch {
-						case ok && want.At != 0:
-							k.booked = append(k.booked, engine.Op{Verb: engine.VerbCancel, Cost: op.Cost, At: want.At})
-						case ok && want.Granted > 0:
-							settled[op.Verb]++
-						}
-					}
-				}
-				require.Positive(t, settled[engine.VerbCharge], "no charge recorded anything")
-				require.Positive(t, settled[engine.VerbRefund], "no refund gave anything back")
+	settled := map[string]map[engine.Verb]int{}
+	replayEveryVariant(t, "settle", 0x5e771e, settleOp, func(t *testing.T, op engine.Op, want engine.Decision) {
+		if settled[t.Name()] == nil {
+			settled[t.Name()] = map[engine.Verb]int{}
+			t.Cleanup(func() {
+				require.Positive(t, settled[t.Name()][engine.VerbCharge], "no charge recorded anything")
+				require.Positive(t, settled[t.Name()][engine.VerbRefund], "no refund gave anything back")
 			})
 		}
-	}
+		if want.Granted > 0 && (op.Verb == engine.VerbCharge || op.Verb == engine.VerbRefund) {
+			settled[t.Name()][op.Verb]++
+		}
+	})
 }
 
 // TestServerClockSettleIsAtItsClock charges and refunds a key by the

@@ -33,15 +33,7 @@ func TestModelsExhaustAsDefined(t *testing.T) {
 	exhaust := func(c float64, at, maxDelay int64) engine.Op {
 		return engine.Op{Verb: engine.VerbExhaust, Cost: c, Now: at, MaxDelay: maxDelay}
 	}
-	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: 100 * ms} // bT = 500ms
-	leaky := engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}
-	token := engine.Params{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4}
-	refill := token
-	refill.IntervalRefill = true
-	penalized := gcra
-	penalized.Penalty = 30 * s
-	counted := leaky
-	counted.CountDenied, counted.Penalty = true, 10*s
+	gcra, leaky, token, refill, penalized, counted := tableLimits()
 	tests := []struct {
 		name  string
 		p     engine.Params

@@ -38,15 +38,7 @@ func TestModelsSettleAsDefined(t *testing.T) {
 	}
 	charge := func(c float64, at int64) engine.Op { return engine.Op{Verb: engine.VerbCharge, Cost: c, Now: at} }
 	refund := func(c float64, at int64) engine.Op { return engine.Op{Verb: engine.VerbRefund, Cost: c, Now: at} }
-	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: 100 * ms} // bT = 500ms
-	leaky := engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}
-	token := engine.Params{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4}
-	refill := token
-	refill.IntervalRefill = true
-	penalized := gcra
-	penalized.Penalty = 30 * s
-	counted := leaky
-	counted.CountDenied, counted.Penalty = true, 10*s
+	gcra, leaky, token, refill, penalized, counted := tableLimits()
 	// The ceilings: what each rate frees in 2^60 ns.
 	gcraCeiling := float64(span) / float64(100*ms)  // 2^60 / T units
 	leakyCeiling := 1729382256.910270464            // 2^60 * 1.5 / 1e9

@@ -2,6 +2,7 @@ package reference_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,4 +38,21 @@ func (s stepper) decide(op engine.Op) (reference.Decision, bool) {
 		return sd.Decision, sd.Blocked
 	}
 	return s.m.Apply(op), false
+}
+
+// tableLimits returns the limits the exhaust and settle tables decide
+// under: a GCRA of 5 at 100 ms (bT = 500 ms), a leaky bucket of 3 at
+// 1.5/s, a token bucket of 10 at 4/s, with continuous and with interval
+// refill, the GCRA under a 30 s penalty, and the leaky bucket counting
+// denials under a 10 s penalty.
+func tableLimits() (gcra, leaky, token, refill, penalized, counted engine.Params) {
+	const s, ms = int64(time.Second), int64(time.Millisecond)
+	gcra = engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: 100 * ms}
+	leaky = engine.Params{Kind: engine.KindLeakyBucket, Limit: 3, Interval: s, Amount: 1.5}
+	token = engine.Params{Kind: engine.KindTokenBucket, Limit: 10, Interval: s, Amount: 4}
+	refill, penalized, counted = token, gcra, leaky
+	refill.IntervalRefill = true
+	penalized.Penalty = 30 * s
+	counted.CountDenied, counted.Penalty = true, 10*s
+	return gcra, leaky, token, refill, penalized, counted
 }
