@@ -386,39 +386,15 @@ func blockedKey(t *testing.T, p engine.Params, now int64) engine.State {
 	return st
 }
 
-// TestAnExhaustReportsAndKeepsABlockInForce: an exhaust is decided as a
-// check of its cost on the key it leaves full, and a check reports a
-// block in force, a cost that fits included; the exhaust records, and
-// leaves the block as it found it. Filling a bucket up at an instant must
-// not drop the block with the rest of the bucket's state.
-func TestAnExhaustReportsAndKeepsABlockInForce(t *testing.T) {
-	now := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
-	for _, alg := range reservingAlgorithms(t) {
-		p := alg.params
-		period := guarantees.Period(p)
-		p.Penalty = 10 * period
-		t.Run(alg.name, func(t *testing.T) {
-			st := blockedKey(t, p, now)
-			for _, delay := range []int64{0, period, 20 * period} {
-				next, d, err := p.Step(cloneState(st), engine.Op{Verb: engine.VerbExhaust, Now: now + 1, MaxDelay: delay})
-				require.NoError(t, err)
-				require.True(t, d.Blocked, "MaxDelay %v: the block in force is reported", time.Duration(delay))
-				require.False(t, d.Allowed, "MaxDelay %v", time.Duration(delay))
-				require.GreaterOrEqual(t, int64(d.RetryAfter), st.Until-now-1, "MaxDelay %v: RetryAfter reaches the block's end", time.Duration(delay))
-				require.Equal(t, st.Until, next.Until, "MaxDelay %v: the block is kept (state %+v)", time.Duration(delay), next)
-			}
-		})
-	}
-}
-
-// TestASettlementReportsAndKeepsABlockInForce: a charge or a refund is
-// decided as a check of nothing on the key it leaves, and a check reports
-// a block in force, a key with room included; the settlement records its
-// cost, and leaves the block as it found it, in force or ended: it
-// neither starts one (a charge into debt is no overflow) nor ends one.
-// Settling a bucket's point must not drop the block with the rest of the
-// bucket's state.
-func TestASettlementReportsAndKeepsABlockInForce(t *testing.T) {
+// TestExhaustsAndSettlementsReportAndKeepABlockInForce: an exhaust is
+// decided as a check of its cost on the key it leaves full, a charge or a
+// refund as a check of nothing on the key it leaves, and a check reports
+// a block in force, a cost that fits included; each records (a
+// settlement the cost it moved), and leaves the block as it found it, in
+// force or ended: a charge into debt is no overflow, and starts none.
+// Filling up or settling a bucket's point must not drop the block with
+// the rest of the bucket's state.
+func TestExhaustsAndSettlementsReportAndKeepABlockInForce(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	for _, alg := range reservingAlgorithms(t) {
 		p := alg.params
@@ -427,18 +403,24 @@ func TestASettlementReportsAndKeepsABlockInForce(t *testing.T) {
 		t.Run(alg.name, func(t *testing.T) {
 			st := blockedKey(t, p, now)
 			for _, op := range []engine.Op{
+				{Verb: engine.VerbExhaust, Now: now + 1},
+				{Verb: engine.VerbExhaust, Now: now + 1, MaxDelay: period},
+				{Verb: engine.VerbExhaust, Now: now + 1, MaxDelay: 20 * period},
 				{Verb: engine.VerbRefund, Cost: p.Limit, Now: now + 1},     // the key emptied, but blocked
 				{Verb: engine.VerbRefund, Cost: 0x1p1000, Now: now + 1},    // more than it holds
 				{Verb: engine.VerbCharge, Cost: 3 * p.Limit, Now: now + 1}, // in debt, and blocked
 				{Verb: engine.VerbCharge, Cost: 0x1p1000, Now: now + 1},    // up to the ceiling
 			} {
+				what := fmt.Sprintf("%v of %v over %v", op.Verb, op.Cost, time.Duration(op.MaxDelay))
 				next, d, err := p.Step(cloneState(st), op)
 				require.NoError(t, err)
-				require.True(t, d.Blocked, "%v of %v: the block in force is reported", op.Verb, op.Cost)
-				require.False(t, d.Allowed, "%v of %v", op.Verb, op.Cost)
-				require.Positive(t, d.Granted, "%v of %v", op.Verb, op.Cost)
-				require.GreaterOrEqual(t, int64(d.RetryAfter), st.Until-now-1, "%v of %v: RetryAfter reaches the block's end", op.Verb, op.Cost)
-				require.Equal(t, st.Until, next.Until, "%v of %v: the block is kept (state %+v)", op.Verb, op.Cost, next)
+				require.True(t, d.Blocked, "%s: the block in force is reported", what)
+				require.False(t, d.Allowed, what)
+				if settles(op.Verb) {
+					require.Positive(t, d.Granted, what)
+				}
+				require.GreaterOrEqual(t, int64(d.RetryAfter), st.Until-now-1, "%s: RetryAfter reaches the block's end", what)
+				require.Equal(t, st.Until, next.Until, "%s: the block is kept (state %+v)", what, next)
 			}
 			// After the block, a charge into debt is denied, starts no
 			// block, and leaves the ended one as it was.
