@@ -24,10 +24,8 @@ import (
 // half-open interval of several lengths against each algorithm's
 // documented guarantee.
 
-// boundSlack is what the float algorithms may admit beyond a bound: they
-// compare amounts with a slack of 2^-48 of the limit; 1e-12 of it leaves
-// room for float rounding.
-const boundSlack = 1e-12
+// boundSlack is what the float algorithms may admit beyond a bound.
+const boundSlack = guarantees.Slack
 
 // boundCosts returns the request costs the bounds are checked with: unit
 // costs, and for all but GCRA (whose bound in amounts assumes c*T is a

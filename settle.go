@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/sluice-go/sluice/engine"
 )
@@ -50,17 +49,14 @@ func (l *Limiter) Settle(ctx context.Context, key string, booked, actual float64
 	if actual < booked {
 		op.Verb, op.Cost = engine.VerbRefund, booked-actual
 	}
-	if !validCost(booked) || !validCost(actual) {
-		err = fmt.Errorf("%w: settling %v booked as %v", ErrInvalidCost, actual, booked)
-		return dec, l.refuse(ctx, key, op, decided(&dec), err)
-	}
 	p, err := l.limitFor(ctx, key, op.Now)
+	for _, cost := range [...]float64{booked, actual} {
+		if err == nil {
+			err = p.CheckCost(op.Verb, cost) // a settlement's costs are any a request may have
+		}
+	}
 	if err != nil {
-		return dec, l.refuse(ctx, key, op, decided(&dec), err)
+		return dec, l.refuse(ctx, key, op, decided(&dec), fmt.Errorf("settling %v booked as %v: %w", actual, booked, err))
 	}
 	return dec, l.do(ctx, key, p, op, decided(&dec))
 }
-
-// validCost reports whether cost is one a request may have: finite and
-// not negative.
-func validCost(cost float64) bool { return cost >= 0 && !math.IsInf(cost, 1) }

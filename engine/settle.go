@@ -94,14 +94,7 @@ func (p *Params) settleGCRA(s *State, op *Op) float64 {
 // zero at the least. It returns the cost moved.
 func (p *Params) settleMeter(s *State, op *Op) float64 {
 	at := max(s.Time, op.Now)
-	level := p.levelAt(*s, at)
-	moved := min(op.Cost, level)
-	if op.Verb == VerbCharge {
-		moved = min(op.Cost, max(float64(maxSpan)*p.Amount/float64(p.Interval)-level, 0))
-		level += moved
-	} else {
-		level -= moved
-	}
+	level, moved := move(op, p.levelAt(*s, at), float64(maxSpan)*p.Amount/float64(p.Interval))
 	*s = State{Time: at, A: level}
 	return moved
 }
@@ -112,15 +105,21 @@ func (p *Params) settleMeter(s *State, op *Op) float64 {
 // the cost moved.
 func (p *Params) settleRefill(s *State, op *Op) float64 {
 	used, last := p.refillPoint(*s, op.Now)
-	moved := min(op.Cost, used)
-	if op.Verb == VerbCharge {
-		moved = min(op.Cost, max(float64(maxSpan/p.Interval)*p.Amount-used, 0))
-		used += moved
-	} else {
-		used -= moved
-	}
+	used, moved := move(op, used, float64(maxSpan/p.Interval)*p.Amount)
 	*s = State{Time: last, A: used}
 	return moved
+}
+
+// move moves held, what a bucket holds, by op.Cost: up for a charge, to
+// ceiling at most; down for a refund, to zero at the least. It returns
+// what the bucket holds after, and the cost moved.
+func move(op *Op, held, ceiling float64) (after, moved float64) {
+	if op.Verb == VerbCharge {
+		moved = min(op.Cost, max(ceiling-held, 0))
+		return held + moved, moved
+	}
+	moved = min(op.Cost, held)
+	return held - moved, moved
 }
 
 // emptied reports whether s, as a settlement left it, is fresh again at

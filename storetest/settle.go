@@ -13,11 +13,6 @@ import (
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
 
-// settleSlack is what a float algorithm may admit beyond a bound: it
-// compares amounts with a slack of 2^-48 of the limit; 1e-12 of it leaves
-// room for float rounding.
-const settleSlack = 1e-12
-
 // RunSettleBounds drives every algorithm that settles with random traffic
 // on st, by the caller's clock: requests admitted or booked ahead with an
 // estimated cost of one unit and settled later with an actual cost drawn
@@ -42,7 +37,7 @@ func RunSettleBounds(t *testing.T, st sluice.Store) {
 				rng := rand.New(rand.NewPCG(uint64(ai), uint64(trace)))
 				require.NoError(t, k.SettleTraffic(rng, base, 1, 200), "trace %d", trace)
 				require.NotEmpty(t, k.Settlements(), "trace %d", trace)
-				require.NoError(t, k.CheckSettled(1, settleSlack), "trace %d", trace)
+				require.NoError(t, k.CheckSettled(1), "trace %d", trace)
 			}
 		})
 	}

@@ -6,6 +6,11 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
+// Slack is what the float algorithms may admit beyond a bound, relative
+// to the limit: they compare amounts with a slack of 2^-48 of the limit;
+// 1e-12 of it leaves room for float rounding.
+const Slack = 1e-12
+
 // windowsTouched is the most aligned (or back-to-back) windows of length w
 // an interval of d nanoseconds can touch: its d instants a..a+d-1 span
 // ceil((d-1)/w)+1 of them at most.

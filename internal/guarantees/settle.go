@@ -66,8 +66,7 @@ type settling struct {
 // actual cost drawn around it (see [ActualCost]).
 func (k *Key) SettleTraffic(rng *rand.Rand, start int64, cost float64, n int) error {
 	p := k.params
-	period := Period(p)
-	gap := period * 2 / max(int64(p.Limit), 1)
+	period, gap := Period(p), unitGap(p)
 	var due []settling
 	settleUntil := func(now int64) error {
 		slices.SortStableFunc(due, func(a, b settling) int { return cmp.Compare(a.at, b.at) })
@@ -144,12 +143,12 @@ const (
 	freed
 )
 
-// ledger returns k's records (within slack of the limit), in the order they were decided. A refund
+// ledger returns k's records (within Slack of the limit), in the order they were decided. A refund
 // frees what the key recorded last: the GCRA's TAT and a bucket's level
 // at its latest point are the stack of the costs recorded, each on top of
 // those before it, and a refund takes from its top. A refund that frees
 // more than the key recorded is reported.
-func (k *Key) ledger(slack float64) ([]record, error) {
+func (k *Key) ledger() ([]record, error) {
 	bookings, settlements := k.bookings, k.settled
 	var out, stack []record
 	settle := func(s Settlement) error {
@@ -158,7 +157,7 @@ func (k *Key) ledger(slack float64) ([]record, error) {
 			out, stack = append(out, r), append(stack, r)
 			return nil
 		}
-		for left := -s.Moved; left > slack*k.params.Limit; {
+		for left := -s.Moved; left > Slack*k.params.Limit; {
 			if len(stack) == 0 {
 				return fmt.Errorf("a refund of %v at %d freed %v more than the key recorded", -s.Moved, s.Decided, left)
 			}
@@ -167,7 +166,7 @@ func (k *Key) ledger(slack float64) ([]record, error) {
 			out = append(out, record{at: top.at, amount: -x, after: s.After, booking: s.Booking, kind: freed})
 			top.amount -= x
 			left -= x
-			if top.amount <= slack*k.params.Limit {
+			if top.amount <= Slack*k.params.Limit {
 				stack = stack[:len(stack)-1]
 			}
 		}
@@ -192,7 +191,7 @@ func (k *Key) ledger(slack float64) ([]record, error) {
 }
 
 // CheckSettled checks Limiter.Settle's guarantee on k's bookings and
-// settlements, with the cost of its requests' estimates, within slack of
+// settlements, with the cost of its requests' estimates, within Slack of
 // the limit (the float algorithms' rounding), for every interval that ends with a booking j admitted
 // without a wait, at v, counting what was decided by then (records whose
 // after is j at most), up to ten periods long.
@@ -203,9 +202,9 @@ func (k *Key) ledger(slack float64) ([]record, error) {
 //   - the actual costs, at the instants their requests acted, within the
 //     guarantee plus the excess of the interval's requests not settled
 //     yet, plus what refunds for requests outside it freed in it.
-func (k *Key) CheckSettled(cost, slack float64) error {
+func (k *Key) CheckSettled(cost float64) error {
 	p := k.params
-	all, err := k.ledger(slack)
+	all, err := k.ledger()
 	if err != nil {
 		return err
 	}
@@ -253,7 +252,7 @@ func (k *Key) CheckSettled(cost, slack float64) error {
 			if n+1 < len(all) && all[n+1].at == u {
 				continue // the interval starts at u: all of u's records first
 			}
-			bound := Bound(p, v-u+1, cost) + slack*p.Limit
+			bound := Bound(p, v-u+1, cost) + Slack*p.Limit
 			if sum > bound {
 				return fmt.Errorf("the ledger of [%d, %d] holds %v, guaranteed at most %v", u, v, sum, bound)
 			}
