@@ -26,7 +26,7 @@
 // its cost asked for as an Allow), and otherwise the Store asks for no
 // block until a whole one would fit, denying meanwhile the requests its
 // block cannot cover, with RetryAfter at that instant; that wait doubles
-// (up to 8 times) each time the next block still comes short, as it does
+// (up to eightfold) each time the next block still comes short, as it does
 // when other processes take what comes back first. A key whose limit has a
 // penalty or counts denials sends every request its block cannot cover to
 // the remote store, so that an overflow blocks or counts there exactly as

@@ -367,3 +367,14 @@ func TestTheStoreFollowsAtMostMaxKeys(t *testing.T) {
 	require.Equal(t, 2000, admitted, "500 keys, 4 requests each, within their bursts")
 	require.LessOrEqual(t, s.Stats().Keys, 256)
 }
+
+func TestALimitBeyondAnInt64IsLeasedToo(t *testing.T) {
+	s, _ := newStore(t)
+	p := engine.Params{Kind: engine.KindLeakyBucket, Limit: 1e200, Interval: int64(time.Second), Amount: 1e200}
+	for i := range int64(100) {
+		require.True(t, apply(t, s, p, engine.VerbAllow, 1e150, i).Allowed)
+	}
+	st := s.Stats()
+	require.Greater(t, st.Leases, uint64(0))
+	require.Greater(t, st.Local, uint64(50))
+}

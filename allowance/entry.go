@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
@@ -35,11 +36,10 @@ type lease struct {
 	short bool
 }
 
-// hold makes a key deny, until until, the requests of at least cost that
-// its block cannot cover, with denial's fields.
+// hold makes a key deny, until until, the requests its block cannot
+// cover, with denial's fields.
 type hold struct {
 	until  int64
-	cost   float64
 	denial engine.Decision
 }
 
@@ -77,7 +77,7 @@ func (sh *shard) entry(key string, p *engine.Params, now int64, limit int) (*ent
 
 // answer decides op from the key's block or hold, if either covers it:
 // an Allow or a check of a cost the live block holds is admitted (an
-// Allow spends it); one the hold covers is denied.
+// Allow spends it); any other is denied while the key is held.
 func (e *entry) answer(op *engine.Op, sh *shard) (engine.Decision, bool) {
 	l := &e.lease
 	now := max(op.Now, l.start) // a caller whose clock read came before the block's
@@ -89,7 +89,7 @@ func (e *entry) answer(op *engine.Op, sh *shard) (engine.Decision, bool) {
 		sh.local++
 		return l.admitted(now, e.params.Limit), true
 	}
-	if op.Now < e.hold.until && op.Cost >= e.hold.cost {
+	if op.Now < e.hold.until {
 		sh.local++
 		return e.hold.denied(op.Now), true
 	}
@@ -101,7 +101,7 @@ func (e *entry) answer(op *engine.Op, sh *shard) (engine.Decision, bool) {
 // in whole units.
 func (e *entry) block(share float64) float64 {
 	d := max(e.demand.cur, e.demand.prev) / 2
-	return float64(int64(min(d, e.params.Limit*share)))
+	return math.Floor(min(d, e.params.Limit*share))
 }
 
 // giveBack takes the unspent units out of the key's block before it is

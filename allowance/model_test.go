@@ -33,11 +33,10 @@ type (
 		basis               engine.Decision
 		short               bool
 	}
-	// mHold models denials answered in process before until, of costs of
-	// at least cost, with denial's fields.
+	// mHold models denials answered in process before until, with
+	// denial's fields.
 	mHold struct {
 		until  int64
-		cost   float64
 		denial engine.Decision
 	}
 	// mDemand models the cost asked for a key in the lease time begun at
@@ -143,12 +142,12 @@ func (m *model) Apply(key string, p *engine.Params, op engine.Op) (engine.Decisi
 		m.paths["local admit"]++
 		return k.admitted(t), nil
 	}
-	if op.Now < k.hold.until && op.Cost >= k.hold.cost {
+	if op.Now < k.hold.until {
 		m.st.Local++
 		m.paths["hold denial"]++
 		return k.denied(op.Now), nil
 	}
-	block := float64(int64(min(max(k.demand.cur, k.demand.prev)/2, p.Limit*m.share)))
+	block := math.Floor(min(max(k.demand.cur, k.demand.prev)/2, p.Limit*m.share))
 	strictShort := (p.Penalty > 0 || p.CountDenied) && k.lease.short && op.Now < k.lease.end
 	if block < 2 || op.Verb == engine.VerbCheck || strictShort {
 		m.paths["cold pass"]++
@@ -359,11 +358,11 @@ func TestStoreDecidesAsItsModel(t *testing.T) {
 		alt.Limit += 8
 		for seed := range uint64(3) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
-			store, err := allowance.New(sluice.NewMemStore(sluice.MemStoreConfig{}),
-				allowance.Config{LeaseTime: modelLease, MaxShare: modelShare, MaxKeys: 1 << 12})
+			remote, alone := sluice.NewMemStore(sluice.MemStoreConfig{}), sluice.NewMemStore(sluice.MemStoreConfig{})
+			t.Cleanup(func() { remote.Close(); alone.Close() })
+			store, err := allowance.New(remote, allowance.Config{LeaseTime: modelLease, MaxShare: modelShare, MaxKeys: 1 << 12})
 			require.NoError(t, err)
-			m := &model{remote: sluice.NewMemStore(sluice.MemStoreConfig{}), l: int64(modelLease),
-				share: modelShare, keys: map[string]*mKey{}, paths: paths}
+			m := &model{remote: alone, l: int64(modelLease), share: modelShare, keys: map[string]*mKey{}, paths: paths}
 			keys := []string{"a", "b", "c"}[:1+rng.IntN(3)]
 			params, which := [2]*engine.Params{&c.p, &alt}, map[string]int{}
 			now, phase := modelStart, 0
