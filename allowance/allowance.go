@@ -68,11 +68,13 @@
 package allowance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-go/sluice"
@@ -137,7 +139,7 @@ type Store struct {
 	share    float64
 	perShard int
 	shards   [shards]shard
-	counts   counts
+	calls    atomic.Uint64 // to the remote store
 }
 
 var _ sluice.GroupStore = (*Store)(nil)
@@ -148,11 +150,11 @@ type shard struct {
 	// epoch counts the Resets through the shard: a block asked for before
 	// a Reset, arriving after it, is dropped.
 	epoch uint64
-	// local and spent count the requests answered in process and the
-	// units they spent, under mu, which the answer holds already.
-	local uint64
-	spent float64
-	_     [24]byte // apart from the next shard's lock
+	// The shard's counts (see Stats), under mu, which an answer and the
+	// end of a renewal hold already.
+	local, leases           uint64
+	leased, refunded, spent float64
+	_                       [64]byte // apart from the next shard's lock
 }
 
 // New returns a Store leasing allowance from remote.
@@ -170,23 +172,14 @@ func New(remote sluice.Store, cfg Config) (*Store, error) {
 	s := &Store{
 		remote:   remote,
 		seed:     maphash.MakeSeed(),
-		lease:    int64(cmp(cfg.LeaseTime, DefaultLeaseTime)),
-		share:    cmp(cfg.MaxShare, DefaultMaxShare),
-		perShard: (cmp(cfg.MaxKeys, DefaultMaxKeys)-1)/shards + 1,
+		lease:    int64(cmp.Or(cfg.LeaseTime, DefaultLeaseTime)),
+		share:    cmp.Or(cfg.MaxShare, DefaultMaxShare),
+		perShard: (cmp.Or(cfg.MaxKeys, DefaultMaxKeys)-1)/shards + 1,
 	}
 	for i := range s.shards {
 		s.shards[i].keys = make(map[string]*entry)
 	}
 	return s, nil
-}
-
-// cmp returns v, or def if v is zero.
-func cmp[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 func (s *Store) shard(key string) *shard {
@@ -241,16 +234,7 @@ func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engi
 		if ask < minBlock || op.Verb == engine.VerbCheck || e.strictAtLimit(op.Now) {
 			epoch := sh.epoch
 			sh.mu.Unlock()
-			d, err := s.pass(ctx, key, p, op)
-			if err == nil && d.Blocked {
-				// A blocked key denies everything until its block ends.
-				sh.mu.Lock()
-				if sh.epoch == epoch && sh.keys[key] == e && e.params == *p {
-					e.hold = hold{until: op.Now + int64(d.RetryAfter), denial: d}
-				}
-				sh.mu.Unlock()
-			}
-			return d, err
+			return s.passHolding(ctx, sh, key, e, p, op, epoch)
 		}
 		done := make(chan struct{})
 		e.renewing = done
@@ -261,12 +245,10 @@ func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engi
 		r := s.renew(ctx, key, p, op, max(ask, op.Cost), refund, backoff)
 
 		sh.mu.Lock()
-		if sh.epoch == epoch && sh.keys[key] == e && e.params == *p && r.err == nil {
+		if r.err == nil && sh.holds(key, e, p, epoch) {
 			e.lease, e.hold, e.backoff = r.lease, r.hold, r.backoff
 		}
-		if r.err == nil {
-			sh.spent += r.spent
-		}
+		sh.counted(&r)
 		e.renewing = nil
 		close(done)
 		sh.mu.Unlock()
@@ -276,8 +258,23 @@ func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engi
 
 // pass decides op on the remote store.
 func (s *Store) pass(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
-	s.counts.remote.Add(1)
+	s.calls.Add(1)
 	return s.remote.Apply(ctx, key, p, op)
+}
+
+// passHolding decides op on the remote store for e, key's entry in sh as
+// of epoch, and holds the key in process if the store says a penalty
+// blocks it: a blocked key denies everything until its block ends.
+func (s *Store) passHolding(ctx context.Context, sh *shard, key string, e *entry, p *engine.Params, op engine.Op, epoch uint64) (engine.Decision, error) {
+	d, err := s.pass(ctx, key, p, op)
+	if err == nil && d.Blocked {
+		sh.mu.Lock()
+		if sh.holds(key, e, p, epoch) {
+			e.hold = blocked(op.Now, d)
+		}
+		sh.mu.Unlock()
+	}
+	return d, err
 }
 
 // renewal is what renew brings back: the request's decision, and the
@@ -287,8 +284,11 @@ type renewal struct {
 	err      error
 	lease    lease
 	hold     hold
-	spent    float64 // of the block, on the request
 	backoff  uint8
+	// What the renewal counts (see Stats): blocks taken, units leased,
+	// given back, and spent on the request.
+	leases                  uint64
+	leased, refunded, spent float64
 }
 
 // renew gives refund back (if any), asks the remote store for a block of
@@ -302,15 +302,14 @@ func (s *Store) renew(ctx context.Context, key string, p *engine.Params, op engi
 			r.err = err
 			return r
 		}
-		s.counts.refunded.add(d.Granted)
+		r.refunded = d.Granted
 	}
 	d, err := s.pass(ctx, key, p, engine.Op{Verb: engine.VerbAtMost, Cost: ask, Now: op.Now})
 	if err != nil {
 		r.err = err
 		return r
 	}
-	s.counts.leases.Add(1)
-	s.counts.leased.add(d.Granted)
+	r.leases, r.leased = 1, d.Granted
 	r.lease = lease{
 		start:   op.Now,
 		end:     op.Now + s.lease,
@@ -340,7 +339,7 @@ func (s *Store) renew(ctx context.Context, key string, p *engine.Params, op engi
 	rest := op.Cost - d.Granted
 	switch {
 	case d.Blocked:
-		r.hold = hold{until: op.Now + int64(d.RetryAfter), denial: d}
+		r.hold = blocked(op.Now, d)
 		r.decision = r.hold.denied(op.Now)
 		return r
 	case !strict && d.Remaining < rest:
@@ -363,7 +362,7 @@ func (s *Store) renew(ctx context.Context, key string, p *engine.Params, op engi
 		return r
 	}
 	if td.Blocked {
-		r.hold = hold{until: op.Now + int64(td.RetryAfter), denial: td}
+		r.hold = blocked(op.Now, td)
 	}
 	r.decision = td
 	return r
@@ -424,6 +423,6 @@ func (s *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []eng
 	if !ok {
 		return engine.Decision{}, fmt.Errorf("%w: allowance: %T cannot decide several limits atomically", sluice.ErrUnsupported, s.remote)
 	}
-	s.counts.remote.Add(1)
+	s.calls.Add(1)
 	return g.ApplyGroup(ctx, ops, each)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/evict"
 )
 
 // entry is what a Store knows of one key: its block, its hold, and the
@@ -140,6 +141,12 @@ func (l *lease) admitted(now int64, limit float64) engine.Decision {
 	}
 }
 
+// blocked is the hold of a key that d, a decision at now, says a penalty
+// blocks: everything is denied until the block ends.
+func blocked(now int64, d engine.Decision) hold {
+	return hold{until: now + int64(d.RetryAfter), denial: d}
+}
+
 // denied is the hold's denial as of now, before until.
 func (h *hold) denied(now int64) engine.Decision {
 	d := h.denial
@@ -164,31 +171,17 @@ func (m *demand) add(now int64, cost float64, leaseTime int64) {
 
 // makeRoom drops the sampled keys whose block and hold have ended, or if
 // none has the sampled key whose block ends soonest, never one being
-// renewed. Go's map iteration starts at a random place, which makes the
-// sample.
+// renewed.
 func (sh *shard) makeRoom(now int64) {
-	var (
-		victim string
-		soon   int64
-		n      int
-		freed  bool
-	)
-	for k, e := range sh.keys {
-		switch {
-		case e.renewing != nil:
-		case e.lease.end <= now && e.hold.until <= now:
-			delete(sh.keys, k)
-			freed = true
-		case victim == "" || e.lease.end < soon:
-			victim, soon = k, e.lease.end
-		}
-		if n++; n == evictSample {
-			break
-		}
-	}
-	if !freed && victim != "" {
-		delete(sh.keys, victim)
-	}
+	evict.Sample(sh.keys, evictSample, func(e *entry) (int64, bool, bool) {
+		return e.lease.end, e.lease.end <= now && e.hold.until <= now, e.renewing != nil
+	})
+}
+
+// holds reports whether key's entry is still e, for p, with no Reset
+// since epoch: whether what a round trip brings back for e may be kept.
+func (sh *shard) holds(key string, e *entry, p *engine.Params, epoch uint64) bool {
+	return sh.epoch == epoch && sh.keys[key] == e && e.params == *p
 }
 
 // forget drops key's entry and keeps out a renewal under way.

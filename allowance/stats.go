@@ -1,10 +1,5 @@
 package allowance
 
-import (
-	"math"
-	"sync/atomic"
-)
-
 // Stats counts a Store's answers and the units it leased.
 type Stats struct {
 	// Local is the number of requests answered in process: admitted from
@@ -30,38 +25,26 @@ type Stats struct {
 // those of live blocks, and those lost to the limit.
 func (st Stats) Unspent() float64 { return st.Leased - st.Spent - st.Refunded }
 
-// counts are a Store's counts kept outside the shards' locks.
-type counts struct {
-	remote, leases   atomic.Uint64
-	leased, refunded atomicFloat
-}
-
-// atomicFloat is a float64 added to atomically.
-type atomicFloat struct{ bits atomic.Uint64 }
-
-func (f *atomicFloat) add(v float64) {
-	for {
-		old := f.bits.Load()
-		if f.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
+// counted adds what a renewal counts to the shard's counts.
+func (sh *shard) counted(r *renewal) {
+	sh.leases += r.leases
+	sh.leased += r.leased
+	sh.refunded += r.refunded
+	if r.err == nil {
+		sh.spent += r.spent
 	}
 }
-
-func (f *atomicFloat) load() float64 { return math.Float64frombits(f.bits.Load()) }
 
 // Stats returns the Store's counts since it was made.
 func (s *Store) Stats() Stats {
-	st := Stats{
-		Remote:   s.counts.remote.Load(),
-		Leases:   s.counts.leases.Load(),
-		Leased:   s.counts.leased.load(),
-		Refunded: s.counts.refunded.load(),
-	}
+	st := Stats{Remote: s.calls.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		st.Local += sh.local
+		st.Leases += sh.leases
+		st.Leased += sh.leased
+		st.Refunded += sh.refunded
 		st.Spent += sh.spent
 		st.Keys += len(sh.keys)
 		sh.mu.Unlock()

@@ -76,6 +76,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/evict"
 )
 
 // DefaultMaxKeys is the number of keys a Store holds at most unless
@@ -281,29 +282,11 @@ func (sh *shard) put(key string, e entry, limit int, now int64) {
 }
 
 // makeRoom removes the due entries among a sample of the shard's, or if
-// none is due the sampled entry that expires soonest. Go's map iteration
-// starts at a random place, which makes the sample.
+// none is due the sampled entry that expires soonest.
 func (sh *shard) makeRoom(now int64) {
-	var (
-		victim string
-		soon   int64
-		n      int
-		freed  bool
-	)
-	for k, e := range sh.entries {
-		if e.until <= now {
-			delete(sh.entries, k)
-			freed = true
-		} else if n == 0 || e.until < soon {
-			victim, soon = k, e.until
-		}
-		if n++; n == evictSample {
-			break
-		}
-	}
-	if !freed && n > 0 {
-		delete(sh.entries, victim)
-	}
+	evict.Sample(sh.entries, evictSample, func(e entry) (int64, bool, bool) {
+		return e.until, e.until <= now, false
+	})
 }
 
 // Reset forgets key's cached denial, and resets it in the remote store.

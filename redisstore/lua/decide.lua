@@ -42,19 +42,22 @@ end
 -- Params.CheckCost tells leases from the rest: only the concurrency limit
 -- extends and has a line to leave, and it neither fills up, reserves nor
 -- grants part of a cost; only the algorithms that take reservations,
--- which have a full-at, are exhausted, charged and refunded. The Go side
--- refuses the others first; the library refuses them too, rather than
--- decide them as another verb.
+-- which have a full-at, are exhausted, charged and refunded (the verbs
+-- from EXHAUST on, which the callers have checked go no further than
+-- REFUND: one comparison on the usual path). The Go side refuses the
+-- others first; the library refuses them too, rather than decide them as
+-- another verb.
 local function decides(verb)
-  if verb == EXHAUST or verb == CHARGE or verb == REFUND then return fullAt ~= nil end
+  if verb >= EXHAUST then return fullAt ~= nil end
   if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
   return verb ~= EXTEND and verb ~= LEAVE
 end
 
 -- records is Go's Params.Records: whether the decision made on verb
--- changed the key's state, so that it is written back.
+-- changed the key's state, so that it is written back (a fill-up, and an
+-- exhaust, a charge or a refund: the verbs from EXHAUST on, always).
 local function records(verb)
-  if verb == FILL or verb == EXHAUST or verb == CHARGE or verb == REFUND then return true end
+  if verb == FILL or verb >= EXHAUST then return true end
   -- A denied Allow with an instant waits in a concurrency limit's line: At
   -- is its ticket.
   if verb == ALLOW then return dAllowed or dBlocked or countDenied or dAS ~= 0 or dAN ~= 0 end

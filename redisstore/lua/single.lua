@@ -113,7 +113,7 @@ local function apply(ks, args)
     atMost(cost)
   elseif verb == EXHAUST then
     exhaust(cost, delayS, delayN)
-  elseif verb == CHARGE or verb == REFUND then
+  elseif verb >= CHARGE then -- or REFUND, the last verb
     settleCost(verb, cost)
   else
     decide(verb, cost, atS, atN, delayS, delayN)
@@ -124,5 +124,5 @@ local function apply(ks, args)
     -- records. (The kind first: a rate limit's decision calls nothing more.)
     if kind == CONCURRENCY and frees(verb, atS, atN) then released(1) end
   end
-  return reply(verb == ATMOST or verb == CHARGE or verb == REFUND)
+  return reply(verb == ATMOST or verb >= CHARGE)
 end
