@@ -53,7 +53,11 @@
 // .../sluiceprom and .../sluiceotel turn them into metrics), [WithTimeout]
 // bounds each call to a remote store ([ErrTimeout]), and the package
 // github.com/sluice-go/sluice/nearcache answers a remote store's recent
-// denials in process, without changing a decision.
+// denials in process, without changing a decision; package
+// github.com/sluice-go/sluice/allowance admits a hot key's requests in
+// process from blocks leased from the remote store, within a stated bound.
+// Package github.com/sluice-go/sluice/policy builds limiters from a JSON
+// document of policies and tiers, which a running process may reload.
 //
 // Invalid input is an error, never a panic or a silent wrong answer:
 // configuration is validated when a limiter is built ([ErrInvalidConfig]),

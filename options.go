@@ -22,18 +22,8 @@ type settings struct {
 	lateness time.Duration
 
 	leasePoll time.Duration
-	template  bool // a limit for a per-key limiter's lookup: no store of its own
 
 	cal *calendarWindows // of a calendar window ([NewCalendarWindow])
-}
-
-// asLimit makes a limiter that only serves as a limit for a per-key
-// limiter's lookup: it has no store of its own, and decides nothing.
-func asLimit() Option {
-	return optionFunc(func(s *settings) error {
-		s.template = true
-		return nil
-	})
 }
 
 // DefaultMaxLateness is how late after its instant a reserved turn may

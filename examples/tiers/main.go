@@ -22,6 +22,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/policy"
 )
 
 const limits = `{
@@ -80,17 +81,17 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := sluice.ParseConfig(doc)
+	policies, err := policy.Parse(doc)
 	if err != nil {
 		return err
 	}
 	customers := &plans{plan: map[string]string{}}
-	api, err := cfg.Limiter("api", customers.tier, sluice.WithClock(fake))
+	api, err := policies.Limiter("api", customers.tier, sluice.WithClock(fake))
 	if err != nil {
 		return err
 	}
 	defer api.Close()
-	watcher := watch(ctx, path, cfg, fake, time.Second)
+	watcher := watch(ctx, path, policies, fake, time.Second)
 	defer watcher.stop()
 
 	burst := func(key string) string {
@@ -143,7 +144,7 @@ type watcher struct {
 	stop     func()
 }
 
-func watch(ctx context.Context, path string, cfg *sluice.Config, c clock.Clock, every time.Duration) *watcher {
+func watch(ctx context.Context, path string, policies *policy.Set, c clock.Clock, every time.Duration) *watcher {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{reloaded: make(chan error), stop: cancel}
 	last, _ := os.ReadFile(path)
@@ -162,7 +163,7 @@ func watch(ctx context.Context, path string, cfg *sluice.Config, c clock.Clock, 
 			}
 			last = doc
 			select {
-			case w.reloaded <- cfg.Reload(doc):
+			case w.reloaded <- policies.Reload(doc):
 			case <-ctx.Done():
 				return
 			}

@@ -1,4 +1,4 @@
-package sluice
+package policy
 
 import (
 	"bytes"
@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-go/sluice"
 )
 
-// ConfigError is a configuration document's mistake: where it is, and
-// what is wrong. It wraps [ErrInvalidConfig].
-type ConfigError struct {
+// Error is a configuration document's mistake: where it is, and
+// what is wrong. It wraps [sluice.ErrInvalidConfig].
+type Error struct {
 	// Line is the line of the document the mistake is on, from 1.
 	Line int
 	// Policy and Tier name the policy and tier it is in, if any; Field
@@ -25,7 +27,7 @@ type ConfigError struct {
 	Reason string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sluice: configuration, line %d", e.Line)
 	if e.Policy != "" {
@@ -40,8 +42,8 @@ func (e *ConfigError) Error() string {
 	return b.String() + ": " + e.Reason
 }
 
-// Unwrap returns [ErrInvalidConfig].
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap returns [sluice.ErrInvalidConfig].
+func (e *Error) Unwrap() error { return sluice.ErrInvalidConfig }
 
 // limitSpec is a policy's or a tier's fields as a document gives them:
 // each field's value, read once to check it, and its line.
@@ -57,12 +59,12 @@ func newLimitSpec() limitSpec {
 
 // limitValues are a limit's numbers and options, read from a limitSpec.
 type limitValues struct {
-	rate                          Rate
+	rate                          sluice.Rate
 	burst, capacity, limit        float64
 	window, ttl, penalty          time.Duration
 	anchored, refill, countDenied bool
 	maxEntries                    int
-	period                        Period
+	period                        sluice.Period
 	zone                          *time.Location
 }
 
@@ -97,19 +99,19 @@ var algorithmFields = map[string]struct{ needs, takes []string }{
 	"concurrency":     {[]string{"limit", "ttl"}, []string{"max_entries"}},
 }
 
-// parseConfig reads a document into its policies, each tier built as a
+// parse reads a document into its policies, each tier built as a
 // limit, or returns the document's first mistake.
-func parseConfig(doc []byte) (*configSet, error) {
-	r := configReader{doc: doc, dec: json.NewDecoder(bytes.NewReader(doc))}
+func parse(doc []byte) (*document, error) {
+	r := reader{doc: doc, dec: json.NewDecoder(bytes.NewReader(doc)), limits: sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1})}
 	r.dec.UseNumber()
-	set := &configSet{policies: map[string]*configPolicy{}}
+	set := &document{policies: map[string]*limits{}}
 	err := r.object("", "", "", func(key string, line int) error {
 		if key != "policies" {
-			return &ConfigError{Line: line, Field: key, Reason: `unknown field: the document holds "policies"`}
+			return &Error{Line: line, Field: key, Reason: `unknown field: the document holds "policies"`}
 		}
 		return r.object("", "", key, func(name string, line int) error {
 			if name == "" {
-				return &ConfigError{Line: line, Reason: "a policy needs a name"}
+				return &Error{Line: line, Reason: "a policy needs a name"}
 			}
 			p, err := r.policy(name, line)
 			set.policies[name] = p
@@ -120,29 +122,33 @@ func parseConfig(doc []byte) (*configSet, error) {
 		return nil, err
 	}
 	if _, err := r.dec.Token(); err != io.EOF {
-		return nil, &ConfigError{Line: r.line(r.dec.InputOffset()), Reason: "more after the document's end"}
+		return nil, &Error{Line: r.line(r.dec.InputOffset()), Reason: "more after the document's end"}
 	}
 	if len(set.policies) == 0 {
-		return nil, &ConfigError{Line: 1, Reason: "no policies"}
+		return nil, &Error{Line: 1, Reason: "no policies"}
 	}
 	return set, nil
 }
 
-// configReader reads a document token by token, so that every mistake
+// reader reads a document token by token, so that every mistake
 // is told with its line.
-type configReader struct {
+type reader struct {
 	doc []byte
 	dec *json.Decoder
+	// limits is the store the limits' limiters are built on, one small
+	// store for the document: none of them decides, as a per-key
+	// limiter keeps every key's state in its own store.
+	limits sluice.Store
 }
 
 // line returns the line of the byte at offset.
-func (r *configReader) line(offset int64) int {
+func (r *reader) line(offset int64) int {
 	return 1 + bytes.Count(r.doc[:min(int(offset), len(r.doc))], []byte("\n"))
 }
 
 // valueLine returns the line of the value the decoder reads next, past
 // the blanks and the colon before it.
-func (r *configReader) valueLine() int {
+func (r *reader) valueLine() int {
 	off := int(r.dec.InputOffset())
 	for off < len(r.doc) && strings.IndexByte(" \t\r\n:", r.doc[off]) >= 0 {
 		off++
@@ -153,14 +159,14 @@ func (r *configReader) valueLine() int {
 // object reads a JSON object whose fields it hands to field, each with
 // the line its value is on; policy, tier and name describe where the
 // object is, for errors.
-func (r *configReader) object(policy, tier, name string, field func(key string, line int) error) error {
+func (r *reader) object(policy, tier, name string, field func(key string, line int) error) error {
 	line := r.valueLine()
 	tok, err := r.dec.Token()
 	if err != nil {
 		return r.syntax(err)
 	}
 	if tok != json.Delim('{') {
-		return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: name, Reason: "want an object"}
+		return &Error{Line: line, Policy: policy, Tier: tier, Field: name, Reason: "want an object"}
 	}
 	seen := map[string]bool{}
 	for r.dec.More() {
@@ -171,7 +177,7 @@ func (r *configReader) object(policy, tier, name string, field func(key string, 
 		key := tok.(string) // a decoder reads object keys as strings
 		line := r.valueLine()
 		if seen[key] {
-			return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: key, Reason: "given twice"}
+			return &Error{Line: line, Policy: policy, Tier: tier, Field: key, Reason: "given twice"}
 		}
 		seen[key] = true
 		if err := field(key, line); err != nil {
@@ -185,20 +191,20 @@ func (r *configReader) object(policy, tier, name string, field func(key string, 
 }
 
 // syntax is a decoder's error, with its line.
-func (r *configReader) syntax(err error) error {
+func (r *reader) syntax(err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &ConfigError{Line: r.line(se.Offset), Reason: se.Error()}
+		return &Error{Line: r.line(se.Offset), Reason: se.Error()}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &ConfigError{Line: r.line(int64(len(r.doc))), Reason: "the document ends too early"}
+		return &Error{Line: r.line(int64(len(r.doc))), Reason: "the document ends too early"}
 	}
-	return &ConfigError{Line: r.line(r.dec.InputOffset()), Reason: err.Error()}
+	return &Error{Line: r.line(r.dec.InputOffset()), Reason: err.Error()}
 }
 
 // policy reads the policy named name, whose object begins on line, and
 // builds its limits.
-func (r *configReader) policy(name string, line int) (*configPolicy, error) {
+func (r *reader) policy(name string, line int) (*limits, error) {
 	own := newLimitSpec()
 	tierSpecs := map[string]limitSpec{}
 	tierLines := map[string]int{}
@@ -210,7 +216,7 @@ func (r *configReader) policy(name string, line int) (*configPolicy, error) {
 		case "tiers":
 			return r.object(name, "", key, func(tier string, line int) error {
 				if tier == "" {
-					return &ConfigError{Line: line, Policy: name, Reason: "a tier needs a name"}
+					return &Error{Line: line, Policy: name, Reason: "a tier needs a name"}
 				}
 				t, err := r.spec(name, tier)
 				tierSpecs[tier], tierLines[tier] = t, line
@@ -224,16 +230,16 @@ func (r *configReader) policy(name string, line int) (*configPolicy, error) {
 	}
 	fields, ok := algorithmFields[own.algorithm]
 	if !ok {
-		return nil, &ConfigError{Line: max(own.lines["algorithm"], line), Policy: name, Field: "algorithm",
+		return nil, &Error{Line: max(own.lines["algorithm"], line), Policy: name, Field: "algorithm",
 			Reason: fmt.Sprintf("%q is not an algorithm: want one of gcra, token-bucket, leaky-bucket, fixed-window, sliding-log, sliding-counter, concurrency", own.algorithm)}
 	}
-	p := &configPolicy{tiers: map[string]*Limiter{}}
+	p := &limits{tiers: map[string]*sluice.Limiter{}}
 	if missing := own.missing(fields.needs); missing == "" {
-		if p.limit, err = own.build(name, "", line); err != nil {
+		if p.limit, err = own.build(r.limits, name, "", line); err != nil {
 			return nil, err
 		}
 	} else if len(tierSpecs) == 0 {
-		return nil, &ConfigError{Line: line, Policy: name, Field: missing, Reason: "missing, and no tier gives it"}
+		return nil, &Error{Line: line, Policy: name, Field: missing, Reason: "missing, and no tier gives it"}
 	}
 	if err := own.allowed(name, "", fields.needs, fields.takes); err != nil {
 		return nil, err
@@ -244,9 +250,9 @@ func (r *configReader) policy(name string, line int) (*configPolicy, error) {
 		}
 		merged := own.with(t)
 		if missing := merged.missing(fields.needs); missing != "" {
-			return nil, &ConfigError{Line: tierLines[tier], Policy: name, Tier: tier, Field: missing, Reason: "missing from the tier and its policy"}
+			return nil, &Error{Line: tierLines[tier], Policy: name, Tier: tier, Field: missing, Reason: "missing from the tier and its policy"}
 		}
-		if p.tiers[tier], err = merged.build(name, tier, tierLines[tier]); err != nil {
+		if p.tiers[tier], err = merged.build(r.limits, name, tier, tierLines[tier]); err != nil {
 			return nil, err
 		}
 	}
@@ -254,11 +260,11 @@ func (r *configReader) policy(name string, line int) (*configPolicy, error) {
 }
 
 // spec reads a tier's object.
-func (r *configReader) spec(policy, tier string) (limitSpec, error) {
+func (r *reader) spec(policy, tier string) (limitSpec, error) {
 	s := newLimitSpec()
 	err := r.object(policy, tier, "", func(key string, line int) error {
 		if key == "algorithm" || key == "tiers" {
-			return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: key, Reason: "a tier takes its policy's"}
+			return &Error{Line: line, Policy: policy, Tier: tier, Field: key, Reason: "a tier takes its policy's"}
 		}
 		return r.field(&s, policy, tier, key, line)
 	})
@@ -266,10 +272,10 @@ func (r *configReader) spec(policy, tier string) (limitSpec, error) {
 }
 
 // field reads the value of the field key into s.
-func (r *configReader) field(s *limitSpec, policy, tier, key string, line int) error {
+func (r *reader) field(s *limitSpec, policy, tier, key string, line int) error {
 	read, ok := configFields[key]
 	if !ok {
-		return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: key, Reason: "unknown field"}
+		return &Error{Line: line, Policy: policy, Tier: tier, Field: key, Reason: "unknown field"}
 	}
 	s.lines[key] = line
 	return r.value(policy, tier, key, line, func(raw json.RawMessage) error {
@@ -280,7 +286,7 @@ func (r *configReader) field(s *limitSpec, policy, tier, key string, line int) e
 }
 
 // value reads the next value and hands it to read.
-func (r *configReader) value(policy, tier, key string, line int, read func(json.RawMessage) error) error {
+func (r *reader) value(policy, tier, key string, line int, read func(json.RawMessage) error) error {
 	var raw json.RawMessage
 	if err := r.dec.Decode(&raw); err != nil {
 		return r.syntax(err)
@@ -291,7 +297,7 @@ func (r *configReader) value(policy, tier, key string, line int, read func(json.
 		if errors.As(err, &te) {
 			reason = fmt.Sprintf("want %s, not %s", jsonKind(te.Type.Kind()), te.Value)
 		}
-		return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: key, Reason: reason}
+		return &Error{Line: line, Policy: policy, Tier: tier, Field: key, Reason: reason}
 	}
 	return nil
 }
@@ -325,7 +331,7 @@ func (s *limitSpec) allowed(policy, tier string, needs, takes []string) error {
 		if f == "algorithm" || slices.Contains(needs, f) || slices.Contains(takes, f) {
 			continue
 		}
-		return &ConfigError{Line: line, Policy: policy, Tier: tier, Field: f, Reason: "not a field of " + s.algorithm}
+		return &Error{Line: line, Policy: policy, Tier: tier, Field: f, Reason: "not a field of " + s.algorithm}
 	}
 	return nil
 }
@@ -350,57 +356,57 @@ func (s *limitSpec) values() limitValues {
 	return v
 }
 
-// build returns the limiter that serves as s's limit, built by its
+// build returns the limiter on st that serves as s's limit, built by its
 // algorithm's constructor, which checks the numbers.
-func (s *limitSpec) build(policy, tier string, line int) (*Limiter, error) {
+func (s *limitSpec) build(st sluice.Store, policy, tier string, line int) (*sluice.Limiter, error) {
 	v := s.values()
-	opts := []Option{asLimit()}
+	opts := []sluice.Option{sluice.WithStore(st)}
 	if s.lines["penalty"] != 0 {
-		opts = append(opts, WithPenalty(v.penalty))
+		opts = append(opts, sluice.WithPenalty(v.penalty))
 	}
 	if v.countDenied {
-		opts = append(opts, WithCountDenied())
+		opts = append(opts, sluice.WithCountDenied())
 	}
 	if s.lines["max_entries"] != 0 {
-		opts = append(opts, WithMaxEntries(v.maxEntries))
+		opts = append(opts, sluice.WithMaxEntries(v.maxEntries))
 	}
 	if v.anchored {
-		opts = append(opts, WithAnchoredWindows())
+		opts = append(opts, sluice.WithAnchoredWindows())
 	}
 	if v.refill {
-		opts = append(opts, WithIntervalRefill())
+		opts = append(opts, sluice.WithIntervalRefill())
 	}
-	var l *Limiter
+	var l *sluice.Limiter
 	var err error
 	switch s.algorithm {
 	case "gcra":
-		l, err = NewGCRA(v.rate, v.burst, opts...)
+		l, err = sluice.NewGCRA(v.rate, v.burst, opts...)
 	case "token-bucket":
-		l, err = NewTokenBucket(v.rate, v.burst, opts...)
+		l, err = sluice.NewTokenBucket(v.rate, v.burst, opts...)
 	case "leaky-bucket":
-		l, err = NewLeakyBucket(v.capacity, v.rate, opts...)
+		l, err = sluice.NewLeakyBucket(v.capacity, v.rate, opts...)
 	case "fixed-window":
-		l, err = NewFixedWindow(v.limit, v.window, opts...)
+		l, err = sluice.NewFixedWindow(v.limit, v.window, opts...)
 	case "sliding-log":
-		l, err = NewSlidingLog(v.limit, v.window, opts...)
+		l, err = sluice.NewSlidingLog(v.limit, v.window, opts...)
 	case "sliding-counter":
-		l, err = NewSlidingCounter(v.limit, v.window, opts...)
+		l, err = sluice.NewSlidingCounter(v.limit, v.window, opts...)
 	case "calendar-window":
-		l, err = NewCalendarWindow(v.limit, v.period, v.zone, opts...)
+		l, err = sluice.NewCalendarWindow(v.limit, v.period, v.zone, opts...)
 	default:
-		l, err = NewConcurrencyLimit(v.limit, v.ttl, opts...)
+		l, err = sluice.NewConcurrencyLimit(v.limit, v.ttl, opts...)
 	}
 	if err != nil {
-		return nil, &ConfigError{Line: line, Policy: policy, Tier: tier, Reason: strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": ")}
+		return nil, &Error{Line: line, Policy: policy, Tier: tier, Reason: strings.TrimPrefix(err.Error(), sluice.ErrInvalidConfig.Error()+": ")}
 	}
 	return l, nil
 }
 
 // parsePeriod reads a calendar period: "day", "week", "month" or "year".
-func parsePeriod(raw json.RawMessage, p *Period) error {
+func parsePeriod(raw json.RawMessage, p *sluice.Period) error {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		for q := Day; q <= Year; q++ {
+		for q := sluice.Day; q <= sluice.Year; q++ {
 			if s == q.String() {
 				*p = q
 				return nil
@@ -426,7 +432,7 @@ func parseZone(raw json.RawMessage, loc **time.Location) error {
 
 // parseRate reads a rate, "amount/period": an amount per a Go duration,
 // or per a unit alone ("10/s", "600/1m", "1000/720h").
-func parseRate(raw json.RawMessage, r *Rate) error {
+func parseRate(raw json.RawMessage, r *sluice.Rate) error {
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return errors.New(`want a rate as a string, "amount/period" ("10/s", "1000/720h")`)
@@ -447,7 +453,7 @@ func parseRate(raw json.RawMessage, r *Rate) error {
 	if err != nil {
 		return fmt.Errorf("%q is not a rate: the period is not a duration", s)
 	}
-	*r = Per(a, d)
+	*r = sluice.Per(a, d)
 	return nil
 }
 

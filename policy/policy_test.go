@@ -1,4 +1,4 @@
-package sluice_test
+package policy_test
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/policy"
 )
 
 const tiersDoc = `{
@@ -29,6 +31,26 @@ const tiersDoc = `{
   }
 }`
 
+// newMock returns a fake clock at a realistic time, a whole number of
+// hours since the epoch.
+func newMock() *clock.Mock {
+	m := clock.NewMock()
+	m.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return m
+}
+
+// admitted counts the requests of cost one lim admits for key at once.
+func admitted(t *testing.T, lim *sluice.Limiter, key string) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		d, err := lim.Allow(context.Background(), key, 1)
+		require.NoError(t, err)
+		if !d.Allowed {
+			return n
+		}
+	}
+}
+
 // planOf reads a key's plan from its prefix, "free:..." or "pro:...".
 func planOf(_ context.Context, key string) (string, error) {
 	plan, _, _ := strings.Cut(key, ":")
@@ -41,10 +63,10 @@ func planOf(_ context.Context, key string) (string, error) {
 	return plan, nil
 }
 
-func TestConfigHoldsEachKeyToItsPolicyAndTier(t *testing.T) {
-	c, err := sluice.ParseConfig([]byte(tiersDoc))
+func TestLimiterHoldsEachKeyToItsPolicyAndTier(t *testing.T) {
+	c, err := policy.Parse([]byte(tiersDoc))
 	require.NoError(t, err)
-	require.Equal(t, []string{"api", "search", "spend", "uploads"}, c.Policies())
+	require.Equal(t, []string{"api", "search", "spend", "uploads"}, c.Names())
 	mock := newMock()
 	api, err := c.Limiter("api", planOf, sluice.WithClock(mock))
 	require.NoError(t, err)
@@ -77,22 +99,22 @@ func TestConfigHoldsEachKeyToItsPolicyAndTier(t *testing.T) {
 	}
 }
 
-func TestConfigTierThatFailsOrIsUnknownFailsTheRequest(t *testing.T) {
-	c, err := sluice.ParseConfig([]byte(tiersDoc))
+func TestLimiterTierThatFailsOrIsUnknownFailsTheRequest(t *testing.T) {
+	c, err := policy.Parse([]byte(tiersDoc))
 	require.NoError(t, err)
 	api, err := c.Limiter("api", planOf)
 	require.NoError(t, err)
 	defer api.Close()
 	ctx := context.Background()
 	_, err = api.Allow(ctx, "gold:a", 1)
-	require.ErrorIs(t, err, sluice.ErrUnknownTier)
+	require.ErrorIs(t, err, policy.ErrUnknownTier)
 	_, err = api.Allow(ctx, "none:a", 1)
 	require.ErrorContains(t, err, "no such customer")
 	_, err = c.Limiter("nope", planOf)
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }
 
-func TestConfigRejectsAMistakeWithItsLineAndReason(t *testing.T) {
+func TestParseRejectsAMistakeWithItsLineAndReason(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		doc    string
@@ -122,9 +144,9 @@ func TestConfigRejectsAMistakeWithItsLineAndReason(t *testing.T) {
 		{"not a zone", "{\"policies\": {\"q\": {\"algorithm\": \"calendar-window\", \"limit\": 1, \"period\": \"day\",\n\"zone\": \"Europe/Atlantis\"}}}", 2, "no time zone \"Europe/Atlantis\""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := sluice.ParseConfig([]byte(c.doc))
+			_, err := policy.Parse([]byte(c.doc))
 			require.ErrorIs(t, err, sluice.ErrInvalidConfig)
-			var ce *sluice.ConfigError
+			var ce *policy.Error
 			require.ErrorAs(t, err, &ce)
 			require.Equal(t, c.line, ce.Line, "%v", err)
 			require.Contains(t, ce.Reason, c.reason)
@@ -132,8 +154,8 @@ func TestConfigRejectsAMistakeWithItsLineAndReason(t *testing.T) {
 	}
 }
 
-func TestConfigReloadTakesEffectAtTheNextRequestAndKeepsWhatWasUsed(t *testing.T) {
-	c, err := sluice.ParseConfig([]byte(tiersDoc))
+func TestReloadTakesEffectAtTheNextRequestAndKeepsWhatWasUsed(t *testing.T) {
+	c, err := policy.Parse([]byte(tiersDoc))
 	require.NoError(t, err)
 	mock := newMock()
 	api, err := c.Limiter("api", planOf, sluice.WithClock(mock))
@@ -146,13 +168,13 @@ func TestConfigReloadTakesEffectAtTheNextRequestAndKeepsWhatWasUsed(t *testing.T
 	require.Equal(t, 1, admitted(t, api, "free:a"), "at the new rate")
 }
 
-func TestConfigReloadThatFailsKeepsTheOldConfigurationInForce(t *testing.T) {
-	c, err := sluice.ParseConfig([]byte(tiersDoc))
+func TestReloadThatFailsKeepsThePoliciesInForce(t *testing.T) {
+	c, err := policy.Parse([]byte(tiersDoc))
 	require.NoError(t, err)
 	api, err := c.Limiter("api", planOf, sluice.WithClock(newMock()))
 	require.NoError(t, err)
 	defer api.Close()
-	var ce *sluice.ConfigError
+	var ce *policy.Error
 	require.ErrorAs(t, c.Reload([]byte(`{"policies": {"api": {"algorithm": "gcra", "rate": "1/s"}}}`)), &ce)
 	err = c.Reload([]byte(`{"policies": {"search": {"algorithm": "fixed-window", "limit": 3, "window": "1m"}}}`))
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
@@ -160,14 +182,16 @@ func TestConfigReloadThatFailsKeepsTheOldConfigurationInForce(t *testing.T) {
 	require.Equal(t, 2, admitted(t, api, "free:a"), "the old configuration")
 }
 
-func TestConfigCalendarWindowIsAQuotaPerCalendarMonthInItsZone(t *testing.T) {
-	c, err := sluice.ParseConfig([]byte(`{"policies": {"monthly": {
+func TestCalendarWindowPolicyIsAQuotaPerCalendarMonthInItsZone(t *testing.T) {
+	c, err := policy.Parse([]byte(`{"policies": {"monthly": {
 	  "algorithm": "calendar-window", "limit": 2, "period": "month", "zone": "Europe/Paris",
 	  "tiers": {"pro": {"limit": 5}}
 	}}}`))
 	require.NoError(t, err)
-	paris := zone(t, "Europe/Paris")
-	mock := mockAt(paris, 2026, time.June, 30, 23, 0, 0, 0)
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, time.June, 30, 23, 0, 0, 0, paris))
 	quota, err := c.Limiter("monthly", planOf, sluice.WithClock(mock))
 	require.NoError(t, err)
 	defer quota.Close()
