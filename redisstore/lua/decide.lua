@@ -44,9 +44,9 @@ end
 -- grants part of a cost; only the algorithms that take reservations,
 -- which have a full-at, are exhausted, charged and refunded (the verbs
 -- from EXHAUST on, which the callers have checked go no further than
--- REFUND: one comparison on the usual path). The Go side refuses the
--- others first; the library refuses them too, rather than decide them as
--- another verb.
+-- REFUND). Every limit decides an Allow and a check, for which the callers
+-- do not call it. The Go side refuses the others first; the library
+-- refuses them too, rather than decide them as another verb.
 local function decides(verb)
   if verb >= EXHAUST then return fullAt ~= nil end
   if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
@@ -57,10 +57,10 @@ end
 -- changed the key's state, so that it is written back (a fill-up, and an
 -- exhaust, a charge or a refund: the verbs from EXHAUST on, always).
 local function records(verb)
-  if verb == FILL or verb >= EXHAUST then return true end
   -- A denied Allow with an instant waits in a concurrency limit's line: At
   -- is its ticket.
   if verb == ALLOW then return dAllowed or dBlocked or countDenied or dAS ~= 0 or dAN ~= 0 end
+  if verb == FILL or verb >= EXHAUST then return true end
   if verb == RESERVE then return dAllowed or dBlocked or countDenied end
   if verb == CANCEL or verb == EXTEND or verb == LEAVE then return dAllowed end
   if verb == ATMOST then return dGranted > 0 end

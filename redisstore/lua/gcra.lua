@@ -51,8 +51,12 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
   local allowed, retryS, retryN, waitS, waitN, markS, markN = false, nil, nil, nil, nil, nil, nil
   -- One comparison on the usual path: a state of the interval in use.
   if stA ~= interval and stA ~= 0 and tless(nowS, nowN, stS, stN) then carry() end
-  local tau = round(limit * interval)
-  local tatS, tatN = tmax(stS, stN, nowS, nowN)
+  -- A whole product is its nanoseconds, with nothing to round (Go's
+  -- wholeNanos): no call on the usual path, as below for the cost.
+  local tau = limit * interval
+  if tau % 1 ~= 0 then tau = round(tau) end
+  local tatS, tatN = stS, stN
+  if stS < nowS or (stS == nowS and stN < nowN) then tatS, tatN = nowS, nowN end -- tmax, inlined
   if verb == CANCEL then
     -- The reservation is the key's last booking iff the TAT is still the
     -- one it left: its instant plus the tolerance. It gives back its cost
@@ -65,7 +69,8 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
       tatS, tatN = tmax(stS, stN, nowS, nowN)
     end
   else
-    local c = round(cost * interval)
+    local c = cost * interval
+    if c % 1 ~= 0 then c = round(c) end
     local nextS, nextN = tadd(tatS, tatN, c)
     local allowS, allowN = tadd(nextS, nextN, -tau)
     local later = false

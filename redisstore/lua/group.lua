@@ -239,7 +239,7 @@ local function group(ks, args)
     local cost, atS, atN = use(i)
     if not step then
       return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
-    elseif not decides(verb) then
+    elseif verb > CHECK and not decides(verb) then -- every limit decides an Allow and a check
       return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
     end
     if windowsAt then

@@ -99,7 +99,7 @@ local function apply(ks, args)
   local cost, atS, atN = use(1)
   if not step then
     return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
-  elseif not decides(verb) then
+  elseif verb > CHECK and not decides(verb) then -- every limit decides an Allow and a check
     return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
   end
   if windowsAt then
@@ -109,14 +109,14 @@ local function apply(ks, args)
   end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
-  if verb == ATMOST then
+  if verb < ATMOST or verb == EXTEND or verb == LEAVE then -- one comparison on the usual path
+    decide(verb, cost, atS, atN, delayS, delayN)
+  elseif verb == ATMOST then
     atMost(cost)
   elseif verb == EXHAUST then
     exhaust(cost, delayS, delayN)
-  elseif verb >= CHARGE then -- or REFUND, the last verb
+  else -- CHARGE or REFUND, the last verbs
     settleCost(verb, cost)
-  else
-    decide(verb, cost, atS, atN, delayS, delayN)
   end
   if records(verb) or stCarried and verb ~= CHECK then
     write(1, present)
