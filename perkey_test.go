@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/plantest"
 )
 
 // tiers are a free and a pro limit, and a lookup that picks one per key
@@ -49,18 +50,6 @@ func gcraTiers(t *testing.T) *tiers {
 	return newTiers(t, free, pro)
 }
 
-// admitted counts the unit Allows key gets at the clock's instant.
-func admitted(t *testing.T, lim *sluice.Limiter, key string) int {
-	t.Helper()
-	for n := 0; ; n++ {
-		d, err := lim.Allow(context.Background(), key, 1)
-		require.NoError(t, err)
-		if !d.Allowed {
-			return n
-		}
-	}
-}
-
 func TestPerKeyHoldsEachKeyToTheLimitItsLookupReturns(t *testing.T) {
 	free, err := sluice.NewFixedWindow(2, time.Minute)
 	require.NoError(t, err)
@@ -72,8 +61,8 @@ func TestPerKeyHoldsEachKeyToTheLimitItsLookupReturns(t *testing.T) {
 	lim, err := sluice.NewPerKey(ts.lookup, sluice.WithClock(mock))
 	require.NoError(t, err)
 	defer lim.Close()
-	require.Equal(t, 2, admitted(t, lim, "someone"))
-	require.Equal(t, 20, admitted(t, lim, "acme"))
+	require.Equal(t, 2, plantest.Admitted(t, lim, "someone"))
+	require.Equal(t, 20, plantest.Admitted(t, lim, "acme"))
 	d, err := lim.CanAccept(context.Background(), "acme", 0)
 	require.NoError(t, err)
 	require.Equal(t, 20.0, d.Limit, "the decision states the key's own limit")
@@ -85,7 +74,7 @@ func TestPerKeyGCRARaisedAdmitsAtTheNewRateAtOnce(t *testing.T) {
 	lim, err := sluice.NewPerKey(ts.lookup, sluice.WithClock(mock))
 	require.NoError(t, err)
 	defer lim.Close()
-	require.Equal(t, 5, admitted(t, lim, "k"), "the free burst")
+	require.Equal(t, 5, plantest.Admitted(t, lim, "k"), "the free burst")
 	ts.set("k", "pro")
 	d, err := lim.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)
@@ -93,7 +82,7 @@ func TestPerKeyGCRARaisedAdmitsAtTheNewRateAtOnce(t *testing.T) {
 	require.Equal(t, 10*time.Millisecond, d.RetryAfter, "one unit at 100/s, not 100 ms")
 	for range 20 {
 		mock.Add(10 * time.Millisecond)
-		require.Equal(t, 1, admitted(t, lim, "k"), "one every 10 ms")
+		require.Equal(t, 1, plantest.Admitted(t, lim, "k"), "one every 10 ms")
 	}
 }
 
@@ -104,14 +93,14 @@ func TestPerKeyGCRALoweredDoesNotForgetWhatWasSpent(t *testing.T) {
 	lim, err := sluice.NewPerKey(ts.lookup, sluice.WithClock(mock))
 	require.NoError(t, err)
 	defer lim.Close()
-	require.Equal(t, 5, admitted(t, lim, "k"))
+	require.Equal(t, 5, plantest.Admitted(t, lim, "k"))
 	mock.Add(20 * time.Millisecond) // 2 units drained at 100/s
 	ts.set("k", "free")
-	require.Equal(t, 2, admitted(t, lim, "k"), "the 2 units drained, no more")
+	require.Equal(t, 2, plantest.Admitted(t, lim, "k"), "the 2 units drained, no more")
 	mock.Add(99 * time.Millisecond)
-	require.Equal(t, 0, admitted(t, lim, "k"), "then one per 100 ms")
+	require.Equal(t, 0, plantest.Admitted(t, lim, "k"), "then one per 100 ms")
 	mock.Add(time.Millisecond)
-	require.Equal(t, 1, admitted(t, lim, "k"))
+	require.Equal(t, 1, plantest.Admitted(t, lim, "k"))
 }
 
 func TestPerKeyLookupThatFailsFailsTheRequest(t *testing.T) {
@@ -178,7 +167,7 @@ func TestPerKeyReservationIsGivenBackUnderTheLimitItWasBookedUnder(t *testing.T)
 	require.NoError(t, err)
 	defer lim.Close()
 	ctx := context.Background()
-	require.Equal(t, 5, admitted(t, lim, "k"))
+	require.Equal(t, 5, plantest.Admitted(t, lim, "k"))
 	r, err := lim.Reserve(ctx, "k", 1, time.Second)
 	require.NoError(t, err)
 	require.True(t, r.Allowed)

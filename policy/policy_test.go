@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/plantest"
 	"github.com/sluice-go/sluice/policy"
 )
 
@@ -37,18 +38,6 @@ func newMock() *clock.Mock {
 	m := clock.NewMock()
 	m.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	return m
-}
-
-// admitted counts the requests of cost one lim admits for key at once.
-func admitted(t *testing.T, lim *sluice.Limiter, key string) int {
-	t.Helper()
-	for n := 0; ; n++ {
-		d, err := lim.Allow(context.Background(), key, 1)
-		require.NoError(t, err)
-		if !d.Allowed {
-			return n
-		}
-	}
 }
 
 // planOf reads a key's plan from its prefix, "free:..." or "pro:...".
@@ -80,7 +69,7 @@ func TestLimiterHoldsEachKeyToItsPolicyAndTier(t *testing.T) {
 		{"pro:b", 5, 10 * time.Millisecond}, // the policy's burst, the tier's rate
 		{"default:c", 5, 100 * time.Millisecond},
 	} {
-		require.Equal(t, want.burst, admitted(t, api, want.key), want.key)
+		require.Equal(t, want.burst, plantest.Admitted(t, api, want.key), want.key)
 		d, err := api.CanAccept(context.Background(), want.key, 1)
 		require.NoError(t, err)
 		require.Equal(t, want.rate, d.RetryAfter, want.key)
@@ -161,11 +150,11 @@ func TestReloadTakesEffectAtTheNextRequestAndKeepsWhatWasUsed(t *testing.T) {
 	api, err := c.Limiter("api", planOf, sluice.WithClock(mock))
 	require.NoError(t, err)
 	defer api.Close()
-	require.Equal(t, 2, admitted(t, api, "free:a"))
+	require.Equal(t, 2, plantest.Admitted(t, api, "free:a"))
 	require.NoError(t, c.Reload([]byte(strings.Replace(tiersDoc, `"free": {"rate": "1/s", "burst": 2}`, `"free": {"rate": "10/s", "burst": 4}`, 1))))
-	require.Equal(t, 2, admitted(t, api, "free:a"), "the larger burst, less what was used")
+	require.Equal(t, 2, plantest.Admitted(t, api, "free:a"), "the larger burst, less what was used")
 	mock.Add(100 * time.Millisecond)
-	require.Equal(t, 1, admitted(t, api, "free:a"), "at the new rate")
+	require.Equal(t, 1, plantest.Admitted(t, api, "free:a"), "at the new rate")
 }
 
 func TestReloadThatFailsKeepsThePoliciesInForce(t *testing.T) {
@@ -179,7 +168,7 @@ func TestReloadThatFailsKeepsThePoliciesInForce(t *testing.T) {
 	err = c.Reload([]byte(`{"policies": {"search": {"algorithm": "fixed-window", "limit": 3, "window": "1m"}}}`))
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 	require.ErrorContains(t, err, `"api"`, "a policy in use is not dropped")
-	require.Equal(t, 2, admitted(t, api, "free:a"), "the old configuration")
+	require.Equal(t, 2, plantest.Admitted(t, api, "free:a"), "the old configuration")
 }
 
 func TestCalendarWindowPolicyIsAQuotaPerCalendarMonthInItsZone(t *testing.T) {
@@ -195,11 +184,11 @@ func TestCalendarWindowPolicyIsAQuotaPerCalendarMonthInItsZone(t *testing.T) {
 	quota, err := c.Limiter("monthly", planOf, sluice.WithClock(mock))
 	require.NoError(t, err)
 	defer quota.Close()
-	require.Equal(t, 2, admitted(t, quota, "default:a"))
-	require.Equal(t, 5, admitted(t, quota, "pro:b"))
+	require.Equal(t, 2, plantest.Admitted(t, quota, "default:a"))
+	require.Equal(t, 5, plantest.Admitted(t, quota, "pro:b"))
 	d, err := quota.CanAccept(context.Background(), "pro:b", 1)
 	require.NoError(t, err)
 	require.Equal(t, time.Hour, d.RetryAfter, "July starts at midnight in Paris")
 	mock.Add(time.Hour)
-	require.Equal(t, 5, admitted(t, quota, "pro:b"), "a new month")
+	require.Equal(t, 5, plantest.Admitted(t, quota, "pro:b"), "a new month")
 }

@@ -115,3 +115,18 @@ func BenchLimiter(b *testing.B, perKey bool) *sluice.Limiter {
 	b.Cleanup(func() { lim.Close() })
 	return lim
 }
+
+// Admitted counts the Allows of cost one that lim admits for key at its
+// clock's instant, which the test holds still.
+func Admitted(t testing.TB, lim *sluice.Limiter, key string) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		d, err := lim.Allow(context.Background(), key, 1)
+		if err != nil {
+			t.Fatalf("Allow(%q): %v", key, err)
+		}
+		if !d.Allowed {
+			return n
+		}
+	}
+}
