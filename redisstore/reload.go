@@ -73,7 +73,9 @@ func (r *reloader) ask() {
 // connection (refused, reset, timed out), rather than an error reply, the
 // caller's cancellation or a closed client.
 func unreachable(err error) bool {
+	if err == nil {
+		return false // the usual call: reply, below, escapes and would be allocated
+	}
 	var reply redis.Error
-	return err != nil && !errors.As(err, &reply) &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, redis.ErrClosed)
+	return !errors.As(err, &reply) && !errors.Is(err, context.Canceled) && !errors.Is(err, redis.ErrClosed)
 }
