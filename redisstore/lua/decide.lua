@@ -2,7 +2,8 @@
 -- with penalties and counted denials around it.
 --
 -- Depends on: prelude, time, and every algorithm: meter, gcra,
--- intervalrefill, fixedwindow, slidinglog, slidingcounter, leases.
+-- intervalrefill, fixedwindow (and its outside), slidinglog,
+-- slidingcounter, leases.
 -- Translates: Params.decide, decideKind, settle, describe, Records and
 -- Frees, and Params.CheckCost's verbs of the concurrency limit and of the
 -- algorithms without reservations (engine/params.go), and
@@ -14,10 +15,27 @@
 local STEPS = {meter, gcra, meter, fixedWindow, slidingLog, slidingCounter, leases}
 local FULLATS = {meterFullAt, gcraFullAt, meterFullAt, nil, nil, nil, nil}
 
+-- decides reports whether the limit in use decides verb, as far as
+-- Params.CheckCost tells leases from the rest: only the concurrency limit
+-- extends and has a line to leave, and it neither fills up, reserves nor
+-- grants part of a cost; only the algorithms that take reservations,
+-- which have a full-at, are exhausted, charged and refunded (the verbs
+-- from EXHAUST on, which the callers have checked go no further than
+-- REFUND). Every limit decides an Allow and a check, for which use does
+-- not call it. The Go side refuses the others first; the library refuses
+-- them too, rather than decide them as another verb.
+local function decides(verb)
+  if verb >= EXHAUST then return fullAt ~= nil end
+  if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
+  return verb ~= EXTEND and verb ~= LEAVE
+end
+
 -- use makes limit i (from 1) the one decided: its Params (a calendar
--- window's windows as where they lie in the input) and its step function,
--- nil for a kind the library does not know. It returns the limit's cost
--- and instant.
+-- window's windows as where they lie in the input) and its step function.
+-- It returns the limit's cost and instant, and an error reply if the
+-- library refuses the limit for the call's verb: a kind it does not know,
+-- a verb the kind does not decide (decides), a calendar window whose
+-- windows do not hold now (fixedwindow's outside); nil otherwise.
 local function use(i)
   local k, v, cd, cost, atS, atN
   k, v, cd, limit, interval, amount, maxEntries, cost, atS, atN, penS, penN =
@@ -35,22 +53,15 @@ local function use(i)
       step = nil
     end
   end
+  if not step then
+    return cost, atS, atN, redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
+  elseif verb > CHECK and not decides(verb) then -- every limit decides an Allow and a check
+    return cost, atS, atN, redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
+  elseif windowsAt then
+    -- A calendar window counts in the window that holds now, if any.
+    return cost, atS, atN, outside(i)
+  end
   return cost, atS, atN
-end
-
--- decides reports whether the limit in use decides verb, as far as
--- Params.CheckCost tells leases from the rest: only the concurrency limit
--- extends and has a line to leave, and it neither fills up, reserves nor
--- grants part of a cost; only the algorithms that take reservations,
--- which have a full-at, are exhausted, charged and refunded (the verbs
--- from EXHAUST on, which the callers have checked go no further than
--- REFUND). Every limit decides an Allow and a check, for which the callers
--- do not call it. The Go side refuses the others first; the library
--- refuses them too, rather than decide them as another verb.
-local function decides(verb)
-  if verb >= EXHAUST then return fullAt ~= nil end
-  if kind == CONCURRENCY then return verb ~= FILL and verb ~= RESERVE and verb ~= ATMOST end
-  return verb ~= EXTEND and verb ~= LEAVE
 end
 
 -- records is Go's Params.Records: whether the decision made on verb

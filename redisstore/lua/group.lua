@@ -1,8 +1,8 @@
 -- group: one decision over several keys, each limit on its own key, the
 -- library's function group.
 --
--- Depends on: prelude (begin, stCarried), time, fixedwindow (outside),
--- decide (decide, records, frees), io (load, write, released, reply).
+-- Depends on: prelude (begin, stCarried), time, decide (use, decide,
+-- records, frees), io (load, write, released, reply).
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
 -- in one pass for an Allow as MemStore's group does, and each limit's
 -- state written back when its decision records or carries it
@@ -236,18 +236,10 @@ local function group(ks, args)
   end
   local n = #keys
   for i = 1, n do
-    local cost, atS, atN = use(i)
-    if not step then
-      return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
-    elseif verb > CHECK and not decides(verb) then -- every limit decides an Allow and a check
-      return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
-    end
-    if windowsAt then
-      -- A calendar window with no window that holds now refuses the
-      -- group: no key has been written yet.
-      local refused = outside(i)
-      if refused then return refused end
-    end
+    -- A limit refused, a calendar window's among them, refuses the
+    -- group: no key has been written yet.
+    local cost, atS, atN, refused = use(i)
+    if refused then return refused end
     local p, conflict = load(i)
     if conflict then return pack('<BBB', CONFLICT, conflict, i) end
     remember(i)

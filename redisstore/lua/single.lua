@@ -2,8 +2,8 @@
 --
 -- Depends on: prelude (begin, stCarried, fullAt), time (tplus, tless), arith
 -- (fmin), meter (meterSettle), gcra (carryOnce, gcraSettle),
--- intervalrefill (intervalRefillSettle), fixedwindow (outside), decide
--- (decide, records, frees), io (load, write, released, reply).
+-- intervalrefill (intervalRefillSettle), decide (use, decide, records,
+-- frees), io (load, write, released, reply).
 -- Translates: Params.Decide and stepExhaust (engine/params.go),
 -- Params.stepAtMost, fits and grant (engine/atmost.go), Params.stepSettle
 -- and emptied (engine/settle.go), and what MemStore writes back after a
@@ -96,17 +96,8 @@ local function apply(ks, args)
   if verb < ALLOW or verb > REFUND then
     return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
   end
-  local cost, atS, atN = use(1)
-  if not step then
-    return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind)
-  elseif verb > CHECK and not decides(verb) then -- every limit decides an Allow and a check
-    return redis.error_reply('UNSUPPORTED sluice: kind ' .. kind .. ' does not decide verb ' .. verb)
-  end
-  if windowsAt then
-    -- A calendar window counts in the window that holds now, if any.
-    local refused = outside(1)
-    if refused then return refused end
-  end
+  local cost, atS, atN, refused = use(1)
+  if refused then return refused end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
   if verb < ATMOST or verb == EXTEND or verb == LEAVE then -- one comparison on the usual path
