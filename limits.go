@@ -26,6 +26,7 @@ type Group struct {
 	store  GroupStore
 	mem    *MemStore // store, when it is a MemStore: called directly
 	first  *Limiter
+	fixed  bool // every limiter is Fixed: no limit to look up per key
 }
 
 // NewGroup returns a group of limiters, decided in the order given. They
@@ -36,7 +37,7 @@ func NewGroup(limiters ...*Limiter) (*Group, error) {
 	if len(limiters) == 0 || len(limiters) > engine.MaxGroup {
 		return nil, fmt.Errorf("%w: a group has 1 to %d limiters, not %d", ErrInvalidConfig, engine.MaxGroup, len(limiters))
 	}
-	g := &Group{}
+	g := &Group{fixed: true}
 	for i, l := range limiters {
 		if l == nil {
 			return nil, fmt.Errorf("%w: limiter %d is nil", ErrInvalidConfig, i)
@@ -48,6 +49,7 @@ func NewGroup(limiters ...*Limiter) (*Group, error) {
 			g.first = l
 		}
 		g.limits = append(g.limits, l)
+		g.fixed = g.fixed && l.Fixed()
 	}
 	st, ok := g.first.store.(GroupStore)
 	if !ok {
@@ -101,20 +103,20 @@ func (d *GroupDecision) size(n int) {
 func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
 	// Small enough to be inlined: d is then the caller's variable, which
 	// the decision is written into, rather than a result copied out.
-	err = g.now(ctx, &d, keys, engine.VerbAllow, cost, g.first.clock.now(), note{})
+	err = g.now(ctx, &d, keys, engine.VerbAllow, cost)
 	return d, err
 }
 
 // CanAccept returns the decision Allow would make now, recording nothing.
 func (g *Group) CanAccept(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
-	err = g.now(ctx, &d, keys, engine.VerbCheck, cost, g.first.clock.now(), note{})
+	err = g.now(ctx, &d, keys, engine.VerbCheck, cost)
 	return d, err
 }
 
-// now decides verb for cost at now, into gd, with n for the observers
-// of the concurrency limits.
-func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64, now int64, n note) error {
-	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: now}, nil, n)
+// now decides verb for cost now, into gd. It reads the clock itself,
+// so that Allow and CanAccept stay small enough to be inlined.
+func (g *Group) now(ctx context.Context, gd *GroupDecision, keys []string, verb engine.Verb, cost float64) error {
+	return g.decide(ctx, gd, keys, engine.Op{Verb: verb, Cost: cost, Now: g.first.clock.now()}, nil, note{})
 }
 
 // decide runs op, whose Now is set, on every limit as one decision, into
@@ -135,7 +137,7 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		// Field by field, in place: no literal built aside and copied.
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
-		if l.lookup != nil || l.cal != nil {
+		if !g.fixed && !l.Fixed() {
 			p, err := l.limitFor(ctx, keys[i], op.Now)
 			if err != nil {
 				return err

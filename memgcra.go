@@ -81,15 +81,3 @@ func (sh *shard) saveOtherGCRA(id keyID, at int, p *engine.Params, now int64, s 
 	e.time, e.a, e.b, e.expires = s.Time, s.A, 0, now+int64(d.ResetAfter)
 	sh.block(id, s)
 }
-
-// resolveGCRA is resolve for a GCRA key of a group, in whichever table
-// holds it.
-func (sh *shard) resolveGCRA(id keyID, at int) int {
-	if at <= otherGCRA {
-		if i := resolve(&sh.slots, id, slotOf(at)); i >= 0 {
-			return otherAt(i)
-		}
-		return -1
-	}
-	return resolve(&sh.tats, id, at)
-}

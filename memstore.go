@@ -297,10 +297,15 @@ func (sh *shard) insert(gcra bool, id keyID, kind engine.Kind) int {
 // have moved since it was loaded: at is checked, and id found again if it
 // moved.
 func (sh *shard) resave(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
-	if p.Kind == engine.KindGCRA {
-		at = sh.resolveGCRA(id, at)
-	} else {
+	switch {
+	case p.Kind != engine.KindGCRA:
 		at = resolve(&sh.slots, id, at)
+	case at > otherGCRA: // the GCRA table's slot, or none
+		at = resolve(&sh.tats, id, at)
+	default: // a GCRA key of another interval, in the other table
+		if at = resolve(&sh.slots, id, slotOf(at)); at >= 0 {
+			at = otherAt(at)
+		}
 	}
 	sh.save(id, at, p, now, s, d, bound)
 }
