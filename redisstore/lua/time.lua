@@ -25,13 +25,16 @@ local function tdiff(as, an, bs, bn)
 end
 
 -- tadd returns s, n plus d nanoseconds, d a whole number held exactly: any
--- below 2^53, and larger ones a double holds (the quotient by 1e9 stays
--- below 2^53 / 1953125, so q * 1e9 is exact, and d - q * 1e9 is the
--- difference of two doubles within a factor of two of each other).
+-- below 2^53, and larger ones a double holds. Its remainder r = d % 1e9
+-- is Lua's d - q * 1e9 with q = floor(d / 1e9), computed by the VM rather
+-- than by a call of floor: q stays below 2^53 / 1953125, so q * 1e9 is
+-- exact, and so is d - q * 1e9, the difference of two doubles within a
+-- factor of two of each other; d - r is then q * 1e9, exactly, and its
+-- quotient by 1e9 is q.
 local function tadd(s, n, d)
-  local q = floor(d / 1e9)
-  n = n + (d - q * 1e9)
-  s = s + q
+  local r = d % 1e9
+  n = n + r
+  s = s + (d - r) / 1e9
   -- The division may have rounded up to a whole quotient, and n may carry.
   if n < 0 then
     n, s = n + 1e9, s - 1
