@@ -2,12 +2,14 @@
 --
 -- Depends on: prelude (begin, stCarried, fullAt), time (tplus, tless), arith
 -- (fmin), meter (meterSettle), gcra (carryOnce, gcraSettle),
--- intervalrefill (intervalRefillSettle), decide (use, decide, records,
--- frees), io (load, write, released, reply).
--- Translates: Params.Decide and stepExhaust (engine/params.go),
--- Params.stepAtMost, fits and grant (engine/atmost.go), Params.stepSettle
--- and emptied (engine/settle.go), and what MemStore writes back after a
--- decision (memstore.go's apply: Records or Carries).
+-- intervalrefill (intervalRefillSettle), decide (use, decide,
+-- decideKind, decideStrict, records, frees), io (load, write, released,
+-- reply).
+-- Translates: Params.Decide, decideOther and stepExhaust
+-- (engine/params.go), Params.stepAtMost, fits and grant
+-- (engine/atmost.go), Params.stepSettle and emptied (engine/settle.go),
+-- and what MemStore writes back after a decision (memstore.go's apply:
+-- Records or Carries).
 
 -- fits reports whether cost c would be admitted now.
 local function fits(c)
@@ -87,6 +89,19 @@ local function settleCost(verb, cost)
   dGranted = moved
 end
 
+-- decideOther is Go's decideOther: Decide for the verbs from ATMOST on.
+local function decideOther(verb, cost, atS, atN)
+  if verb == ATMOST then
+    atMost(cost)
+  elseif verb == EXHAUST then
+    exhaust(cost, delayS, delayN)
+  elseif verb >= CHARGE then
+    settleCost(verb, cost)
+  else -- EXTEND or LEAVE
+    decide(verb, cost, atS, atN, delayS, delayN)
+  end
+end
+
 -- apply decides the op of args on the key ks[1], writes the key back if
 -- the decision records or carries its state over to a changed limit, and
 -- replies with the decision's record.
@@ -100,14 +115,13 @@ local function apply(ks, args)
   if refused then return refused end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
-  if verb < ATMOST or verb == EXTEND or verb == LEAVE then -- one comparison on the usual path
-    decide(verb, cost, atS, atN, delayS, delayN)
-  elseif verb == ATMOST then
-    atMost(cost)
-  elseif verb == EXHAUST then
-    exhaust(cost, delayS, delayN)
-  else -- CHARGE or REFUND, the last verbs
-    settleCost(verb, cost)
+  -- Decide's switch: decide's own made here, a call fewer on the usual path.
+  if verb >= ATMOST then -- one comparison for the verbs that are not the usual's
+    decideOther(verb, cost, atS, atN)
+  elseif penS > 0 or penN > 0 or countDenied then
+    decideStrict(verb, cost, atS, atN, delayS, delayN)
+  else
+    decideKind(verb, cost, atS, atN, delayS, delayN)
   end
   if records(verb) or stCarried and verb ~= CHECK then
     write(1, present)
