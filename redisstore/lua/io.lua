@@ -44,22 +44,29 @@
 -- algorithm is a conflict only until then.
 local HEADER, HEADER_SIZE, UNTIL_SIZE = '<Bdddddd', 49, 16
 local function load(i)
-  stS, stN, stA, stB, stLog, stUS, stUN, stCarried = 0, 0, 0, 0, '', 0, 0, false
+  stLog, stUS, stUN, stCarried = '', 0, 0, false
   local v = call('GET', keys[i])
-  if not v then return false end
-  local stored, expS, expN, ts, tn, a, b = unpack(HEADER, v)
-  if nowS > expS or (nowS == expS and nowN >= expN) then return true end -- now >= expiry: fresh
-  local blocked = stored >= BLOCKED
-  if blocked then stored = stored - BLOCKED end
-  if stored ~= kind then return true, stored end
-  stS, stN, stA, stB = ts, tn, a, b
-  local body = HEADER_SIZE + 1
-  if blocked then
-    stUS, stUN = unpack('<dd', v, body)
-    body = body + UNTIL_SIZE
+  if v then
+    local stored, expS, expN, ts, tn, a, b = unpack(HEADER, v)
+    if nowS < expS or (nowS == expS and nowN < expN) then -- live: now before its expiry
+      local blocked = stored >= BLOCKED
+      if blocked then stored = stored - BLOCKED end
+      if stored ~= kind then
+        stS, stN, stA, stB = 0, 0, 0, 0
+        return true, stored
+      end
+      stS, stN, stA, stB = ts, tn, a, b
+      local body = HEADER_SIZE + 1
+      if blocked then
+        stUS, stUN = unpack('<dd', v, body)
+        body = body + UNTIL_SIZE
+      end
+      if kind == LOG or kind == CONCURRENCY then stLog = sub(v, body) end
+      return true
+    end
   end
-  if kind == LOG or kind == CONCURRENCY then stLog = sub(v, body) end
-  return true
+  stS, stN, stA, stB = 0, 0, 0, 0 -- none, or fresh again: the zero State
+  return v ~= false
 end
 
 -- write stores the state of key i, which exists if present, as the
