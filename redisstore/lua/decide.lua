@@ -103,11 +103,10 @@ local function decideKind(verb, cost, atS, atN, mdS, mdN)
   dAllowed, dBlocked, dUsed, dRemaining, dGranted = allowed, false, used, limit - used, 0
   if gcraRemaining and dRemaining > 0 then dRemaining = gcraRemaining end
   -- A nil instant is none: a zero duration.
-  dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = 0, 0, 0, 0, 0, 0, 0, 0
-  if retryS then dRS, dRN = after(retryS, retryN) end
-  if resetS then dES, dEN = after(resetS, resetN) end
-  if waitS then dWS, dWN = after(waitS, waitN) end
-  if markS then dAS, dAN = markS, markN end
+  if retryS then dRS, dRN = after(retryS, retryN) else dRS, dRN = 0, 0 end
+  if resetS then dES, dEN = after(resetS, resetN) else dES, dEN = 0, 0 end
+  if waitS then dWS, dWN = after(waitS, waitN) else dWS, dWN = 0, 0 end
+  if markS then dAS, dAN = markS, markN else dAS, dAN = 0, 0 end
   if dES == 0 and dEN == 0 and records(verb) then
     stS, stN, stA, stB, stLog, stUS, stUN = 0, 0, 0, 0, '', 0, 0
   end
