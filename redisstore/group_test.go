@@ -331,6 +331,67 @@ func decidedAtAnInstant(t *testing.T, limits []engine.Params, spec []engine.Stat
 	return false
 }
 
+// TestRepeatedInputIsDecidedAsStep decides one op again and again, as a
+// limiter's calls on the server's clock are: a call of the same input as
+// the one before reuses the op and the limit the library read, which a
+// group's decisions, a group of that op alone and another limit between
+// them must not mislead. The caller's clock stands at one instant, so
+// that the inputs repeat byte for byte.
+func TestRepeatedInputIsDecidedAsStep(t *testing.T) {
+	c := newClient(t, testserver.StartRedis(t).Addr)
+	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	ctx := t.Context()
+	const hour = int64(time.Hour)
+	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base}
+	a := newTwin(t, c, st, engine.Params{Kind: engine.KindGCRA, Limit: 3, Interval: hour}, "{r}:a")
+	b := newTwin(t, c, st, engine.Params{Kind: engine.KindLeakyBucket, Limit: 1, Interval: hour, Amount: 1, CountDenied: true}, "{r}:b")
+	limits := []engine.Params{
+		{Kind: engine.KindFixedWindow, Limit: 2, Interval: hour, Penalty: hour},
+		{Kind: engine.KindSlidingLog, Limit: 3, Interval: hour, MaxEntries: 4},
+	}
+	keys := []string{"{r}:g1", "{r}:g2"}
+	spec := make([]engine.State, len(limits))
+	group := func(what string) {
+		t.Helper()
+		ops := make([]engine.GroupOp, len(limits))
+		for i := range limits {
+			ops[i] = engine.GroupOp{Key: keys[i], Params: &limits[i], Op: allow}
+		}
+		got := make([]engine.Decision, len(ops))
+		gotD, err := st.ApplyGroup(ctx, ops, got)
+		require.NoError(t, err, what)
+		stored := make([]engine.State, len(keys))
+		for i, key := range keys {
+			stored[i] = storedState(t, c, st, key)
+		}
+		require.True(t, decidedAtAnInstant(t, limits, spec, ops, gotD, got, stored, base, base), "%s: not DecideGroup's", what)
+	}
+	// alone decides the op as a group of one, whose input is the op's.
+	alone := func(what string) {
+		t.Helper()
+		next, want, err := a.p.Step(cloneState(a.s), allow)
+		require.NoError(t, err)
+		got := make([]engine.Decision, 1)
+		_, err = st.ApplyGroup(ctx, []engine.GroupOp{{Key: a.key, Params: &a.p, Op: allow}}, got)
+		require.NoError(t, err, what)
+		storetest.RequireIdenticalDecision(t, want, got[0], what)
+		if a.p.Records(allow.Verb, &want) {
+			a.s = next
+		}
+		requireSameState(t, a.s, storedState(t, c, st, a.key), what)
+	}
+	for range 3 {
+		a.apply(allow, "the op")
+		a.apply(allow, "the op again")
+		group("a group")
+		a.apply(allow, "the op after a group")
+		b.apply(allow, "another limit")
+		a.apply(allow, "the op after another limit")
+		alone("the op as a group of one")
+		a.apply(allow, "the op after a group of it alone")
+	}
+}
+
 // TestGroupOfLimitersIsChargedOnce is the stacked-limits mistake, tried as
 // a new user would with sluice.NewGroup on a Redis Cluster: 5 per second
 // and 1,000 a day per API key (a leaky bucket, which books reservations),

@@ -93,6 +93,19 @@ local CALENDAR = 2 -- the variant of a calendar window
 local keys, input, windowsFrom
 local verb, callerClock, nowS, nowN, marginMs, delayS, delayN
 
+-- decoded is the input of the last call that apply decided, whose op and
+-- first limit the locals here still hold as begin and use read them, and
+-- decodedCost, decodedAtS and decodedAtN that limit's cost and instant;
+-- nil for none. A call of the same input, as a limiter's calls on the
+-- server's clock mostly are (the same op on the same limit, at the time
+-- TIME gives), reads neither again: unpacking them and working out the
+-- limit cost more than a GCRA decision. Only begin and use set those
+-- locals, and group's recall: begin forgets decoded before it reads
+-- another input, and the one input of a group that can be decoded, that
+-- of a group of one op, leaves them as they were (use and recall set the
+-- same limit again).
+local decoded, decodedCost, decodedAtS, decodedAtN
+
 -- The limit being decided: its Params, set by use, its algorithm's step
 -- function and full-at, and its key's state (Time as stS, stN; A; B; the
 -- sliding log's entries or the concurrency limit's leases and waiters;
@@ -144,21 +157,24 @@ local dAllowed, dBlocked, dUsed, dRemaining, dGranted = false, false, 0, 0, 0
 local dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = 0, 0, 0, 0, 0, 0, 0, 0
 
 -- begin starts a call on the keys ks with the input args[1]: it reads the
--- op, and the server's clock unless the caller's is used. It returns an
--- error reply for an input whose length does not fit the keys, with
--- calendar windows or without.
+-- op, unless it is decoded's, and the server's clock unless the caller's
+-- is used. It returns an error reply for an input whose length does not
+-- fit the keys, with calendar windows or without.
 local function begin(ks, args)
   if not call then bind() end
   keys, input = ks, args[1]
-  local records = OP_SIZE + #keys * LIMIT_SIZE
-  windowsFrom = nil
-  if #input ~= records then
-    if #input ~= records + #keys * WINDOWS_SIZE then
-      return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
+  if input ~= decoded then
+    decoded = nil
+    local records = OP_SIZE + #keys * LIMIT_SIZE
+    windowsFrom = nil
+    if #input ~= records then
+      if #input ~= records + #keys * WINDOWS_SIZE then
+        return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
+      end
+      windowsFrom = records + 1 -- the windows follow the limits
     end
-    windowsFrom = records + 1 -- the windows follow the limits
+    verb, callerClock, nowS, nowN, marginMs, delayS, delayN = unpack(OP, input)
   end
-  verb, callerClock, nowS, nowN, marginMs, delayS, delayN = unpack(OP, input)
   if callerClock == 0 then
     local t = call('TIME')
     -- Arithmetic reads the digits as tonumber does, and in half its time.

@@ -1,10 +1,10 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin, stCarried, fullAt), time (tplus, tless), arith
--- (fmin), meter (meterSettle), gcra (carryOnce, gcraSettle),
--- intervalrefill (intervalRefillSettle), decide (use, decide,
--- decideKind, decideStrict, records, frees), io (load, write, released,
--- reply).
+-- Depends on: prelude (begin, decoded, stCarried, fullAt), time (tplus,
+-- tless), arith (fmin), meter (meterSettle), gcra (carryOnce,
+-- gcraSettle), intervalrefill (intervalRefillSettle), decide (use,
+-- decide, decideKind, decideStrict, records, frees), io (load, write,
+-- released, reply).
 -- Translates: Params.Decide, decideOther and stepExhaust
 -- (engine/params.go), Params.stepAtMost, fits and grant
 -- (engine/atmost.go), Params.stepSettle and emptied (engine/settle.go),
@@ -108,11 +108,18 @@ end
 local function apply(ks, args)
   local failed = begin(ks, args)
   if failed then return failed end
-  if verb < ALLOW or verb > REFUND then
-    return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
+  local cost, atS, atN = decodedCost, decodedAtS, decodedAtN
+  if not decoded then
+    if verb < ALLOW or verb > REFUND then
+      return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
+    end
+    local refused
+    cost, atS, atN, refused = use(1)
+    if refused then return refused end
+    -- Not a calendar window's: whether its windows hold now is asked
+    -- again at each call (use's outside).
+    if not windowsAt then decoded, decodedCost, decodedAtS, decodedAtN = input, cost, atS, atN end
   end
-  local cost, atS, atN, refused = use(1)
-  if refused then return refused end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
   -- Decide's switch: decide's own made here, a call fewer on the usual path.
