@@ -49,14 +49,15 @@ end
 -- (stA).
 local function gcra(verb, cost, atS, atN, mdS, mdN)
   local allowed, retryS, retryN, waitS, waitN, markS, markN = false, nil, nil, nil, nil, nil, nil
+  local t = interval -- a local, as it is read more than once
   -- One comparison on the usual path: a state of the interval in use.
-  if stA ~= interval and stA ~= 0 and tless(nowS, nowN, stS, stN) then carry() end
+  if stA ~= t and stA ~= 0 and tless(nowS, nowN, stS, stN) then carry() end
   -- A whole product is its nanoseconds, with nothing to round (Go's
   -- wholeNanos): no call on the usual path, as below for the cost.
-  local tau = limit * interval
+  local tau = limit * t
   if tau % 1 ~= 0 then tau = round(tau) end
   local tatS, tatN = stS, stN
-  if stS < nowS or (stS == nowS and stN < nowN) then tatS, tatN = nowS, nowN end -- tmax, inlined
+  if tatS < nowS or (tatS == nowS and tatN < nowN) then tatS, tatN = nowS, nowN end -- tmax, inlined
   if verb == CANCEL then
     -- The reservation is the key's last booking iff the TAT is still the
     -- one it left: its instant plus the tolerance. It gives back its cost
@@ -64,12 +65,12 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
     local bs, bn = tadd(atS, atN, tau)
     if tless(nowS, nowN, atS, atN) and stS == bs and stN == bn then
       allowed = true
-      stS, stN = tadd(stS, stN, 1 - round(cost * interval))
-      stA = interval
+      stS, stN = tadd(stS, stN, 1 - round(cost * t))
+      stA = t
       tatS, tatN = tmax(stS, stN, nowS, nowN)
     end
   else
-    local c = cost * interval
+    local c = cost * t
     if c % 1 ~= 0 then c = round(c) end
     local nextS, nextN = tadd(tatS, tatN, c)
     local allowS, allowN = tadd(nextS, nextN, -tau)
@@ -86,7 +87,7 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
     if allowS < nowS or (allowS == nowS and allowN <= nowN) then -- now >= allowAt
       allowed = true
       tatS, tatN = nextS, nextN
-      if verb ~= CHECK then stS, stN, stA = tatS, tatN, interval end
+      if verb ~= CHECK then stS, stN, stA = tatS, tatN, t end
     elseif verb ~= RESERVE then
       retryS, retryN = allowS, allowN
     else
@@ -97,16 +98,16 @@ local function gcra(verb, cost, atS, atN, mdS, mdN)
         allowed, waitS, waitN = true, allowS, allowN
         if not later then markS, markN = allowS, allowN end
         tatS, tatN = nextS, nextN
-        stS, stN, stA = tatS, tatN, interval
+        stS, stN, stA = tatS, tatN, t
       else
         retryS, retryN = ms, mn
       end
     end
   end
   local backlog = (tatS - nowS) * 1e9 + (tatN - nowN) -- tdiff, inlined
-  local remaining = (tau - backlog) / interval
+  local remaining = (tau - backlog) / t
   if remaining > limit then remaining = limit end
-  return allowed, backlog / interval, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN, remaining
+  return allowed, backlog / t, retryS, retryN, tatS, tatN, waitS, waitN, markS, markN, remaining
 end
 
 -- gcraFullAt is the GCRA's fullAt: full at t, the pair ts, tn, its TAT
