@@ -73,13 +73,13 @@ local BLOCKED = 128 -- added to a stored kind: the block's end follows
 
 -- The library functions a call uses, looked up once rather than in the
 -- globals on every use (unpack is struct.unpack).
-local floor, ceil, fmod, pack, unpack, sub, call
+local floor, ceil, fmod, pack, unpack, sub, format, call
 
 -- bind looks them up, on a call: Redis gives a library's load no globals
 -- but redis.
 local function bind()
   floor, ceil, fmod = math.floor, math.ceil, math.fmod
-  pack, unpack, sub, call = struct.pack, struct.unpack, string.sub, redis.call
+  pack, unpack, sub, format, call = struct.pack, struct.unpack, string.sub, string.format, redis.call
 end
 
 local OP, OP_SIZE = '<BBddddd', 42
