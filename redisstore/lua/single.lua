@@ -89,19 +89,6 @@ local function settleCost(verb, cost)
   dGranted = moved
 end
 
--- decideOther is Go's decideOther: Decide for the verbs from ATMOST on.
-local function decideOther(verb, cost, atS, atN)
-  if verb == ATMOST then
-    atMost(cost)
-  elseif verb == EXHAUST then
-    exhaust(cost, delayS, delayN)
-  elseif verb >= CHARGE then
-    settleCost(verb, cost)
-  else -- EXTEND or LEAVE
-    decide(verb, cost, atS, atN, delayS, delayN)
-  end
-end
-
 -- apply decides the op of args on the key ks[1], writes the key back if
 -- the decision records or carries its state over to a changed limit, and
 -- replies with the decision's record.
@@ -122,13 +109,22 @@ local function apply(ks, args)
   end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
-  -- Decide's switch: decide's own made here, a call fewer on the usual path.
-  if verb >= ATMOST then -- one comparison for the verbs that are not the usual's
-    decideOther(verb, cost, atS, atN)
-  elseif penS > 0 or penN > 0 or countDenied then
-    decideStrict(verb, cost, atS, atN, delayS, delayN)
-  else
-    decideKind(verb, cost, atS, atN, delayS, delayN)
+  -- Decide's switch, with decide's own and decideOther's made here: a
+  -- call fewer on the usual path, and one comparison for the other verbs.
+  if verb < ATMOST then
+    if penS > 0 or penN > 0 or countDenied then
+      decideStrict(verb, cost, atS, atN, delayS, delayN)
+    else
+      decideKind(verb, cost, atS, atN, delayS, delayN)
+    end
+  elseif verb == ATMOST then
+    atMost(cost)
+  elseif verb == EXHAUST then
+    exhaust(cost, delayS, delayN)
+  elseif verb >= CHARGE then
+    settleCost(verb, cost)
+  else -- EXTEND or LEAVE
+    decide(verb, cost, atS, atN, delayS, delayN)
   end
   if records(verb) or stCarried and verb ~= CHECK then
     write(1, present)
