@@ -61,7 +61,7 @@ local function load(i)
         stUS, stUN = unpack('<dd', v, body)
         body = body + UNTIL_SIZE
       end
-      if kind == LOG or kind == CONCURRENCY then stLog = sub(v, body) end
+      if #v >= body then stLog = sub(v, body) end -- a sliding log's or a concurrency limit's
       return true
     end
   end
