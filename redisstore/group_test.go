@@ -333,10 +333,11 @@ func decidedAtAnInstant(t *testing.T, limits []engine.Params, spec []engine.Stat
 
 // TestRepeatedInputIsDecidedAsStep decides one op again and again, as a
 // limiter's calls on the server's clock are: a call of the same input as
-// the one before reuses the op and the limit the library read, which a
-// group's decisions, a group of that op alone and another limit between
-// them must not mislead. The caller's clock stands at one instant, so
-// that the inputs repeat byte for byte.
+// the one before reuses the op and the limit the library read, and a call
+// in the same second of the server's clock the seconds it read, which a
+// group's decisions, a group of that op alone, another limit and a call
+// on the caller's clock between them must not mislead. The caller's clock
+// stands at one instant, so that its inputs repeat byte for byte.
 func TestRepeatedInputIsDecidedAsStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
@@ -344,6 +345,7 @@ func TestRepeatedInputIsDecidedAsStep(t *testing.T) {
 	const hour = int64(time.Hour)
 	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base}
 	a := newTwin(t, c, st, engine.Params{Kind: engine.KindGCRA, Limit: 3, Interval: hour}, "{r}:a")
+	server := newTwin(t, c, newStore(t, c), engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: hour}, "{r}:s")
 	b := newTwin(t, c, st, engine.Params{Kind: engine.KindLeakyBucket, Limit: 1, Interval: hour, Amount: 1, CountDenied: true}, "{r}:b")
 	limits := []engine.Params{
 		{Kind: engine.KindFixedWindow, Limit: 2, Interval: hour, Penalty: hour},
@@ -381,7 +383,9 @@ func TestRepeatedInputIsDecidedAsStep(t *testing.T) {
 		requireSameState(t, a.s, storedState(t, c, st, a.key), what)
 	}
 	for range 3 {
+		server.applyOnServerClock(engine.Op{Verb: engine.VerbAllow, Cost: 1}, "on the server's clock")
 		a.apply(allow, "the op")
+		server.applyOnServerClock(engine.Op{Verb: engine.VerbAllow, Cost: 1}, "on the server's clock after the caller's")
 		a.apply(allow, "the op again")
 		group("a group")
 		a.apply(allow, "the op after a group")

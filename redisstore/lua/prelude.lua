@@ -106,6 +106,10 @@ local verb, callerClock, nowS, nowN, marginMs, delayS, delayN
 -- same limit again).
 local decoded, decodedCost, decodedAtS, decodedAtN
 
+-- TIME's digits of the seconds that nowS holds, as begin read them last;
+-- nil once begin has read nowS from an op.
+local timeDigits
+
 -- The limit being decided: its Params, set by use, its algorithm's step
 -- function and full-at, and its key's state (Time as stS, stN; A; B; the
 -- sliding log's entries or the concurrency limit's leases and waiters;
@@ -164,7 +168,7 @@ local function begin(ks, args)
   if not call then bind() end
   keys, input = ks, args[1]
   if input ~= decoded then
-    decoded = nil
+    decoded, timeDigits = nil, nil
     local records = OP_SIZE + #keys * LIMIT_SIZE
     windowsFrom = nil
     if #input ~= records then
@@ -178,6 +182,9 @@ local function begin(ks, args)
   if callerClock == 0 then
     local t = call('TIME')
     -- Arithmetic reads the digits as tonumber does, and in half its time.
-    nowS, nowN = t[1] + 0, t[2] * 1000
+    -- The seconds' are read again only when they change: Lua keeps one
+    -- string of given bytes, so that comparing strings compares pointers.
+    if t[1] ~= timeDigits then timeDigits, nowS = t[1], t[1] + 0 end
+    nowN = t[2] * 1000
   end
 end
