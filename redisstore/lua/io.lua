@@ -87,10 +87,14 @@ local function write(i, present)
   end
   local value = pack(HEADER, head, expS, expN, stS, stN, stA, stB)
   if body ~= '' then value = value .. body end -- a copy even when empty
-  -- A whole number of milliseconds below 2^41 (2^60 ns), written out in
-  -- full digits by %d: the digits Redis writes of a number argument, with
-  -- %.17g, in a third fewer instructions.
-  local ttl = dES * 1000 + ceil(dEN / 1e6) + marginMs
+  -- A whole number of milliseconds below 2^41 (2^60 ns), written out by
+  -- %d: the full digits that Redis writes of a number argument (with
+  -- %.17g), in fewer instructions. The nanoseconds round up to
+  -- milliseconds by the VM's %, not a call of ceil: whole numbers below
+  -- 2^53 throughout, exact.
+  local part = dEN % 1e6
+  local ttl = dES * 1000 + (dEN - part) / 1e6 + marginMs
+  if part > 0 then ttl = ttl + 1 end
   call('SET', keys[i], value, 'PX', format('%d', ttl))
   return true
 end
@@ -113,16 +117,14 @@ end
 -- granted (Decision.Granted) if grant: for a partial grant, a charge or a
 -- refund.
 local function reply(grant)
-  local status = 0
+  local status, tail = 0, ''
   if dAllowed then status = 1 end
   if dBlocked then status = status + 2 end
-  local waits = dWS > 0 or dWN > 0
-  if waits then status = status + 4 end
-  local instant = not waits and (dAS ~= 0 or dAN ~= 0) -- a lease's expiry, a ticket
-  if instant then status = status + 8 end
-  local r = pack('<Bdddddd', status, dUsed, dRemaining, dRS, dRN, dES, dEN)
-  if waits then r = r .. pack('<dddd', dWS, dWN, dAS, dAN) end
-  if instant then r = r .. pack('<dd', dAS, dAN) end
-  if grant then r = r .. pack('<d', dGranted) end
-  return r
+  if dWS > 0 or dWN > 0 then -- a reservation that waits
+    status, tail = status + 4, pack('<dddd', dWS, dWN, dAS, dAN)
+  elseif dAS ~= 0 or dAN ~= 0 then -- a lease's expiry, a ticket
+    status, tail = status + 8, pack('<dd', dAS, dAN)
+  end
+  if grant then tail = tail .. pack('<d', dGranted) end
+  return pack('<Bdddddd', status, dUsed, dRemaining, dRS, dRN, dES, dEN) .. tail
 end

@@ -132,5 +132,5 @@ local function apply(ks, args)
     -- records. (The kind first: a rate limit's decision calls nothing more.)
     if kind == CONCURRENCY and frees(verb, atS, atN) then released(1) end
   end
-  return reply(verb == ATMOST or verb >= CHARGE)
+  return reply(verb >= ATMOST and (verb == ATMOST or verb >= CHARGE)) -- one comparison on the usual path
 end
