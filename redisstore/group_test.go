@@ -331,68 +331,54 @@ func decidedAtAnInstant(t *testing.T, limits []engine.Params, spec []engine.Stat
 	return false
 }
 
-// TestRepeatedInputIsDecidedAsStep decides one op again and again, as a
-// limiter's calls on the server's clock are: a call of the same input as
-// the one before reuses the op and the limit the library read, and a call
-// in the same second of the server's clock the seconds it read, which a
-// group's decisions, a group of that op alone, another limit and a call
-// on the caller's clock between them must not mislead. The caller's clock
-// stands at one instant, so that its inputs repeat byte for byte.
+// TestRepeatedInputIsDecidedAsStep decides one op again and again on the
+// server's clock, as a limiter's calls are: the library keeps what it read
+// from the inputs it decoded lately, and the seconds of the server's
+// clock it read last, which other limits, a group, a group of that op
+// alone (whose input is the op's), a call on the caller's clock and more
+// inputs than the library keeps, between them, must not mislead.
 func TestRepeatedInputIsDecidedAsStep(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
-	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
+	server, caller := newStore(t, c), newStore(t, c, redisstore.WithCallerClock(testSkew))
 	ctx := t.Context()
 	const hour = int64(time.Hour)
-	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base}
-	a := newTwin(t, c, st, engine.Params{Kind: engine.KindGCRA, Limit: 3, Interval: hour}, "{r}:a")
-	server := newTwin(t, c, newStore(t, c), engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: hour}, "{r}:s")
-	b := newTwin(t, c, st, engine.Params{Kind: engine.KindLeakyBucket, Limit: 1, Interval: hour, Amount: 1, CountDenied: true}, "{r}:b")
-	limits := []engine.Params{
-		{Kind: engine.KindFixedWindow, Limit: 2, Interval: hour, Penalty: hour},
-		{Kind: engine.KindSlidingLog, Limit: 3, Interval: hour, MaxEntries: 4},
+	allow := engine.Op{Verb: engine.VerbAllow, Cost: 1}
+	gcra := engine.Params{Kind: engine.KindGCRA, Limit: 3, Interval: hour}
+	a := newTwin(t, c, server, gcra, "{r}:a")
+	others := []*twin{
+		newTwin(t, c, server, engine.Params{Kind: engine.KindLeakyBucket, Limit: 1, Interval: hour, Amount: 1, CountDenied: true}, "{r}:b"),
+		newTwin(t, c, server, engine.Params{Kind: engine.KindFixedWindow, Limit: 2, Interval: hour, Penalty: hour}, "{r}:p"),
+		newTwin(t, c, server, engine.Params{Kind: engine.KindSlidingLog, Limit: 3, Interval: hour, MaxEntries: 4}, "{r}:l"),
 	}
-	keys := []string{"{r}:g1", "{r}:g2"}
-	spec := make([]engine.State, len(limits))
+	early := newTwin(t, c, caller, engine.Params{Kind: engine.KindGCRA, Limit: 5, Interval: hour}, "{r}:e")
+	many := newTwin(t, c, server, engine.Params{Kind: engine.KindLeakyBucket, Limit: 1e6, Interval: hour, Amount: 1e6}, "{r}:m")
 	group := func(what string) {
 		t.Helper()
-		ops := make([]engine.GroupOp, len(limits))
-		for i := range limits {
-			ops[i] = engine.GroupOp{Key: keys[i], Params: &limits[i], Op: allow}
-		}
-		got := make([]engine.Decision, len(ops))
-		gotD, err := st.ApplyGroup(ctx, ops, got)
+		limits := []engine.Params{gcra, {Kind: engine.KindSlidingLog, Limit: 3, Interval: hour, MaxEntries: 4}}
+		ops := []engine.GroupOp{{Key: "{r}:g1", Params: &limits[0], Op: allow}, {Key: "{r}:g2", Params: &limits[1], Op: allow}}
+		_, err := server.ApplyGroup(ctx, ops, make([]engine.Decision, len(ops)))
 		require.NoError(t, err, what)
-		stored := make([]engine.State, len(keys))
-		for i, key := range keys {
-			stored[i] = storedState(t, c, st, key)
-		}
-		require.True(t, decidedAtAnInstant(t, limits, spec, ops, gotD, got, stored, base, base), "%s: not DecideGroup's", what)
 	}
-	// alone decides the op as a group of one, whose input is the op's.
-	alone := func(what string) {
-		t.Helper()
-		next, want, err := a.p.Step(cloneState(a.s), allow)
-		require.NoError(t, err)
-		got := make([]engine.Decision, 1)
-		_, err = st.ApplyGroup(ctx, []engine.GroupOp{{Key: a.key, Params: &a.p, Op: allow}}, got)
-		require.NoError(t, err, what)
-		storetest.RequireIdenticalDecision(t, want, got[0], what)
-		if a.p.Records(allow.Verb, &want) {
-			a.s = next
+	for i := range 3 {
+		a.applyOnServerClock(allow, "the op")
+		a.applyOnServerClock(allow, "the op again")
+		for _, o := range others {
+			o.applyOnServerClock(allow, "another limit")
+			a.applyOnServerClock(allow, "the op after another limit")
 		}
-		requireSameState(t, a.s, storedState(t, c, st, a.key), what)
-	}
-	for range 3 {
-		server.applyOnServerClock(engine.Op{Verb: engine.VerbAllow, Cost: 1}, "on the server's clock")
-		a.apply(allow, "the op")
-		server.applyOnServerClock(engine.Op{Verb: engine.VerbAllow, Cost: 1}, "on the server's clock after the caller's")
-		a.apply(allow, "the op again")
 		group("a group")
-		a.apply(allow, "the op after a group")
-		b.apply(allow, "another limit")
-		a.apply(allow, "the op after another limit")
-		alone("the op as a group of one")
-		a.apply(allow, "the op after a group of it alone")
+		a.applyOnServerClock(allow, "the op after a group")
+		_, err := server.ApplyGroup(ctx, []engine.GroupOp{{Key: "{r}:g3", Params: &gcra, Op: allow}}, make([]engine.Decision, 1))
+		require.NoError(t, err, "a group of the op alone")
+		a.applyOnServerClock(allow, "the op after a group of it alone")
+		early.apply(engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base}, "on the caller's clock, at an earlier instant")
+		a.applyOnServerClock(allow, "the op after a call on the caller's clock")
+		// 300 inputs of other costs: the library forgets what it kept
+		// at its 256th, and keeps these.
+		for j := range 300 {
+			many.applyOnServerClock(engine.Op{Verb: engine.VerbAllow, Cost: float64(1000*i + j + 1)}, "another input")
+		}
+		a.applyOnServerClock(allow, "the op after more inputs than the library keeps")
 	}
 }
 

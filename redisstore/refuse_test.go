@@ -114,4 +114,13 @@ func TestScriptRefusesWhatItDoesNotKnow(t *testing.T) {
 		require.ErrorContains(t, err, "bytes of input for 2 keys")
 		require.Zero(t, c.Exists(ctx, "i1", "i2").Val(), "nothing recorded")
 	})
+	t.Run("InputKeptForOneKeyGivenTwo", func(t *testing.T) {
+		server := &Store{client: c} // whose inputs the library keeps
+		args := server.args(gcra, engine.Op{Verb: engine.VerbAllow, Cost: 1})
+		_, err := server.call(ctx, lib.apply, []string{"j1"}, args)
+		require.NoError(t, err)
+		_, err = server.call(ctx, lib.apply, []string{"j2", "j3"}, args)
+		require.ErrorContains(t, err, "bytes of input for 2 keys")
+		require.Zero(t, c.Exists(ctx, "j2", "j3").Val(), "nothing recorded")
+	})
 }

@@ -93,21 +93,20 @@ local CALENDAR = 2 -- the variant of a calendar window
 local keys, input, windowsFrom
 local verb, callerClock, nowS, nowN, marginMs, delayS, delayN
 
--- decoded is the input of the last call that apply decided, whose op and
--- first limit the locals here still hold as begin and use read them, and
--- decodedCost, decodedAtS and decodedAtN that limit's cost and instant;
--- nil for none. A call of the same input, as a limiter's calls on the
--- server's clock mostly are (the same op on the same limit, at the time
--- TIME gives), reads neither again: unpacking them and working out the
--- limit cost more than a GCRA decision. Only begin and use set those
--- locals, and group's recall: begin forgets decoded before it reads
--- another input, and the one input of a group that can be decoded, that
--- of a group of one op, leaves them as they were (use and recall set the
--- same limit again).
-local decoded, decodedCost, decodedAtS, decodedAtN
+-- decoded holds, for each input of a single decision on the server's
+-- clock that apply decoded lately, what begin and use read from it (see
+-- single's memo), forgotten all at once when it holds 256 of them; and
+-- current is the input whose fields the locals here and use's hold, until
+-- begin reads another. A limiter's calls on the server's clock send one
+-- input again and again, the same op on the same limit (TIME gives the
+-- time), and unpacking it and working the limit out cost more than a
+-- GCRA decision. Lua keeps one string of given bytes, hashed once, so
+-- that finding or comparing an input reads none of its bytes.
+local decoded, decodedCount, current = {}, 0, nil
 
--- TIME's digits of the seconds that nowS holds, as begin read them last;
--- nil once begin has read nowS from an op.
+-- TIME's digits of the seconds that nowS holds, as serverNow read them
+-- last; nil once begin has read nowS from an op (an op's now fields are
+-- zeros on the server's clock).
 local timeDigits
 
 -- The limit being decided: its Params, set by use, its algorithm's step
@@ -160,31 +159,32 @@ local stCarried = false
 local dAllowed, dBlocked, dUsed, dRemaining, dGranted = false, false, 0, 0, 0
 local dRS, dRN, dES, dEN, dWS, dWN, dAS, dAN = 0, 0, 0, 0, 0, 0, 0, 0
 
+-- serverNow reads the server's clock into nowS and nowN.
+local function serverNow()
+  local t = call('TIME')
+  -- Arithmetic reads the digits as tonumber does, and in half its time.
+  -- The seconds' are read again only when they change: Lua keeps one
+  -- string of given bytes, so that comparing strings compares pointers.
+  if t[1] ~= timeDigits then timeDigits, nowS = t[1], t[1] + 0 end
+  nowN = t[2] * 1000
+end
+
 -- begin starts a call on the keys ks with the input args[1]: it reads the
--- op, unless it is decoded's, and the server's clock unless the caller's
--- is used. It returns an error reply for an input whose length does not
--- fit the keys, with calendar windows or without.
+-- op, and the server's clock unless the caller's is used. It returns an
+-- error reply for an input whose length does not fit the keys, with
+-- calendar windows or without.
 local function begin(ks, args)
   if not call then bind() end
-  keys, input = ks, args[1]
-  if input ~= decoded then
-    decoded, timeDigits = nil, nil
-    local records = OP_SIZE + #keys * LIMIT_SIZE
-    windowsFrom = nil
-    if #input ~= records then
-      if #input ~= records + #keys * WINDOWS_SIZE then
-        return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
-      end
-      windowsFrom = records + 1 -- the windows follow the limits
+  keys, input, current = ks, args[1], nil
+  local records = OP_SIZE + #keys * LIMIT_SIZE
+  windowsFrom = nil
+  if #input ~= records then
+    if #input ~= records + #keys * WINDOWS_SIZE then
+      return redis.error_reply('ERR sluice: ' .. #input .. ' bytes of input for ' .. #keys .. ' keys')
     end
-    verb, callerClock, nowS, nowN, marginMs, delayS, delayN = unpack(OP, input)
+    windowsFrom = records + 1 -- the windows follow the limits
   end
-  if callerClock == 0 then
-    local t = call('TIME')
-    -- Arithmetic reads the digits as tonumber does, and in half its time.
-    -- The seconds' are read again only when they change: Lua keeps one
-    -- string of given bytes, so that comparing strings compares pointers.
-    if t[1] ~= timeDigits then timeDigits, nowS = t[1], t[1] + 0 end
-    nowN = t[2] * 1000
-  end
+  verb, callerClock, nowS, nowN, marginMs, delayS, delayN = unpack(OP, input)
+  timeDigits = nil -- nowS is the op's
+  if callerClock == 0 then serverNow() end
 end

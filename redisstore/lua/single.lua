@@ -1,10 +1,10 @@
 -- single: one decision on one key, the library's function apply.
 --
--- Depends on: prelude (begin, decoded, stCarried, fullAt), time (tplus,
--- tless), arith (fmin), meter (meterSettle), gcra (carryOnce,
--- gcraSettle), intervalrefill (intervalRefillSettle), decide (use,
--- decide, decideKind, decideStrict, records, frees), io (load, write,
--- released, reply).
+-- Depends on: prelude (begin, serverNow, decoded, stCarried, fullAt),
+-- time (tplus, tless), arith (fmin), meter (meterSettle), gcra
+-- (carryOnce, gcraSettle), intervalrefill (intervalRefillSettle), decide
+-- (use, decide, decideKind, decideStrict, records, frees), io (load,
+-- write, released, reply).
 -- Translates: Params.Decide, decideOther and stepExhaust
 -- (engine/params.go), Params.stepAtMost, fits and grant
 -- (engine/atmost.go), Params.stepSettle and emptied (engine/settle.go),
@@ -89,23 +89,47 @@ local function settleCost(verb, cost)
   dGranted = moved
 end
 
+-- memo keeps in decoded what begin and use read from the input, and the
+-- limit's cost and instant, for apply to set again on a call of the same
+-- input.
+local function memo(cost, atS, atN)
+  if decodedCount == 256 then decoded, decodedCount = {}, 0 end
+  decodedCount = decodedCount + 1
+  decoded[input] = {verb, marginMs, delayS, delayN, cost, atS, atN,
+    kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN, step, fullAt}
+end
+
 -- apply decides the op of args on the key ks[1], writes the key back if
 -- the decision records or carries its state over to a changed limit, and
 -- replies with the decision's record.
 local function apply(ks, args)
-  local failed = begin(ks, args)
-  if failed then return failed end
-  local cost, atS, atN = decodedCost, decodedAtS, decodedAtN
-  if not decoded then
+  local cost, atS, atN
+  local m = decoded[args[1]]
+  if m and #ks == 1 then
+    keys, input, cost, atS, atN = ks, args[1], m[5], m[6], m[7]
+    if input ~= current then -- begin's and use's fields as they read them
+      current, callerClock, windowsFrom, windowsAt = input, 0, nil, nil
+      verb, marginMs, delayS, delayN = m[1], m[2], m[3], m[4]
+      kind, variant, countDenied, limit, interval, amount = m[8], m[9], m[10], m[11], m[12], m[13]
+      maxEntries, slack, penS, penN, step, fullAt = m[14], m[15], m[16], m[17], m[18], m[19]
+    end
+    serverNow()
+  else
+    local failed = begin(ks, args)
+    if failed then return failed end
     if verb < ALLOW or verb > REFUND then
       return redis.error_reply('UNSUPPORTED sluice: verb ' .. verb)
     end
     local refused
     cost, atS, atN, refused = use(1)
     if refused then return refused end
-    -- Not a calendar window's: whether its windows hold now is asked
-    -- again at each call (use's outside).
-    if not windowsAt then decoded, decodedCost, decodedAtS, decodedAtN = input, cost, atS, atN end
+    -- Not a calendar window's: whether its windows hold now is asked at
+    -- each call (use's outside); nor one on the caller's clock, whose
+    -- input holds its now.
+    if callerClock == 0 and not windowsAt then
+      memo(cost, atS, atN)
+      current = input
+    end
   end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
