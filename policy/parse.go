@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -231,7 +232,7 @@ func (r *reader) policy(name string, line int) (*limits, error) {
 	fields, ok := algorithmFields[own.algorithm]
 	if !ok {
 		return nil, &Error{Line: max(own.lines["algorithm"], line), Policy: name, Field: "algorithm",
-			Reason: fmt.Sprintf("%q is not an algorithm: want one of gcra, token-bucket, leaky-bucket, fixed-window, sliding-log, sliding-counter, concurrency", own.algorithm)}
+			Reason: fmt.Sprintf("%q is not an algorithm: want one of %s", own.algorithm, strings.Join(slices.Sorted(maps.Keys(algorithmFields)), ", "))}
 	}
 	p := &limits{tiers: map[string]*sluice.Limiter{}}
 	if missing := own.missing(fields.needs); missing == "" {

@@ -64,6 +64,19 @@ local function use(i)
   return cost, atS, atN
 end
 
+-- keepLimit keeps in table t the limit that use set (its Params, step
+-- function, full-at and windows); setLimit makes the limit kept in t the
+-- one decided again, without reading the input a second time.
+local function keepLimit(t)
+  t[1], t[2], t[3], t[4], t[5], t[6] = kind, variant, countDenied, limit, interval, amount
+  t[7], t[8], t[9], t[10], t[11], t[12], t[13] = maxEntries, slack, penS, penN, step, fullAt, windowsAt
+end
+
+local function setLimit(t)
+  kind, variant, countDenied, limit, interval, amount = t[1], t[2], t[3], t[4], t[5], t[6]
+  maxEntries, slack, penS, penN, step, fullAt, windowsAt = t[7], t[8], t[9], t[10], t[11], t[12], t[13]
+end
+
 -- records is Go's Params.Records: whether the decision made on verb
 -- changed the key's state, so that it is written back (a fill-up, and an
 -- exhaust, a charge or a refund: the verbs from EXHAUST on, always).

@@ -1,8 +1,8 @@
 -- group: one decision over several keys, each limit on its own key, the
 -- library's function group.
 --
--- Depends on: prelude (begin, stCarried), time, decide (use, decide,
--- records, frees), io (load, write, released, reply).
+-- Depends on: prelude (begin, stCarried), time, decide (use, keepLimit,
+-- setLimit, decide, records, frees), io (load, write, released, reply).
 -- Translates: DecideGroup, Combine and tighter (engine/group.go), decided
 -- in one pass for an Allow as MemStore's group does, and each limit's
 -- state written back when its decision records or carries it
@@ -29,20 +29,6 @@ local function slot(t, i)
     t[i] = s
   end
   return s
-end
-
--- remember keeps the Params use(i) set in params[i]; recall makes them
--- the limit in use again, without reading the input a second time.
-local function remember(i)
-  local t = slot(params, i)
-  t[1], t[2], t[3], t[4], t[5], t[6] = kind, variant, countDenied, limit, interval, amount
-  t[7], t[8], t[9], t[10], t[11], t[12], t[13] = maxEntries, slack, penS, penN, step, fullAt, windowsAt
-end
-
-local function recall(i)
-  local t = params[i]
-  kind, variant, countDenied, limit, interval, amount = t[1], t[2], t[3], t[4], t[5], t[6]
-  maxEntries, slack, penS, penN, step, fullAt, windowsAt = t[7], t[8], t[9], t[10], t[11], t[12], t[13]
 end
 
 -- save keeps the key's state in st* in table t; restore makes it the
@@ -72,7 +58,7 @@ end
 -- each[i], and in carried[i] whether it carried the state over, but for
 -- a check.
 local function decideOn(i, verb, cost, atS, atN, mdS, mdN)
-  recall(i)
+  setLimit(params[i])
   restore(states[i])
   stCarried = false
   decide(verb, cost, atS, atN, mdS, mdN)
@@ -148,7 +134,7 @@ local function allowAll(n)
   end
   for i = 1, n do
     if all or not each[i].allowed then
-      recall(i)
+      setLimit(params[i])
       restore(made[i])
       resume(each[i])
       keep(i, ALLOW)
@@ -242,7 +228,7 @@ local function group(ks, args)
     if refused then return refused end
     local p, conflict = load(i)
     if conflict then return pack('<BBB', CONFLICT, conflict, i) end
-    remember(i)
+    keepLimit(slot(params, i))
     save(slot(states, i))
     present[i], costs[i], atSs[i], atNs[i] = p, cost, atS, atN
   end

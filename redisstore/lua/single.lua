@@ -3,8 +3,8 @@
 -- Depends on: prelude (begin, serverNow, decoded, stCarried, fullAt),
 -- time (tplus, tless), arith (fmin), meter (meterSettle), gcra
 -- (carryOnce, gcraSettle), intervalrefill (intervalRefillSettle), decide
--- (use, decide, decideKind, decideStrict, records, frees), io (load,
--- write, released, reply).
+-- (use, keepLimit, setLimit, decide, decideKind, decideStrict, records,
+-- frees), io (load, write, released, reply).
 -- Translates: Params.Decide, decideOther and stepExhaust
 -- (engine/params.go), Params.stepAtMost, fits and grant
 -- (engine/atmost.go), Params.stepSettle and emptied (engine/settle.go),
@@ -89,14 +89,16 @@ local function settleCost(verb, cost)
   dGranted = moved
 end
 
--- memo keeps in decoded what begin and use read from the input, and the
--- limit's cost and instant, for apply to set again on a call of the same
--- input.
+-- memo keeps in decoded what begin and use read from the input (the
+-- limit as keepLimit keeps it, then the op's fields), and the limit's
+-- cost and instant, for apply to set again on a call of the same input.
 local function memo(cost, atS, atN)
   if decodedCount == 256 then decoded, decodedCount = {}, 0 end
   decodedCount = decodedCount + 1
-  decoded[input] = {verb, marginMs, delayS, delayN, cost, atS, atN,
-    kind, variant, countDenied, limit, interval, amount, maxEntries, slack, penS, penN, step, fullAt}
+  local t = {}
+  keepLimit(t)
+  t[14], t[15], t[16], t[17], t[18], t[19], t[20] = verb, marginMs, delayS, delayN, cost, atS, atN
+  decoded[input] = t
 end
 
 -- apply decides the op of args on the key ks[1], writes the key back if
@@ -106,12 +108,11 @@ local function apply(ks, args)
   local cost, atS, atN
   local m = decoded[args[1]]
   if m and #ks == 1 then
-    keys, input, cost, atS, atN = ks, args[1], m[5], m[6], m[7]
+    keys, input, cost, atS, atN = ks, args[1], m[18], m[19], m[20]
     if input ~= current then -- begin's and use's fields as they read them
-      current, callerClock, windowsFrom, windowsAt = input, 0, nil, nil
-      verb, marginMs, delayS, delayN = m[1], m[2], m[3], m[4]
-      kind, variant, countDenied, limit, interval, amount = m[8], m[9], m[10], m[11], m[12], m[13]
-      maxEntries, slack, penS, penN, step, fullAt = m[14], m[15], m[16], m[17], m[18], m[19]
+      current, callerClock, windowsFrom = input, 0, nil
+      setLimit(m)
+      verb, marginMs, delayS, delayN = m[14], m[15], m[16], m[17]
     end
     serverNow()
   else
@@ -133,9 +134,9 @@ local function apply(ks, args)
   end
   local present, conflict = load(1)
   if conflict then return pack('<BBB', CONFLICT, conflict, 1) end
-  -- Decide's switch, with decide's own and decideOther's made here: a
-  -- call fewer on the usual path, and one comparison for the other verbs.
-  if verb < ATMOST then
+  -- Decide's switch, with decide's own made here: a call fewer on the
+  -- usual path, and one comparison for the other verbs.
+  if verb < ATMOST or verb == EXTEND or verb == LEAVE then
     if penS > 0 or penN > 0 or countDenied then
       decideStrict(verb, cost, atS, atN, delayS, delayN)
     else
@@ -145,10 +146,8 @@ local function apply(ks, args)
     atMost(cost)
   elseif verb == EXHAUST then
     exhaust(cost, delayS, delayN)
-  elseif verb >= CHARGE then
+  else -- CHARGE or REFUND, the last verbs
     settleCost(verb, cost)
-  else -- EXTEND or LEAVE
-    decide(verb, cost, atS, atN, delayS, delayN)
   end
   if records(verb) or stCarried and verb ~= CHECK then
     write(1, present)
