@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/bits"
 	"runtime"
@@ -16,41 +15,28 @@ import (
 )
 
 // MemStore is the in-memory [Store], and every limiter's default. It is
-// safe for concurrent use.
+// safe for concurrent use, and a decision on a key it holds allocates
+// nothing.
 //
-// A key is known by 120 bits of two hashes under seeds chosen per store,
-// not by its string: two keys share state only if all 120 bits collide,
-// which for n keys has a probability of about n²/2^121 (below 10^-24 at a
-// billion keys), and clients choosing keys cannot aim at a collision or
-// pile keys into one shard without knowing the seeds. Keys are spread over
-// power-of-two shards, each with its own mutex, so a decision holds one
-// shard's lock for the time of one step. Each shard keeps its keys' states
-// in open-addressing tables of slots updated in place, 24 bytes for a GCRA
-// key (its theoretical arrival time) and 48 for the other algorithms: a
-// decision computes its key's two hashes, finds its slot in a probe or
-// two, and allocates nothing, and adding a key allocates nothing either,
-// except when a table grows.
+// Keys are spread over shards, each with its own mutex, and known by 120
+// bits of one hash of their bytes under secrets drawn per store, not by
+// their strings: two keys share state only if all 120 bits collide (about
+// n²/2^121 for n keys, below 10^-24 at a billion), and clients cannot aim
+// at a collision or pile keys into one shard without the secrets.
 //
-// Keys expire: a key whose state has decayed back to fresh is
-// indistinguishable from an absent one, so it may be removed at any time
-// without changing a decision. Whenever a key is added, the store examines
-// a few keys of the same shard and removes the expired ones, so memory
-// follows the keys in use, not every key ever seen. Sweep removes every
-// expired key and gives back the memory of tables left at most an eighth
-// full; a janitor goroutine that sweeps periodically can be enabled
-// (MemStoreConfig.SweepInterval), and Close stops it.
+// A key whose state has decayed back to fresh is removed without changing
+// any decision: adding a key removes the expired ones among a few keys of
+// its shard, Sweep removes them all, and a janitor
+// (MemStoreConfig.SweepInterval) sweeps periodically until Close.
 //
-// MemStoreConfig.MaxKeys bounds memory under a flood of unique keys. When a
-// shard is at its share of the bound, adding a key first removes the
-// expired keys among a sample of the shard's keys; if none has expired, it
-// evicts the sampled key that has gone longest without a decision (each
-// slot counts, in bits it has spare, how often it was sampled since its
-// key's last decision), and of those the one closest to fresh, so that
-// evicting it forgives the least. A key in use, allowed or denied, is not
-// the one forgiven: a client flooding the store with new keys cannot lift
-// the limit of a key it keeps hammering.
+// MemStoreConfig.MaxKeys bounds memory under a flood of unique keys: a full
+// shard evicts, of a sample of its keys, the one longest without a decision,
+// and of those the one closest to fresh, forgiving what it had spent. A key
+// in use, allowed or denied, is not the one evicted: a client flooding the
+// store with new keys cannot lift the limit of a key it keeps hammering.
+// docs/memory.md describes the layout, with its figures.
 type MemStore struct {
-	seeds    [2]maphash.Seed
+	hash     keyHash
 	mask     uint64
 	shards   []shard
 	perShard int // most keys per shard; 0 is unbounded
@@ -119,7 +105,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 		n = max(16*runtime.GOMAXPROCS(0), 64)
 	}
 	n = 1 << bits.Len(uint(min(n, maxShards)-1))
-	m := &MemStore{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, mask: uint64(n - 1), shards: make([]shard, n)}
+	m := &MemStore{hash: newKeyHash(), mask: uint64(n - 1), shards: make([]shard, n)}
 	if cfg.MaxKeys > 0 {
 		m.perShard = (cfg.MaxKeys-1)/n + 1 // rounded up, without overflow
 	}
@@ -132,7 +118,7 @@ func NewMemStore(cfg MemStoreConfig) *MemStore {
 
 // locate returns key's identity and its shard.
 func (m *MemStore) locate(key string) (keyID, *shard) {
-	id := keyID{maphash.String(m.seeds[0], key), maphash.String(m.seeds[1], key) & idBits}
+	id := m.hash.id(key)
 	return id, &m.shards[id.lo&m.mask]
 }
 
@@ -396,7 +382,7 @@ func dropIn[S slotType](sh *shard, t *table[S], i int) {
 
 // makeRoom removes the keys expired by now among a sample of the shard's
 // keys in each table, taken from where the new key id's probe starts (as
-// random as id to whoever does not know the store's seeds), and ages the
+// random as id to whoever does not know the store's secrets), and ages the
 // live ones. If the shard is still at its bound, it evicts the sampled key
 // that has been idle longest, and of those the one closest to fresh.
 //

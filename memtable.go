@@ -6,8 +6,8 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// A keyID names a key inside a MemStore: 120 bits of two hashes of the key
-// under seeds chosen per store. Two keys share state only if all 120 bits
+// A keyID names a key inside a MemStore: 120 bits of its hash under the
+// store's secrets (memhash.go). Two keys share state only if all 120 bits
 // collide, which for n keys has a probability of about n²/2^121 (below
 // 10^-24 at a billion keys), so the store keeps no key strings: no
 // allocation per new key, no string to compare, and one slot per key.
