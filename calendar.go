@@ -27,37 +27,20 @@ const (
 func (p Period) String() string { return calendar.Period(p).String() }
 
 // NewCalendarWindow returns a limiter admitting up to limit per calendar
-// period in loc, a quota that starts again at the first instant of each
-// day, week, month or year there:
-//
-//	paris, _ := time.LoadLocation("Europe/Paris")
-//	quota, err := sluice.NewCalendarWindow(1000, sluice.Month, paris)
-//
-// It is a fixed window whose windows are the calendar's: a day of 23 or
-// 25 hours across a daylight-saving change, months of 28 to 31 days.
-// Decision.ResetAfter and RetryAfter say exactly when the quota starts
-// again, and so do the RateLimit fields of the HTTP and gRPC adapters.
-// Denied requests are not counted. A key is forgotten when its window
-// ends.
-//
-// The limiter computes each decision's windows from its clock, in loc, and
-// hands the store the window that holds its time with the one before and
-// the one after (see engine.Params.Windows). A store that reads its own
-// clock (Redis TIME, PostgreSQL clock_timestamp()) counts in the one of
-// the three that holds its time, so that the limiter's and the store's
-// clocks may differ by up to a window, and refuses a time outside them
-// with [ErrTimeOutOfRange]: it never decides by the caller's clock
-// instead.
-//
-// A key's calendar may change (a daily quota made monthly): its count
-// carries into the window of the new calendar that holds the end of the
-// window it was counted in, and is fresh from that end on if the new
-// window ends first.
+// period in loc: a fixed window whose windows start at the first instant of
+// each day, week, month or year there, days of 23 or 25 hours across a
+// daylight-saving change, months of 28 to 31 days. Decision.ResetAfter and
+// RetryAfter say exactly when the quota starts again. Denied requests are
+// not counted, and a key is forgotten when its window ends. The limiter
+// computes the windows from its clock, in loc, and hands the store three of
+// them: a store that reads its own clock refuses a time outside them with
+// [ErrTimeOutOfRange] ([engine.Params.Windows]). A key's count under
+// another calendar carries over as package engine's "Limits that change"
+// states.
 //
 // Guarantee: at most limit per calendar window; an interval across a
-// boundary can hold up to 2*limit (a window's worth just before it and
-// again just after). The time zone database must be available: import
-// time/tzdata in a program that runs where it may not be.
+// boundary can hold up to 2*limit. Import time/tzdata where zone data may
+// be missing.
 func NewCalendarWindow(limit float64, period Period, loc *time.Location, opts ...Option) (*Limiter, error) {
 	switch {
 	case !calendar.Period(period).Valid():

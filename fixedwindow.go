@@ -7,26 +7,16 @@ import (
 )
 
 // NewFixedWindow returns a fixed window limiter admitting up to limit per
-// window: NewFixedWindow(100, time.Minute).
-//
-// A fixed window counts each key's cost in consecutive windows of a fixed
-// length and admits a request iff the window's count plus its cost stays
-// within the limit. Denied requests are not counted.
-//
-// Windows are aligned to the clock by default: they start at whole
+// window: NewFixedWindow(100, time.Minute). A request is admitted iff its
+// window's count plus its cost stays within limit. Denied requests are not
+// counted, and a key is forgotten when its window ends. Windows start at
 // multiples of the window length since the Unix epoch, so every key's
-// windows turn over together. With [WithAnchoredWindows] a key's window
-// starts at its first request, and the next one at its first request after
-// that window ends.
+// windows turn over together, or, with [WithAnchoredWindows], at a key's
+// first request and then at its first request after each window ends.
 //
-// State per key: the window's count and its start. A key is forgotten when
-// its window ends.
-//
-// Guarantee: at most limit per window. Across a window boundary, an
-// interval of one window's length can hold up to 2*limit (aligned: a full
-// window's worth just before the boundary and again just after it) or, with
-// unit costs, 2*limit-1 (anchored: a window's first request opens it, so at
-// most limit-1 of its requests fall in its last instants).
+// Guarantee: at most limit per window; an interval of one window's length
+// across a boundary can hold up to 2*limit (aligned) or, with unit costs,
+// 2*limit-1 (anchored).
 func NewFixedWindow(limit float64, window time.Duration, opts ...Option) (*Limiter, error) {
 	return newLimiter(engine.Params{Kind: engine.KindFixedWindow, Limit: limit, Interval: int64(window)}, opts)
 }

@@ -8,41 +8,22 @@ import (
 )
 
 // NewPerKey returns a limiter whose limit is looked up for each request:
-// lookup returns, for the request's key, a limiter built by one of the
-// algorithms' constructors (one per tier or plan, say, made once), whose
-// algorithm and configuration ([Limiter.Params]) hold the key. The new
-// limiter keeps every key's state in its own store and reads its own
-// clock, with its own observer, name and timeout, from opts: the limiters
-// lookup returns serve as limits only, and their stores are never used.
+// lookup returns the key's limit, a limiter built by one of the algorithms'
+// constructors (one per tier, say, made once) of which only the algorithm
+// and configuration ([Limiter.Params]) are used: the new limiter keeps
+// every key's state in its own store, with its own clock, observer, name
+// and timeout, from opts. A key whose limit changes keeps what it has used,
+// in units of cost, and the new limit decides from it at its next request
+// (docs/tiers.md).
 //
-//	free, _ := sluice.NewGCRA(sluice.PerSecond(1), 5)
-//	pro, _ := sluice.NewGCRA(sluice.PerSecond(100), 50)
-//	lim, err := sluice.NewPerKey(func(ctx context.Context, key string) (*sluice.Limiter, error) {
-//		if isPro(key) {
-//			return pro, nil
-//		}
-//		return free, nil
-//	}, sluice.WithStore(st))
-//
-// A key whose limit changes (an upgrade, a configuration reloaded) keeps
-// what it has used, in units of cost, and the new limit decides from it
-// at its next request, on every store: a GCRA raised from 10/s to 100/s
-// admits at 100/s at once, and one lowered does not forget what was spent
-// (see docs/tiers.md for the rule and its bound). The limiters lookup
-// returns share one algorithm: the first returned sets it, and one of
-// another algorithm fails the request with [ErrInvalidConfig].
-//
-// A lookup that fails fails the request with its error (never a silent
-// default limit); one that returns a nil limiter, or a per-key limiter,
-// fails it with [ErrInvalidConfig]. Lookup is called once per decision,
-// and for every try of Wait and Acquire, so it should be fast: a map, or
-// a cache of its own. A limiter with a fixed limit pays one comparison per
-// decision for the feature.
-//
-// A per-key limiter may be a member of a [Group] for rate limits; a
-// group's leases are taken on concurrency limits with a fixed limit only,
-// and a group refuses a per-key member whose lookup returns a concurrency
-// limit with [ErrUnsupported].
+// The limiters lookup returns share the algorithm of the first returned. A
+// lookup that fails fails the request with its error, never a silent
+// default; one that returns a nil limiter, a per-key limiter or one of
+// another algorithm fails it with [ErrInvalidConfig], and in a [Group] one
+// that returns a concurrency limit fails it with [ErrUnsupported]. Lookup
+// runs once per decision, each try of Wait and Acquire included, so it
+// should be fast (a map, or a cache). A limiter with a fixed limit pays one
+// comparison per decision for the feature.
 func NewPerKey(lookup func(ctx context.Context, key string) (*Limiter, error), opts ...Option) (*Limiter, error) {
 	if lookup == nil {
 		return nil, fmt.Errorf("%w: nil lookup", ErrInvalidConfig)
@@ -56,9 +37,8 @@ func NewPerKey(lookup func(ctx context.Context, key string) (*Limiter, error), o
 }
 
 // ParamsFor returns the algorithm and configuration that hold key: the
-// limiter's own Params, or, for a per-key limiter, those of the limiter its
-// lookup returns for key now, with the lookup's error. An HTTP or gRPC
-// adapter reads them to describe a key's limit (its RateLimit-Policy).
+// limiter's own Params or, for a per-key limiter, those its lookup returns
+// for key now, with the lookup's error.
 func (l *Limiter) ParamsFor(ctx context.Context, key string) (engine.Params, error) {
 	p, err := l.limitOf(ctx, key)
 	if err != nil {
@@ -68,11 +48,9 @@ func (l *Limiter) ParamsFor(ctx context.Context, key string) (engine.Params, err
 }
 
 // Fixed reports whether the limiter decides every request under the same
-// Params ([Limiter.Params]): not a per-key limiter ([NewPerKey]), whose
-// limit is looked up for each key, nor a calendar window
-// ([NewCalendarWindow]), whose windows move with its clock. An adapter
-// that describes a limit reads one that is not fixed with
-// [Limiter.ParamsFor] for each request.
+// [Limiter.Params]: not a per-key limiter ([NewPerKey]) nor a calendar
+// window ([NewCalendarWindow]), whose Params [Limiter.ParamsFor] returns
+// per request.
 func (l *Limiter) Fixed() bool { return l.lookup == nil && l.cal == nil }
 
 // limitOf returns the Params that hold key now: the limiter's own, or,
