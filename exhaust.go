@@ -9,19 +9,11 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// Exhaust records key's whole allowance as spent for the next d: no
-// request on key is admitted before d from now, and from then the key
-// frees its allowance as after a burst (the GCRA one emission interval per
-// unit of cost, the buckets at their rate). It never frees anything: a key
-// that holds more already keeps it. The decision describes the key
-// afterwards, as CanAccept(ctx, key, 0) would.
-//
-// It is how a rate-limited service's answer reaches every client that
-// shares the key: after "429 Too Many Requests" with "Retry-After: 30",
-// Exhaust(ctx, key, 30*time.Second) makes every worker's Wait on key sleep
-// past the 30 seconds, whichever process it runs in. A store that reads
-// its own clock measures d from its time.
-//
+// Exhaust records key's whole allowance as spent for the next d: no request
+// on key is admitted before d from now (by the store's clock, for a store
+// that reads its own), and from then the key frees its allowance as after a
+// burst. It never frees anything: a key that holds more keeps it. The
+// decision describes the key afterwards, as CanAccept(ctx, key, 0) would.
 // The GCRA, the leaky bucket and the token bucket support it; the others
 // return an error wrapping [ErrUnsupported]. A d outside 0 to 2^60 ns
 // (about 36 years) returns an error wrapping [ErrInvalidDelay].
@@ -35,19 +27,15 @@ func (l *Limiter) Exhaust(ctx context.Context, key string, d time.Duration) (dec
 }
 
 // Slowed returns a limiter that decides as l does, on the same store and
-// keys, at share of l's rate: the GCRA's emission interval divided by
-// share, the buckets' leak or refill amount multiplied by it; the limit
-// (the burst, the capacity) is l's. A key's state is one for both: a
-// request admitted by either counts for both, and the GCRA converts a
-// key's backlog between the two rates as for any change of limit (see
-// "Limits that change" in package engine's documentation).
-//
-// It is how a client slows down below a limit it was configured with when
-// a service it calls tells it to, without a second key. share must be in
-// (0, 1]; the limiter must be a GCRA, a leaky bucket or a token bucket
-// with a fixed limit (not [NewPerKey]). Otherwise Slowed returns an error
-// wrapping [ErrInvalidConfig] or [ErrUnsupported]. The slowed limiter
-// shares l's store, which closing it does not close.
+// keys, at share of l's rate (the GCRA's emission interval divided by
+// share, the buckets' leak or refill amount multiplied by it) and with l's
+// limit. A key's state is one for both: a request admitted by either counts
+// for both, and the GCRA carries a key's use over between the two rates as
+// for any change of limit (package engine's "Limits that change"). share
+// must be in (0, 1], and l a GCRA, a leaky bucket or a token bucket with a
+// fixed limit; otherwise Slowed returns an error wrapping
+// [ErrInvalidConfig] or [ErrUnsupported]. Closing the slowed limiter does
+// not close l's store.
 func (l *Limiter) Slowed(share float64) (*Limiter, error) {
 	switch {
 	case !(share > 0 && share <= 1):

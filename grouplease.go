@@ -8,12 +8,11 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// A GroupLease is a group decision that holds leases: a [Group] with a
-// concurrency limit ([NewConcurrencyLimit]) among its limits, as "10 per
-// second and at most 2 at once per API key". Granted, it spent the cost
-// on every rate limit and took a lease on every concurrency limit, all
-// or nothing; Release gives the leases back (what the rate limits
-// admitted stays spent), and Extend extends them.
+// A GroupLease is the decision of a [Group] with a concurrency limit among
+// its limits. Granted, it spent the cost on every rate limit and took a
+// lease on every concurrency limit, all or nothing. Release gives the
+// leases back (what the rate limits admitted stays spent), and Extend
+// extends them.
 type GroupLease struct {
 	GroupDecision
 
@@ -22,11 +21,9 @@ type GroupLease struct {
 	cost float64
 }
 
-// TryAcquire admits cost now if every limit admits it, each on its key
-// (keys[i] for the group's limiter i), as [Group.Allow] does, and returns
-// the leases it took. At least one of the group's limiters must be a
-// concurrency limit. As [Limiter.TryAcquire], it does not pass the
-// callers of Acquire waiting in a concurrency limit's line.
+// TryAcquire admits cost now if every limit admits it, as [Group.Allow]
+// does, and returns the leases it took, as [Limiter.TryAcquire] does for
+// one. At least one of the group's limiters must be a concurrency limit.
 func (g *Group) TryAcquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
 	return g.tryAcquire(ctx, keys, cost, g.first.clock.now(), -1, nil)
 }
@@ -51,13 +48,12 @@ func (g *Group) tryAcquire(ctx context.Context, keys []string, cost float64, now
 }
 
 // Acquire waits until every limit admits cost, and returns the leases it
-// took, as [Limiter.Acquire] does for one. It takes its place in the line
-// of each concurrency limit that denies it, and is served in turn there;
-// while a rate limit alone holds it back, its places last the first
-// concurrency limit's patience. It is woken by a slot freed on the first
-// concurrency limit's key, or when the group's denial said it could be
-// admitted, or after that limit's lease poll at the latest. It returns
-// ctx's error if ctx ends first, and leaves the lines it waits in.
+// took, as [Limiter.Acquire] does for one, in the line of each concurrency
+// limit that denies it; it leaves them, and returns ctx's error, if ctx
+// ends first. While a rate limit alone holds it back, its places last the
+// first concurrency limit's patience. It wakes on a slot freed on that
+// limit's key, when the group's denial said it could be admitted, or after
+// that limit's lease poll.
 func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (GroupLease, error) {
 	i := g.firstLeases()
 	if i < 0 || len(keys) != len(g.limits) {
@@ -93,16 +89,16 @@ func (g *Group) Acquire(ctx context.Context, keys []string, cost float64) (Group
 }
 
 // Release gives back every lease the group took, in one store call, as
-// [Lease.Release] does for one: even after ctx ended, and within the
-// first limiter's timeout. It returns an error wrapping [ErrNotHeld] if
-// any of them was not held any more.
+// [Lease.Release] does for one: even after ctx ended, within the first
+// limiter's timeout. It returns an error wrapping [ErrNotHeld] if any was
+// not held.
 func (gl *GroupLease) Release(ctx context.Context) error {
 	return gl.end(ctx, engine.VerbCancel)
 }
 
-// Extend makes every lease the group took last its limiter's time to live
-// from now, as [Lease.Extend] does for one. It returns an error wrapping
-// [ErrNotHeld] if any of them was not held any more.
+// Extend extends every lease the group took, as [Lease.Extend] does for
+// one. It returns an error wrapping [ErrNotHeld] if any was not held any
+// more.
 func (gl *GroupLease) Extend(ctx context.Context) error {
 	return gl.end(ctx, engine.VerbExtend)
 }

@@ -9,22 +9,17 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// ErrNotHeld reports a release or an extension of a lease that is not
-// held any more: released already, expired, or never granted. It is
-// harmless (nothing changes on the key), and says that the slot may have
-// gone to someone else: a holder that extends its lease and gets it should
-// stop its work.
+// ErrNotHeld reports a release or an extension of a lease no longer held
+// (released, expired, or never granted): nothing changes on the key, but
+// its slot may be another's: a holder whose extension gets it should stop.
 var ErrNotHeld = errors.New("sluice: lease not held")
 
 // A Lease is a slot of a concurrency limit ([NewConcurrencyLimit]) held on
 // one key, from [Limiter.TryAcquire] or [Limiter.Acquire]. Its Decision
 // says whether it was granted (Allowed) and what the key holds with it;
-// its At is the lease's identity on the store, which changes when the
-// lease is extended.
-//
-// Release it when done, typically with defer right after it is granted;
-// a lease that is never released ends at its expiry. A Lease is a value
-// with its own state: release or extend it from one goroutine at a time.
+// its At, the lease's identity on the store, changes when it is extended.
+// Release it when done, typically with defer; one never released ends at
+// its expiry. Release or extend it from one goroutine at a time.
 type Lease struct {
 	Decision
 
@@ -35,11 +30,11 @@ type Lease struct {
 }
 
 // TryAcquire takes a lease of cost on key if it fits now: if the leases
-// held on key plus cost stay within the limit, and no caller of Acquire is
-// waiting for one on key (it does not pass them). A denied lease records
-// nothing; its RetryAfter says when the earliest lease held expires
-// enough for it to fit, or when the first waiter could have given up its
-// place (a release comes sooner).
+// held on key plus cost stay within the limit, and no caller of Acquire
+// waits on key (it does not pass them). A denied lease records nothing;
+// its RetryAfter says when the earliest leases expire enough for it to
+// fit, or the first waiter could have left the line (a release comes
+// sooner).
 func (l *Limiter) TryAcquire(ctx context.Context, key string, cost float64) (Lease, error) {
 	p, err := l.limitOf(ctx, key)
 	if err != nil {
@@ -65,20 +60,14 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, p *engine.Params, 
 }
 
 // Acquire takes a lease of cost on key, waiting until one fits, or until
-// ctx ends (it then returns ctx's error). Waiters on a key are served in
-// the order they came, across every Limiter and process that shares the
-// store: the store keeps the key's line, and a lease goes to the first in
-// it, so that a large lease is not passed over for ever by small ones.
-//
-// A waiter is woken when a lease on key is released, or a waiter ahead
-// leaves or is served with room left, if the store tells of them ([ReleaseWatcher]:
-// MemStore, and the Redis and PostgreSQL stores), or else when the
-// earliest lease held expires; in any case it asks again after
-// [WithLeasePoll] at the latest, which bounds what a lost wake-up costs.
-// A waiter whose ctx ends leaves the line. One that stops asking without
-// leaving (its process died) keeps its place for its patience, twice the
-// lease poll plus the limiter's timeout or a second (a day at most), and
-// is then passed over: what a dead waiter costs the others.
+// ctx ends (it then leaves the line and returns ctx's error). Waiters on a
+// key are served in the order they came, across every Limiter and process
+// sharing the store. A waiter is woken when a slot may be free, if the
+// store tells of it ([ReleaseWatcher]), or else when the earliest lease
+// held expires, and asks again after [WithLeasePoll] at the latest. One
+// that stops asking without leaving (its process died) keeps its place for
+// twice the lease poll plus the limiter's timeout or a second (a day at
+// most), and is then passed over.
 func (l *Limiter) Acquire(ctx context.Context, key string, cost float64) (Lease, error) {
 	ls := Lease{l: l, key: key, cost: cost}
 	p, err := l.limitOf(ctx, key)
@@ -159,21 +148,18 @@ func (l *Limiter) acquiring(ctx context.Context, key string, try func() (granted
 	}
 }
 
-// Release gives the lease back, so that its slot is free at once. It
-// returns an error wrapping [ErrNotHeld] if the lease was not held (not
-// granted, released already, or expired): harmless. It runs even if ctx
-// has ended, as when a client went away, so that a release deferred in a
-// handler is made: within the limiter's timeout ([WithTimeout]), or a
-// second for a remote store without one.
+// Release gives the lease back, freeing its slot at once, or returns an
+// error wrapping [ErrNotHeld] if it was not held. It runs even after ctx
+// ended (a handler whose client went away), within the limiter's timeout
+// ([WithTimeout]) or, for a remote store without one, a second.
 func (ls *Lease) Release(ctx context.Context) error {
 	return ls.end(ctx, engine.VerbCancel)
 }
 
-// Extend makes the lease last the limiter's time to live from now, for a
-// task that runs longer than it. The lease's At changes: it is the
-// lease's identity from then on. It returns an error wrapping
-// [ErrNotHeld] if the lease was not held any more: its slot may be
-// someone else's, and the task should stop.
+// Extend makes the lease last the limiter's time to live from now, and
+// changes its At, the lease's identity. It returns an error wrapping
+// [ErrNotHeld] if the lease was not held any more: its slot may be someone
+// else's; stop the task.
 func (ls *Lease) Extend(ctx context.Context) error {
 	return ls.end(ctx, engine.VerbExtend)
 }

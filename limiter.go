@@ -104,11 +104,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return timedOut(ctx, l.store.Reset(ctx, key))
 }
 
-// Params returns the limiter's algorithm and configuration, for a
-// calendar window ([NewCalendarWindow]) with the windows around the
-// limiter's time now. Its Step method is the algorithm as a pure function.
-// A per-key limiter ([NewPerKey]) has none of its own: its Params are
-// zero.
+// Params returns the limiter's algorithm and configuration, whose Step
+// method is the algorithm as a pure function: for a calendar window, with
+// the windows around the limiter's time now; for a per-key limiter
+// ([NewPerKey]), zero.
 func (l *Limiter) Params() engine.Params { return *l.limitAt(l.clock.now()) }
 
 // limitAt returns the limiter's own Params in force at now.

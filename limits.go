@@ -10,17 +10,11 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// A Group decides each request against several limiters as one decision:
-// "10 per second and 1,000 per day per API key, and 5,000 per second for
-// everyone". A request is admitted only if every limit admits it, and is
-// then recorded in all of them; if any limit denies it, it is recorded in
-// none (stacking limiters by hand would have charged the limits it passed
-// before the one that denied it).
-//
-// The limiters must share one store that decides groups atomically
-// ([GroupStore]): MemStore, and the Redis and PostgreSQL stores. The
-// group reads time from the first limiter's clock, and bounds each store
-// call by its timeout. A Group is safe for concurrent use.
+// A Group decides each request against several limiters, sharing one
+// store ([NewGroup]), as one decision: admitted only if every limit admits
+// it, and then recorded in all of them, or else in none. The group reads
+// time from the first limiter's clock, and bounds each store call by its
+// timeout. A Group is safe for concurrent use.
 type Group struct {
 	limits []*Limiter
 	store  GroupStore
@@ -60,10 +54,10 @@ func NewGroup(limiters ...*Limiter) (*Group, error) {
 	return g, nil
 }
 
-// GroupDecision is a group's decision: the most restrictive limit's (see
-// [engine.DecideGroup]), and each limit's own, which [GroupDecision.Limits]
-// returns. When the group denies a request, a limit that would have
-// admitted it on its own shows Allowed, but recorded nothing.
+// GroupDecision is a group's decision, the most restrictive limit's
+// ([engine.DecideGroup]), with each limit's own ([GroupDecision.Limits]):
+// when the group denies, one that would have admitted shows Allowed,
+// recording nothing.
 type GroupDecision struct {
 	Decision
 
@@ -80,8 +74,7 @@ type GroupDecision struct {
 // cap), and no more, since a GroupDecision is returned by value.
 const inlineGroup = 4
 
-// Limits returns each limit's decision, in the group's order. The slice
-// is d's own memory.
+// Limits returns each limit's decision, in the group's order, in d's memory.
 func (d *GroupDecision) Limits() []Decision {
 	if d.more != nil {
 		return d.more
@@ -98,8 +91,7 @@ func (d *GroupDecision) size(n int) {
 }
 
 // Allow admits cost if every limit admits it, each on its key (keys[i] for
-// the group's limiter i), and records it in all of them; otherwise it
-// records it in none.
+// the group's limiter i), and records it in all of them, or else in none.
 func (g *Group) Allow(ctx context.Context, keys []string, cost float64) (d GroupDecision, err error) {
 	// Small enough to be inlined: d is then the caller's variable, which
 	// the decision is written into, rather than a result copied out.
@@ -198,8 +190,7 @@ func (g *Group) apply(ctx context.Context, gd *GroupDecision, ops []engine.Group
 	return err
 }
 
-// A GroupReservation is a turn booked on every limit of a group at one
-// instant: see [Reservation].
+// A GroupReservation is a [Reservation] on every limit of a group at once.
 type GroupReservation struct {
 	GroupDecision
 
@@ -212,9 +203,8 @@ type GroupReservation struct {
 }
 
 // Reserve books the earliest instant at which cost conforms to every
-// limit, if it comes within maxDelay, and records it in all of them, as
-// [Limiter.Reserve] does for one. Every limiter must book reservations
-// (GCRA, leaky bucket, token bucket).
+// limit, if it comes within maxDelay, in all of them, as [Limiter.Reserve]
+// does for one. Every limiter must reserve (GCRA, leaky or token bucket).
 func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration) (*GroupReservation, error) {
 	r := &GroupReservation{g: g, keys: keys, cost: cost}
 	now := g.first.clock.now()
@@ -226,10 +216,9 @@ func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDel
 	return r, err
 }
 
-// Wait sleeps until the reservation's instant on the group's clock, as
-// [Reservation.Wait] does, giving it back if ctx ends first, and returns
-// an error wrapping [ErrStaleTurn] if it wakes more than the first
-// limiter's maximum lateness after the instant.
+// Wait is [Reservation.Wait] on the group's clock: it gives the
+// reservation back if ctx ends first, and returns an error wrapping
+// [ErrStaleTurn] past the first limiter's maximum lateness.
 func (r *GroupReservation) Wait(ctx context.Context) error {
 	if !r.Allowed {
 		return fmt.Errorf("%w: %q", ErrNotReserved, r.keys)
@@ -268,8 +257,8 @@ func (r *GroupReservation) Cancel(ctx context.Context) error {
 }
 
 // Wait blocks until cost is admitted by every limit and records it in all
-// of them, as [Limiter.Wait] does for one: one store call books the turn,
-// and a Wait whose ctx ends first gives it back.
+// of them, as [Limiter.Wait] does for one, booking its turn in one store
+// call.
 func (g *Group) Wait(ctx context.Context, keys []string, cost float64) error {
 	return rebooking(func() error { return g.waitOnce(ctx, keys, cost) })
 }

@@ -11,18 +11,15 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
-// A Reservation is a turn booked with Reserve: cost recorded for key as if
-// admitted at an instant that may lie in the future. Its Decision says
-// whether it was booked (Allowed), and how long the caller must wait before
-// acting (Delay). It is safe for concurrent use. A Reservation made outside
-// this package (a literal, in a test) waits on the system clock and
-// has nothing to give back.
-//
-// Counting each reservation at the instant its caller may act, the
-// algorithm's guarantee holds as it does for Allow. Reservations on one key
-// are booked in the order the store receives them, and with equal costs
-// their instants come in that order, each exactly cost*T after the
-// previous one (GCRA).
+// A Reservation is a turn booked with [Limiter.Reserve]: cost recorded for
+// key as if admitted at an instant that may lie in the future. Its Decision
+// says whether it was booked (Allowed), and how long the caller must wait
+// before acting (Delay). Counting each reservation at the instant its
+// caller may act, the algorithm's guarantee holds as it does for Allow.
+// Reservations on one key are booked in the order the store receives them.
+// A Reservation is safe for concurrent use; one made outside this package
+// (a literal, in a test) waits on the system clock and has nothing to give
+// back.
 type Reservation struct {
 	Decision
 
@@ -38,13 +35,11 @@ type Reservation struct {
 // Reserve books the earliest instant at which cost conforms for key, if it
 // comes within maxDelay, and records the cost at once, as if admitted then.
 // The caller acts after the reservation's Delay ([Reservation.Wait] sleeps
-// it), or gives the turn back with [Reservation.Cancel].
-//
-// Past maxDelay nothing is booked: the reservation is not Allowed, and its
-// RetryAfter says how long until a reservation with the same maxDelay would
-// be booked. A maxDelay of 0 books only what Allow would admit now. The
-// GCRA, the leaky bucket and the token bucket reserve; the window
-// algorithms return an error wrapping [ErrUnsupported].
+// it), or gives the turn back with [Reservation.Cancel]. Past maxDelay
+// nothing is booked: the reservation is not Allowed, and its RetryAfter
+// says when one with the same maxDelay would be booked. A maxDelay of 0
+// books only what Allow would admit now. The GCRA and the buckets reserve;
+// the window algorithms return an error wrapping [ErrUnsupported].
 func (l *Limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
 	r := new(Reservation)
 	p, err := l.limitOf(ctx, key)
@@ -69,13 +64,11 @@ func (l *Limiter) reserve(ctx context.Context, key string, p *engine.Params, cos
 // Wait sleeps until the reservation's instant on the limiter's clock, and
 // returns nil then, or at once if it may act now. If ctx ends first, it
 // gives the reservation back ([Reservation.Cancel]) and returns ctx's
-// error, joined with the cancel's if that failed. For a reservation that
-// was not booked it returns an error wrapping [ErrNotReserved] at once.
-//
-// If it wakes, or is called, more than the limiter's maximum lateness
-// ([WithMaxLateness]) after the instant, it returns an error wrapping
-// [ErrStaleTurn]: the turn's cost is spent, and the caller should not act
-// on it, but book again.
+// error, joined with the cancel's if that failed. It returns at once an
+// error wrapping [ErrNotReserved] for a reservation that was not booked,
+// and one wrapping [ErrStaleTurn] if it wakes, or is called, more than the
+// limiter's maximum lateness ([WithMaxLateness]) after the instant: the
+// cost is spent, and the caller should book again, not act.
 func (r *Reservation) Wait(ctx context.Context) error {
 	if !r.Allowed {
 		return fmt.Errorf("%w: %q", ErrNotReserved, r.key)
@@ -127,18 +120,12 @@ const cancelTimeout = time.Second
 
 // Cancel gives the reservation back, so that its cost is available to
 // others, if its instant has not come yet and nothing was booked on the key
-// after it: the key is then as if it had never been reserved, a nanosecond
-// later (the turn it frees comes one nanosecond after its own, so that a
-// cancel made twice, say retried by a store client after a lost reply,
-// cannot give back whoever booked the freed turn). When a later booking
-// exists, nothing is given back: the later turn was placed after this one
-// and its caller may already be sleeping until it, so freeing this cost
-// ahead of it could let a new request act beside it, beyond the
-// algorithm's bound. A reservation that was not booked, whose instant has
-// passed, or that was already given back, costs nothing to cancel: Cancel
-// returns nil without calling the store. A call that failed is not made
-// again: its cost may or may not have been given back, and at worst the
-// turn is lost, never given twice.
+// after it: the key is then as if never reserved, a nanosecond later, so
+// that a cancel made twice cannot give back the freed turn's new booking.
+// Otherwise nothing is given back. A reservation that was not booked, whose
+// instant has passed, or that was already given back costs nothing to
+// cancel: Cancel returns nil without calling the store. A call that failed
+// is not made again: at worst the turn is lost, never given back twice.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r.l == nil || !r.Allowed || r.Delay <= 0 || !r.given.CompareAndSwap(false, true) {
 		return nil
@@ -158,13 +145,11 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 }
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on
-// the limiter's clock. It returns ctx's error if ctx ends first, and
-// returns at once with an error wrapping [ErrWouldExceedDeadline] (and
+// the limiter's clock. It returns ctx's error if ctx ends first, and at
+// once an error wrapping [ErrWouldExceedDeadline] (and
 // context.DeadlineExceeded) if ctx's deadline comes before the earliest
-// admission.
-//
-// For the GCRA and the buckets, Wait books its turn with one call to the
-// store ([Limiter.Reserve]) and sleeps exactly until it: waiters on a key
+// admission. For the GCRA and the buckets, Wait books its turn with one
+// call to [Limiter.Reserve] and sleeps exactly until it: waiters on a key
 // are served in the order they booked, and a Wait whose ctx ends first
 // gives its turn back. The window algorithms cannot book ahead: there Wait
 // asks again when its denial said it could, and waiters are not queued.
