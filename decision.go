@@ -9,17 +9,14 @@ import (
 
 // Decision is the outcome of one request. Its first six fields are every
 // decision's; the last four are the one verb's or option's that fills
-// them, and zero otherwise.
-//
-// Every field is an exact consequence of the algorithm's arithmetic. For
-// the leaky and token buckets and the sliding counter, whose amounts are
-// float64, amounts that differ by less than one part in 2^48 of the limit
-// compare as equal, so that float rounding never turns an exact fit into a
-// denial.
+// them, and zero otherwise. Every field follows exactly from the
+// algorithm's arithmetic, where the buckets and the sliding counter take
+// float64 amounts that differ by less than one part in 2^48 of the limit
+// as equal, so that rounding never turns an exact fit into a denial.
 type Decision struct {
-	// Allowed reports whether the request was admitted (or, for
-	// CanAccept, would be). For Fillup it reports whether the cost fitted
-	// below the capacity; the cost is recorded either way.
+	// Allowed reports whether the request was admitted (for CanAccept,
+	// would be); for Fillup, which records its cost either way, whether
+	// the cost fitted below the capacity.
 	Allowed bool
 	// Limit is the most cost the key can hold: the leaky bucket's capacity,
 	// the GCRA and token bucket burst, or the limit per window.
@@ -28,32 +25,28 @@ type Decision struct {
 	// level, the tokens missing from the token bucket, the window's count or
 	// estimate, or GCRA's backlog in units of cost.
 	Used float64
-	// Remaining is what a request could still cost and be admitted right
-	// after this one: Limit - Used, never negative.
+	// Remaining is Limit - Used, never negative: what a request could
+	// still cost and be admitted right after this one.
 	Remaining float64
-	// RetryAfter is zero when the request was admitted, and for Fillup,
-	// which records its cost either way, unless a penalty blocks the key.
-	// Otherwise it is how long until the same cost would be admitted, if
-	// nothing else is recorded meanwhile: one nanosecond earlier it would
-	// still be denied.
+	// RetryAfter is how long until the same cost would be admitted, if
+	// nothing else is recorded meanwhile, and not a nanosecond sooner; zero
+	// when it was admitted, and for Fillup unless a penalty blocks the key.
 	RetryAfter time.Duration
-	// ResetAfter is how long until the key is back to its full allowance
-	// (fresh), if nothing else is recorded meanwhile.
+	// ResetAfter is how long until the key is fresh (its full allowance
+	// back), if nothing else is recorded meanwhile.
 	ResetAfter time.Duration
-	// Delay is Reserve's: how long from now until a booked reservation
-	// may act. Read it from the [Reservation].
+	// Delay is how long from now until a booked reservation may act.
 	Delay time.Duration
-	// At is Reserve's: the instant a booked reservation that must wait
-	// may act, on the clock of the store that decided, which Cancel hands
-	// back. Read it from the [Reservation]. For a lease, it is the lease's
-	// identity (see [Lease]); for a try of Acquire that was denied, as an
+	// At is the instant a booked reservation that must wait may act, on
+	// the clock of the store that decided, which Cancel hands back; a
+	// lease's identity ([Lease]); or, for a denied try of Acquire as an
 	// [Observer] sees it, the waiter's ticket in the key's line.
 	At int64
-	// Granted is AllowAtMost's: the cost admitted and recorded, the whole
-	// cost, a whole number of units less than it, or zero.
+	// Granted is the cost AllowAtMost admitted (the whole cost, a whole
+	// number of units less, or zero), or Settle charged or gave back.
 	Granted float64
-	// Blocked is a penalty's ([WithPenalty]): it reports that the key
-	// admits nothing before its block ends, which RetryAfter (or a
+	// Blocked reports that a penalty ([WithPenalty]) blocks the key: it
+	// admits nothing before the block ends, which RetryAfter (or a
 	// reservation's Delay) reaches at least.
 	Blocked bool
 }
