@@ -63,7 +63,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, key string, p *engine.Params, 
 // ctx ends (it then leaves the line and returns ctx's error). Waiters on a
 // key are served in the order they came, across every Limiter and process
 // sharing the store. A waiter is woken when a slot may be free, if the
-// store tells of it ([ReleaseWatcher]), or else when the earliest lease
+// store tells of it ([engine.ReleaseWatcher]), or else when the earliest lease
 // held expires, and asks again after [WithLeasePoll] at the latest. One
 // that stops asking without leaving (its process died) keeps its place for
 // twice the lease poll plus the limiter's timeout or a second (a day at
@@ -125,7 +125,7 @@ func (l *Limiter) acquiring(ctx context.Context, key string, try func() (granted
 		return err
 	}
 	released := make(chan struct{}, 1)
-	if w, ok := l.store.(ReleaseWatcher); ok {
+	if w, ok := l.store.(engine.ReleaseWatcher); ok {
 		stop, err := w.WatchReleases(ctx, key, released)
 		if err != nil {
 			return err
@@ -226,22 +226,6 @@ func checkLeases(p *engine.Params) error {
 		return fmt.Errorf("%w: %v takes no leases: use NewConcurrencyLimit", ErrUnsupported, p.Kind)
 	}
 	return nil
-}
-
-// A ReleaseWatcher is a [Store] that tells waiters when a slot may be
-// free, so that [Limiter.Acquire] sleeps until then instead of polling.
-// MemStore tells the waiters of its process; the Redis store publishes on
-// a channel (Redis pub/sub), the PostgreSQL store with NOTIFY, so that
-// waiters in every process that shares the store are woken.
-type ReleaseWatcher interface {
-	// WatchReleases sends on c, without blocking (a full channel has a
-	// wake-up pending already), after each decision on key that may let
-	// a waiter in ([engine.Params.Frees]: a lease released, a waiter
-	// leaving the line or served with room left), from any limiter
-	// sharing the store, until stop is called. A spurious send is
-	// allowed; a missed one costs the waiter a poll. It returns an error
-	// if the store cannot watch now; ctx bounds the setting up only.
-	WatchReleases(ctx context.Context, key string, c chan<- struct{}) (stop func(), err error)
 }
 
 // DefaultLeasePoll is how long at most Acquire waits before asking the

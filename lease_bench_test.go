@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/leaseproc"
 )
 
@@ -48,7 +49,7 @@ func BenchmarkLease(b *testing.B) {
 // (Acquire), against a waiter that polls every millisecond. It reports
 // the median and 99th percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
-	leaseproc.Handoffs(b, time.Millisecond, func(b *testing.B) (sluice.Store, sluice.Store) {
+	leaseproc.Handoffs(b, time.Millisecond, func(b *testing.B) (engine.Store, engine.Store) {
 		st := sluice.NewMemStore(sluice.MemStoreConfig{})
 		b.Cleanup(func() { st.Close() })
 		return st, st

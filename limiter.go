@@ -11,14 +11,14 @@ import (
 )
 
 // A Limiter decides whether requests on a key conform to one algorithm's
-// limit, keeping each key's state in a [Store] (by default its own
+// limit, keeping each key's state in a [engine.Store] (by default its own
 // [MemStore]). Build one with an algorithm's constructor: [NewGCRA],
 // [NewTokenBucket], [NewLeakyBucket], [NewFixedWindow], [NewSlidingLog]
 // or [NewSlidingCounter], or, for how many at once rather than how often,
 // [NewConcurrencyLimit]. A Limiter is safe for concurrent use.
 type Limiter struct {
 	params   engine.Params
-	store    Store
+	store    engine.Store
 	clock    nanoClock
 	mem      *MemStore // store, when it is a MemStore: called directly
 	fast     bool      // mem, no observer and a fixed limit: the usual request goes straight to mem

@@ -17,7 +17,7 @@ import (
 // timeout. A Group is safe for concurrent use.
 type Group struct {
 	limits []*Limiter
-	store  GroupStore
+	store  engine.GroupStore
 	mem    *MemStore // store, when it is a MemStore: called directly
 	first  *Limiter
 	fixed  bool // every limiter is Fixed: no limit to look up per key
@@ -25,7 +25,7 @@ type Group struct {
 
 // NewGroup returns a group of limiters, decided in the order given. They
 // must share one store, given with [WithStore], that implements
-// [GroupStore]; otherwise NewGroup returns an error wrapping
+// [engine.GroupStore]; otherwise NewGroup returns an error wrapping
 // [ErrInvalidConfig] or [ErrUnsupported].
 func NewGroup(limiters ...*Limiter) (*Group, error) {
 	if len(limiters) == 0 || len(limiters) > engine.MaxGroup {
@@ -45,7 +45,7 @@ func NewGroup(limiters ...*Limiter) (*Group, error) {
 		g.limits = append(g.limits, l)
 		g.fixed = g.fixed && l.Fixed()
 	}
-	st, ok := g.first.store.(GroupStore)
+	st, ok := g.first.store.(engine.GroupStore)
 	if !ok {
 		return nil, fmt.Errorf("%w: %T cannot decide several limits atomically", ErrUnsupported, g.first.store)
 	}

@@ -12,7 +12,7 @@ import (
 // ApplyGroup decides ops as one ([engine.DecideGroup]) with every shard holding
 // one of their keys locked, taken in the order of the shards' addresses so
 // that groups sharing shards never wait on each other in a cycle. It
-// implements [GroupStore].
+// implements [engine.GroupStore].
 func (m *MemStore) ApplyGroup(_ context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
 	if err := engine.CheckGroup(ops, true); err != nil {
 		return engine.Decision{}, err

@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// MemStore is the in-memory [Store], and every limiter's default. It is
+// MemStore is the in-memory [engine.Store], and every limiter's default. It is
 // safe for concurrent use, and a decision on a key it holds allocates
 // nothing.
 //
@@ -123,7 +123,7 @@ func (m *MemStore) locate(key string) (keyID, *shard) {
 }
 
 // Apply runs op on key's state atomically under its shard's lock. It
-// implements [Store].
+// implements [engine.Store].
 func (m *MemStore) Apply(_ context.Context, key string, p *engine.Params, op engine.Op) (d engine.Decision, err error) {
 	if err := p.Validate(); err != nil {
 		return engine.Decision{}, err
@@ -488,7 +488,7 @@ func expireSample[S slotType](sh *shard, t *table[S], id keyID, sample int, now 
 	return best
 }
 
-// Reset forgets key. It implements [Store].
+// Reset forgets key. It implements [engine.Store].
 func (m *MemStore) Reset(_ context.Context, key string) error {
 	if m.closed.Load() {
 		return ErrStoreClosed

@@ -17,7 +17,7 @@ import (
 )
 
 func TestMemStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) sluice.Store {
+	storetest.Run(t, func(t *testing.T) engine.Store {
 		st := sluice.NewMemStore(sluice.MemStoreConfig{})
 		t.Cleanup(func() { _ = st.Close() })
 		return st

@@ -15,7 +15,7 @@ type releaseWatch struct {
 }
 
 // WatchReleases sends on c after each release of a lease on key in m,
-// until stop is called. It implements [ReleaseWatcher].
+// until stop is called. It implements [engine.ReleaseWatcher].
 func (m *MemStore) WatchReleases(_ context.Context, key string, c chan<- struct{}) (stop func(), err error) {
 	if m.closed.Load() {
 		return nil, ErrStoreClosed

@@ -14,7 +14,7 @@ type Option interface {
 
 type settings struct {
 	params   engine.Params
-	store    Store
+	store    engine.Store
 	clock    Clock
 	name     string
 	observer Observer
@@ -35,19 +35,6 @@ const DefaultMaxLateness = 20 * time.Millisecond
 type optionFunc func(*settings) error
 
 func (f optionFunc) apply(s *settings) error { return f(s) }
-
-// WithStore makes the limiter keep its state in st, which may be shared
-// with other limiters and processes. By default each limiter has its own
-// [MemStore].
-func WithStore(st Store) Option {
-	return optionFunc(func(s *settings) error {
-		if st == nil {
-			return fmt.Errorf("%w: nil store", ErrInvalidConfig)
-		}
-		s.store = st
-		return nil
-	})
-}
 
 // WithClock makes the limiter read time from c instead of the system clock;
 // Wait sleeps on c too.

@@ -16,7 +16,7 @@ import (
 
 // calls counts the decisions reaching a store.
 type calls struct {
-	sluice.Store
+	engine.Store
 	n atomic.Int64
 }
 

@@ -1,6 +1,6 @@
 // Package allowance decides requests in process under a limit that a
 // remote store keeps for every process: a [Store] wraps a remote
-// [sluice.Store] (Redis, PostgreSQL) and takes allowance from it in
+// [engine.Store] (Redis, PostgreSQL) and takes allowance from it in
 // blocks, so that most admissions cost no round trip.
 //
 // # How it works
@@ -128,12 +128,12 @@ type Config struct {
 	MaxKeys int
 }
 
-// Store is a [sluice.Store] that leases allowance from a remote store, as
+// Store is a [engine.Store] that leases allowance from a remote store, as
 // the package comment explains. It is safe for concurrent use. It
-// implements [sluice.GroupStore] when the remote store does: a group
+// implements [engine.GroupStore] when the remote store does: a group
 // decision goes to the remote store.
 type Store struct {
-	remote   sluice.Store
+	remote   engine.Store
 	seed     maphash.Seed
 	lease    int64
 	share    float64
@@ -142,7 +142,7 @@ type Store struct {
 	calls    atomic.Uint64 // to the remote store
 }
 
-var _ sluice.GroupStore = (*Store)(nil)
+var _ engine.GroupStore = (*Store)(nil)
 
 type shard struct {
 	mu   sync.Mutex
@@ -158,7 +158,7 @@ type shard struct {
 }
 
 // New returns a Store leasing allowance from remote.
-func New(remote sluice.Store, cfg Config) (*Store, error) {
+func New(remote engine.Store, cfg Config) (*Store, error) {
 	switch {
 	case remote == nil:
 		return nil, fmt.Errorf("%w: allowance: nil remote store", sluice.ErrInvalidConfig)
@@ -198,7 +198,7 @@ func leasable(p *engine.Params, op *engine.Op) bool {
 // Apply answers an Allow or a check of key from its block when the block
 // covers it, and otherwise takes a block from the remote store or passes
 // op on to it, as the package comment explains. It implements
-// [sluice.Store].
+// [engine.Store].
 func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	if p == nil {
 		return engine.Decision{}, fmt.Errorf("%w: allowance: no Params", sluice.ErrInvalidConfig)
@@ -402,7 +402,7 @@ func doubled(w int64, n uint8) int64 {
 }
 
 // Reset forgets key's block, and resets it in the remote store. It
-// implements [sluice.Store].
+// implements [engine.Store].
 func (s *Store) Reset(ctx context.Context, key string) error {
 	sh := s.shard(key)
 	sh.forget(key)
@@ -414,12 +414,12 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 }
 
 // ApplyGroup decides a group on the remote store, which must be a
-// [sluice.GroupStore]; otherwise it returns an error wrapping
+// [engine.GroupStore]; otherwise it returns an error wrapping
 // [sluice.ErrUnsupported]. Blocks held for the group's keys stay: they
 // were admitted by the remote store, which decides the group with them
-// counted. It implements [sluice.GroupStore].
+// counted. It implements [engine.GroupStore].
 func (s *Store) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
-	g, ok := s.remote.(sluice.GroupStore)
+	g, ok := s.remote.(engine.GroupStore)
 	if !ok {
 		return engine.Decision{}, fmt.Errorf("%w: allowance: %T cannot decide several limits atomically", sluice.ErrUnsupported, s.remote)
 	}

@@ -32,7 +32,7 @@ var (
 // counted is a remote store that counts, and can fail, the calls that
 // reach it.
 type counted struct {
-	sluice.Store
+	engine.Store
 	calls [engine.VerbRefund + 1]atomic.Int64
 	fail  atomic.Bool
 }
@@ -48,7 +48,7 @@ func (c *counted) Apply(ctx context.Context, key string, p *engine.Params, op en
 }
 
 func (c *counted) ApplyGroup(ctx context.Context, ops []engine.GroupOp, each []engine.Decision) (engine.Decision, error) {
-	return c.Store.(sluice.GroupStore).ApplyGroup(ctx, ops, each)
+	return c.Store.(engine.GroupStore).ApplyGroup(ctx, ops, each)
 }
 
 // newStore returns a Store over a counted MemStore, with a lease time of
@@ -63,7 +63,7 @@ func newStore(t *testing.T) (*allowance.Store, *counted) {
 	return s, remote
 }
 
-func apply(t *testing.T, s sluice.Store, p engine.Params, verb engine.Verb, cost float64, at int64) engine.Decision {
+func apply(t *testing.T, s engine.Store, p engine.Params, verb engine.Verb, cost float64, at int64) engine.Decision {
 	t.Helper()
 	d, err := s.Apply(ctx, "k", &p, engine.Op{Verb: verb, Cost: cost, Now: start + at})
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func apply(t *testing.T, s sluice.Store, p engine.Params, verb engine.Verb, cost
 
 // warm offers n requests of one unit on "k" at at, and returns how many
 // were admitted.
-func warm(t *testing.T, s sluice.Store, p engine.Params, n int, at int64) int {
+func warm(t *testing.T, s engine.Store, p engine.Params, n int, at int64) int {
 	admitted := 0
 	for range n {
 		if apply(t, s, p, engine.VerbAllow, 1, at).Allowed {
@@ -86,7 +86,7 @@ func TestNewRejectsAConfigItCannotKeep(t *testing.T) {
 	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
 	defer mem.Close()
 	for name, tc := range map[string]struct {
-		remote sluice.Store
+		remote engine.Store
 		cfg    allowance.Config
 	}{
 		"no remote store":        {nil, allowance.Config{}},
@@ -297,7 +297,7 @@ func TestABlockOutlivesTheStoreForItsLeaseTimeAndNoLonger(t *testing.T) {
 // stalled is a remote store whose AtMost calls, once it stalls, wait
 // until released.
 type stalled struct {
-	sluice.Store
+	engine.Store
 	stalls  atomic.Bool
 	asked   chan struct{}
 	release chan struct{}

@@ -25,7 +25,7 @@ func BenchmarkAllow(b *testing.B) {
 		for _, via := range []string{"memstore", "allowance"} {
 			mem := sluice.NewMemStore(sluice.MemStoreConfig{})
 			b.Cleanup(func() { mem.Close() })
-			var st sluice.Store = mem
+			var st engine.Store = mem
 			if via == "allowance" {
 				a, err := allowance.New(mem, allowance.Config{LeaseTime: time.Minute})
 				if err != nil {
@@ -61,7 +61,7 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
-func admit(b *testing.B, st sluice.Store, p *engine.Params, key string) {
+func admit(b *testing.B, st engine.Store, p *engine.Params, key string) {
 	if d, err := st.Apply(ctx, key, p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: start}); err != nil || !d.Allowed {
 		b.Fatal("not admitted", d, err)
 	}

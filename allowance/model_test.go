@@ -72,7 +72,7 @@ func (m *mDemand) add(now, l int64, cost float64) {
 // model is the naive reading of the Store's rules: one map, one goroutine,
 // its own remote store; paths counts the rules taken, for every trace.
 type model struct {
-	remote sluice.Store
+	remote engine.Store
 	l      int64
 	share  float64
 	keys   map[string]*mKey

@@ -10,6 +10,7 @@ import (
 	golimiter "github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/throttled/throttled/v2"
 	"github.com/throttled/throttled/v2/store/memstore"
 	ulule "github.com/ulule/limiter/v3"
@@ -108,7 +109,7 @@ type sluiceGCRA struct {
 	store io.Closer
 }
 
-func newSluiceGCRA(l limit, store sluice.Store, closer io.Closer) (sluiceGCRA, error) {
+func newSluiceGCRA(l limit, store engine.Store, closer io.Closer) (sluiceGCRA, error) {
 	lim, err := sluice.NewGCRA(sluice.Per(1, l.per), float64(l.burst), sluice.WithStore(store))
 	if err != nil {
 		return sluiceGCRA{}, err

@@ -2,7 +2,7 @@
 // function ([Params.Step]), the records a store keeps ([State]), the
 // requests it decides ([Op]) and group decisions ([DecideGroup]). Users of
 // sluice need none of it; it is for those who write a store (a type that
-// implements sluice.Store) and for the stores of this repository, which
+// implements engine.Store) and for the stores of this repository, which
 // package storetest proves bit for bit against Step.
 //
 // # The contract

@@ -2,7 +2,7 @@
 // that a client flooding one key costs one round trip per change of its
 // state rather than one per request.
 //
-// A [Store] wraps a remote [sluice.Store] (Redis, PostgreSQL). When the
+// A [Store] wraps a remote [engine.Store] (Redis, PostgreSQL). When the
 // remote store denies a request of cost c on a key at time t (the caller's
 // time, [engine.Op].Now) with a RetryAfter r, the cache remembers that the
 // key denies every cost of at least c until t+r, and answers such requests
@@ -97,11 +97,11 @@ type Config struct {
 	MaxKeys int
 }
 
-// Store is a [sluice.Store] that answers the remote store's recent
+// Store is a [engine.Store] that answers the remote store's recent
 // denials itself, as the package comment explains. It is safe for
 // concurrent use.
 type Store struct {
-	remote   sluice.Store
+	remote   engine.Store
 	seed     maphash.Seed
 	perShard int
 	shards   [shards]shard
@@ -109,7 +109,7 @@ type Store struct {
 	remotes  atomic.Uint64
 }
 
-var _ sluice.Store = (*Store)(nil)
+var _ engine.Store = (*Store)(nil)
 
 type shard struct {
 	mu      sync.Mutex
@@ -131,7 +131,7 @@ type entry struct {
 }
 
 // New returns a Store caching remote's denials.
-func New(remote sluice.Store, cfg Config) (*Store, error) {
+func New(remote engine.Store, cfg Config) (*Store, error) {
 	if remote == nil {
 		return nil, fmt.Errorf("%w: nearcache: nil remote store", sluice.ErrInvalidConfig)
 	}
@@ -177,7 +177,7 @@ func (s *Store) shard(key string) *shard {
 
 // Apply answers op from the cache if a remote denial covers it, and
 // otherwise passes it to the remote store, caching a denial it returns.
-// It implements [sluice.Store].
+// It implements [engine.Store].
 func (s *Store) Apply(ctx context.Context, key string, p *engine.Params, op engine.Op) (engine.Decision, error) {
 	if p == nil {
 		return engine.Decision{}, fmt.Errorf("%w: nearcache: no Params", sluice.ErrInvalidConfig)
@@ -290,7 +290,7 @@ func (sh *shard) makeRoom(now int64) {
 }
 
 // Reset forgets key's cached denial, and resets it in the remote store.
-// It implements [sluice.Store].
+// It implements [engine.Store].
 func (s *Store) Reset(ctx context.Context, key string) error {
 	sh := s.shard(key)
 	sh.forget(key)

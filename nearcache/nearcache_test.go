@@ -39,7 +39,7 @@ func op(verb engine.Verb, cost float64, at time.Duration) engine.Op {
 
 // counting is a store that counts the calls reaching it.
 type counting struct {
-	sluice.Store
+	engine.Store
 	applies int
 }
 

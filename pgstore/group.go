@@ -15,7 +15,7 @@ import (
 
 // ApplyGroup decides ops as one ([engine.DecideGroup]) in one
 // transaction, and fills each with the decision on each limit. It
-// implements [sluice.GroupStore].
+// implements [engine.GroupStore].
 //
 // The transaction first locks the rows of every key of the group, in the
 // order of the keys (inserting the missing ones), so that groups sharing

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
@@ -27,7 +27,7 @@ func BenchmarkLease(b *testing.B) {
 // percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
 	url := testserver.StartPostgres(b).URL
-	leaseproc.Handoffs(b, 10*time.Millisecond, func(b *testing.B) (sluice.Store, sluice.Store) {
+	leaseproc.Handoffs(b, 10*time.Millisecond, func(b *testing.B) (engine.Store, engine.Store) {
 		holder, table := newStore(b, newPool(b, url, 2))
 		waiter, err := pgstore.New(newPool(b, url, 2), pgstore.WithTable(table))
 		if err != nil {

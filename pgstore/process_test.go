@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/pgstore"
@@ -23,7 +24,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	leaseproc.Main(m, func(ctx context.Context) (sluice.Store, func(), error) {
+	leaseproc.Main(m, func(ctx context.Context) (engine.Store, func(), error) {
 		pool, err := pgxpool.New(ctx, os.Getenv(helperURL))
 		if err != nil {
 			return nil, nil, err

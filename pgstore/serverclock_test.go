@@ -149,7 +149,7 @@ type replayed struct {
 // follows it. A refused op must be refused alike: with
 // sluice.ErrCostExceedsLimit, and sentinel, when Step refuses it so. It
 // returns Step's decision, and whether it was decided.
-func (k *replayed) step(t *testing.T, st sluice.Store, key string, p engine.Params, op, sent engine.Op, where string, sentinel error) (engine.Decision, bool) {
+func (k *replayed) step(t *testing.T, st engine.Store, key string, p engine.Params, op, sent engine.Op, where string, sentinel error) (engine.Decision, bool) {
 	t.Helper()
 	got, err := st.Apply(context.Background(), key, &p, sent)
 	from := k.s

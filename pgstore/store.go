@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-go/sluice/pgstore/internal/sqlgen"
 )
 
-// Store is a [sluice.Store] that keeps limiters' state in one PostgreSQL
+// Store is a [engine.Store] that keeps limiters' state in one PostgreSQL
 // table, one row per key. It is safe for concurrent use, by any number of
 // processes sharing the table.
 //
@@ -44,7 +44,7 @@ import (
 // A decision that may let a waiter in ([engine.Params.Frees]: a release
 // that frees a lease, a waiter leaving the line or served with room left)
 // notifies the table's channel (NOTIFY) in the same statement, sent with
-// its commit, and the store implements [sluice.ReleaseWatcher], so that
+// its commit, and the store implements [engine.ReleaseWatcher], so that
 // waiters in Acquire, in every process that shares the table, are woken
 // by it: see [Store.WatchReleases]. The store then listens on a
 // connection of its own, which [Store.Close] closes.
@@ -176,7 +176,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 }
 
 // Apply runs op against key's state in one statement, atomically. It
-// implements [sluice.Store]. A key holding the live state of another
+// implements [engine.Store]. A key holding the live state of another
 // algorithm gives an error wrapping [sluice.ErrKeyConflict].
 //
 // A calendar window ([engine.Params.Calendar]) counts in the window, of
@@ -345,7 +345,7 @@ func checkKey(key string) error {
 	return nil
 }
 
-// Reset deletes key's row. It implements [sluice.Store].
+// Reset deletes key's row. It implements [engine.Store].
 func (st *Store) Reset(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err

@@ -76,7 +76,7 @@ func allow(cost float64, now int64) engine.Op {
 
 func TestConformance(t *testing.T) {
 	pool := newPool(t, testserver.StartPostgres(t).URL, 8)
-	storetest.Run(t, func(t *testing.T) sluice.Store {
+	storetest.Run(t, func(t *testing.T) engine.Store {
 		st, _ := newStore(t, pool, pgstore.WithCallerClock())
 		return st
 	}, storetest.Exact())

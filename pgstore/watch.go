@@ -15,17 +15,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/watch"
 )
 
-var _ sluice.ReleaseWatcher = (*Store)(nil)
+var _ engine.ReleaseWatcher = (*Store)(nil)
 
 // WatchReleases sends on c, without blocking (a full channel has a
 // wake-up pending already), after each decision on key that may let a
 // waiter in ([engine.Params.Frees]: a release of a lease, a waiter
 // leaving the key's line or served with room left) made through any store
 // on the same table, in any process, until stop is called. It implements
-// [sluice.ReleaseWatcher], so that [sluice.Limiter.Acquire] and
+// [engine.ReleaseWatcher], so that [sluice.Limiter.Acquire] and
 // [sluice.Group.Acquire] sleep until a release rather than poll.
 //
 // Such a decision (a release that frees a lease, an allowed VerbLeave, an

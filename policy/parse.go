@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // Error is a configuration document's mistake: where it is, and
@@ -139,7 +140,7 @@ type reader struct {
 	// limits is the store the limits' limiters are built on, one small
 	// store for the document: none of them decides, as a per-key
 	// limiter keeps every key's state in its own store.
-	limits sluice.Store
+	limits engine.Store
 }
 
 // line returns the line of the byte at offset.
@@ -359,7 +360,7 @@ func (s *limitSpec) values() limitValues {
 
 // build returns the limiter on st that serves as s's limit, built by its
 // algorithm's constructor, which checks the numbers.
-func (s *limitSpec) build(st sluice.Store, policy, tier string, line int) (*sluice.Limiter, error) {
+func (s *limitSpec) build(st engine.Store, policy, tier string, line int) (*sluice.Limiter, error) {
 	v := s.values()
 	opts := []sluice.Option{sluice.WithStore(st)}
 	if s.lines["penalty"] != 0 {

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/allowance"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
@@ -47,7 +46,7 @@ func BenchmarkAllowance(b *testing.B) {
 		for _, via := range []string{"direct", "nearcache", "allowance"} {
 			b.Run(fmt.Sprintf("keys=%d/store=%s", keys, via), func(b *testing.B) {
 				prefix := fmt.Sprintf("%s:%d:", b.Name(), rand.Uint64())
-				stores := make([]sluice.Store, procs)
+				stores := make([]engine.Store, procs)
 				counted := make([]*roundTrips, procs)
 				for i := range stores {
 					c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: callers, ContextTimeoutEnabled: true})

@@ -13,7 +13,7 @@ import (
 
 // ApplyGroup decides ops as one ([engine.DecideGroup]) in one function call
 // over every key of the group, atomically, fills each with each limit's
-// decision and returns the group's. It implements [sluice.GroupStore].
+// decision and returns the group's. It implements [engine.GroupStore].
 //
 // The function runs the group decision and each limit's algorithm exactly
 // as the Go code does, bit for bit: no other decision touches any of the

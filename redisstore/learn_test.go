@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/standin"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
@@ -81,7 +82,7 @@ func TestLearningTransportsInThreeProcessesFollowHiddenLimitsThroughRedis(t *tes
 
 // learningTransport is one process's transport: 20 requests a second
 // (and 2,000 tokens a second for an LLM API) on st, learning from api.
-func learningTransport(t *testing.T, st sluice.Store, api http.RoundTripper, tokens bool) http.RoundTripper {
+func learningTransport(t *testing.T, st engine.Store, api http.RoundTripper, tokens bool) http.RoundTripper {
 	if tokens {
 		lim, err := sluice.NewTokenBucket(sluice.PerSecond(2000), 2000, sluice.WithStore(st))
 		require.NoError(t, err)

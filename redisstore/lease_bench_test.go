@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
@@ -48,7 +48,7 @@ func BenchmarkLease(b *testing.B) {
 // percentile of the handoffs.
 func BenchmarkLeaseHandoff(b *testing.B) {
 	addr := testserver.StartRedis(b).Addr
-	leaseproc.Handoffs(b, 10*time.Millisecond, func(b *testing.B) (sluice.Store, sluice.Store) {
+	leaseproc.Handoffs(b, 10*time.Millisecond, func(b *testing.B) (engine.Store, engine.Store) {
 		stores := benchStores(b, addr, 2)
 		return stores[0], stores[1]
 	})

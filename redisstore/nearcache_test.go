@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/nearcachetest"
 	"github.com/sluice-go/sluice/internal/testserver"
@@ -33,7 +32,7 @@ func TestNearCacheChangesNoDecision(t *testing.T) {
 
 // roundTrips is a store that counts the calls that reach Redis.
 type roundTrips struct {
-	sluice.Store
+	engine.Store
 	n atomic.Int64
 }
 
@@ -68,7 +67,7 @@ func BenchmarkFlood(b *testing.B) {
 				rs, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCallerClock(testSkew))
 				require.NoError(b, err)
 				counted := &roundTrips{Store: rs}
-				var st sluice.Store = counted
+				var st engine.Store = counted
 				var nc *nearcache.Store
 				if cached {
 					nc, err = nearcache.New(counted, nearcache.Config{})

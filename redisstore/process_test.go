@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/leaseproc"
 	"github.com/sluice-go/sluice/internal/testserver"
 	"github.com/sluice-go/sluice/redisstore"
@@ -26,7 +27,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	leaseproc.Main(m, func(context.Context) (sluice.Store, func(), error) {
+	leaseproc.Main(m, func(context.Context) (engine.Store, func(), error) {
 		c := redis.NewClient(&redis.Options{Addr: os.Getenv(helperAddr), ContextTimeoutEnabled: true})
 		st, err := redisstore.New(c, storeOptions(os.Getenv(helperPrefix), os.Getenv(helperClock))...)
 		if err != nil {

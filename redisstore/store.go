@@ -17,7 +17,7 @@ import (
 // integers are exact below 2^53.
 const maxSpan = 1 << 53
 
-// Store is a [sluice.Store] that keeps each key's state in one Redis string
+// Store is a [engine.Store] that keeps each key's state in one Redis string
 // and runs every decision as one call (FCALL) of a function of its Lua
 // library, which it loads wherever a server lacks it. It needs Redis 7.0
 // or Valkey 7.2 or later. It is safe for concurrent use, and recovers by
@@ -36,7 +36,7 @@ type Store struct {
 	releases    releases // WatchReleases's subscriptions
 }
 
-var _ sluice.GroupStore = (*Store)(nil)
+var _ engine.GroupStore = (*Store)(nil)
 
 // Option configures a [Store].
 type Option interface {
@@ -114,7 +114,7 @@ func (s *Store) Key(key string) string {
 }
 
 // Apply runs op against key's state under p in one function call,
-// atomically, and returns the decision. It implements [sluice.Store].
+// atomically, and returns the decision. It implements [engine.Store].
 //
 // Every verb is one call: a reservation (VerbReserve), the cancel
 // that gives it back, a partial grant (VerbAtMost), an exhaust
@@ -199,7 +199,7 @@ func checkSpan(p *engine.Params) error {
 	return nil
 }
 
-// Reset deletes key's state. It implements [sluice.Store]. It publishes
+// Reset deletes key's state. It implements [engine.Store]. It publishes
 // the reset to the key's waiters ([Store.WatchReleases]), as a release,
 // in the same transaction (MULTI), since the leases it forgets free their
 // slots.

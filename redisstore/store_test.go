@@ -52,7 +52,7 @@ var base = time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 // script computes.
 func TestConformance(t *testing.T) {
 	c := newClient(t, testserver.StartRedis(t).Addr)
-	storetest.Run(t, func(t *testing.T) sluice.Store {
+	storetest.Run(t, func(t *testing.T) engine.Store {
 		return newStore(t, c, redisstore.WithCallerClock(testSkew))
 	}, storetest.Exact(), storetest.WithAlgorithms(extremes...))
 }
@@ -64,7 +64,7 @@ func TestConformanceOnCluster(t *testing.T) {
 	srv := testserver.StartRedisCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	storetest.Run(t, func(t *testing.T) sluice.Store {
+	storetest.Run(t, func(t *testing.T) engine.Store {
 		return newStore(t, c, redisstore.WithCallerClock(testSkew))
 	}, storetest.Exact(), storetest.GroupHashTags())
 }

@@ -15,17 +15,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/watch"
 )
 
-var _ sluice.ReleaseWatcher = (*Store)(nil)
+var _ engine.ReleaseWatcher = (*Store)(nil)
 
 // WatchReleases sends on c, without blocking (a full channel has a
 // wake-up pending already), after each release of a lease on key made
 // through any store that shares the key's Redis name, in any process,
 // and after each waiter that leaves the key's line or is served from it
 // (engine.Params.Frees), until stop is called. It implements
-// [sluice.ReleaseWatcher], so that [sluice.Limiter.Acquire] and
+// [engine.ReleaseWatcher], so that [sluice.Limiter.Acquire] and
 // [sluice.Group.Acquire] sleep until a release rather than poll.
 //
 // The function call that releases a lease, alone or in a group, publishes

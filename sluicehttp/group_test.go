@@ -146,7 +146,7 @@ func (failingGroupStore) ApplyGroup(context.Context, []engine.GroupOp, []engine.
 // store that is down) list every policy in RateLimit-Policy, as its
 // decided answers do, not only the first.
 func TestEveryAnswerOfAGroupListsEveryPolicy(t *testing.T) {
-	group := func(t *testing.T, st sluice.Store) func(http.Handler) http.Handler {
+	group := func(t *testing.T, st engine.Store) func(http.Handler) http.Handler {
 		t.Helper()
 		c := newClock()
 		daily, err := sluice.NewFixedWindow(1000, 24*time.Hour, sluice.WithStore(st), sluice.WithClock(c))

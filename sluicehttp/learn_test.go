@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/standin"
 	"github.com/sluice-go/sluice/sluicehttp"
 )
@@ -21,7 +22,7 @@ import (
 type fleet struct {
 	processes, workers int
 	// transport returns a process's transport on st.
-	transport func(t *testing.T, st sluice.Store, api http.RoundTripper) http.RoundTripper
+	transport func(t *testing.T, st engine.Store, api http.RoundTripper) http.RoundTripper
 	// tokens returns the tokens of a worker's n-th request, for an LLM
 	// API; nil for none.
 	tokens func(n int) float64
@@ -42,8 +43,8 @@ func (f fleet) run(t *testing.T, api *standin.API, d time.Duration) {
 
 // learning returns a process's transport: a GCRA of rate with a burst
 // of 5, learning from the API's answers.
-func learning(rate sluice.Rate) func(t *testing.T, st sluice.Store, api http.RoundTripper) http.RoundTripper {
-	return func(t *testing.T, st sluice.Store, api http.RoundTripper) http.RoundTripper {
+func learning(rate sluice.Rate) func(t *testing.T, st engine.Store, api http.RoundTripper) http.RoundTripper {
+	return func(t *testing.T, st engine.Store, api http.RoundTripper) http.RoundTripper {
 		lim, err := sluice.NewGCRA(rate, 5, sluice.WithStore(st))
 		require.NoError(t, err)
 		tr, err := sluicehttp.NewTransport(api, lim, sluicehttp.Learn())
@@ -132,7 +133,7 @@ func TestLearningTransportsFollowAnLLMAPIsRequestsAndTokens(t *testing.T) {
 		api := standin.New(standin.LLM, hiddenLimit, tokenLimit, time.Minute, latency)
 		f := threeProcesses
 		f.tokens = func(n int) float64 { return float64(50 + n*37%51) }
-		f.transport = func(t *testing.T, st sluice.Store, api http.RoundTripper) http.RoundTripper {
+		f.transport = func(t *testing.T, st engine.Store, api http.RoundTripper) http.RoundTripper {
 			tokens, err := sluice.NewTokenBucket(sluice.PerSecond(2000), 2000, sluice.WithStore(st))
 			require.NoError(t, err)
 			inner, err := sluicehttp.NewTransport(api, tokens, sluicehttp.LearnTokens(),

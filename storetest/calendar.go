@@ -48,7 +48,7 @@ func calendarParams(limit float64, period calendar.Period, loc *time.Location, n
 // epoch and up to the end of time. Each op runs under the windows a caller
 // computes at its time; the limit changes at random instants, and so,
 // now and then, does the period.
-func RunCalendars(t *testing.T, st sluice.Store, opts ...Option) {
+func RunCalendars(t *testing.T, st engine.Store, opts ...Option) {
 	c := configure(opts)
 	ctx := context.Background()
 	prefix := uniquePrefix()
@@ -117,8 +117,8 @@ func calendarGap(rng *rand.Rand, w int64) int64 {
 // by the system's clock (which the store's clock must be within minutes
 // of), counts in the window that holds it, and refuses windows that do
 // not hold it with [sluice.ErrTimeOutOfRange], recording nothing, for a
-// single key and, if st is a [sluice.GroupStore], a group.
-func RunServerClockCalendar(t *testing.T, st sluice.Store) {
+// single key and, if st is a [engine.GroupStore], a group.
+func RunServerClockCalendar(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	key := uniquePrefix() + "calendar"
 	day := int64(24 * time.Hour)
@@ -166,7 +166,7 @@ func RunServerClockCalendar(t *testing.T, st sluice.Store) {
 	require.Equal(t, 2.0, d.Used)
 	require.InDelta(t, float64(time.Hour), float64(d.ResetAfter), float64(time.Minute), "until the third window's end")
 
-	if gs, ok := st.(sluice.GroupStore); ok {
+	if gs, ok := st.(engine.GroupStore); ok {
 		keys := []string{key + ".a", key + ".b"}
 		op := engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: time.Now().UnixNano()}
 		ops := []engine.GroupOp{{Key: keys[0], Params: &middle, Op: op}, {Key: keys[1], Params: &past, Op: op}}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/storetest/internal/vectors"
 )
@@ -18,7 +17,7 @@ import (
 // ([Variants]), against st and against the specification, which carries
 // a key's state over to its new limit (see "Limits that change" in package
 // engine): every store must carry it alike.
-func RunChanges(t *testing.T, st sluice.Store, opts ...Option) {
+func RunChanges(t *testing.T, st engine.Store, opts ...Option) {
 	c := configure(opts)
 	prefix := uniquePrefix()
 	ps := Algorithms()
@@ -83,7 +82,7 @@ func change(rng *rand.Rand, p engine.Params) engine.Params {
 // as two processes would during a rolling change of configuration, admit
 // exactly the larger limit's burst: what each admits counts against the
 // other, converted exactly, and no decision is lost between them.
-func RunConcurrentChanges(t *testing.T, st sluice.Store, callers int) {
+func RunConcurrentChanges(t *testing.T, st engine.Store, callers int) {
 	prefix := uniquePrefix()
 	for ai, p := range Algorithms() {
 		q := p

@@ -19,7 +19,7 @@ import (
 // returns [sluice.ErrCostExceedsLimit] with a decision that says Blocked,
 // and the next request that would fit is denied until the block ends.
 // Without a penalty such a request records nothing.
-func RunOverflows(t *testing.T, st sluice.Store) {
+func RunOverflows(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
 	const penalty = 5 * time.Second
@@ -70,7 +70,7 @@ func RunOverflows(t *testing.T, st sluice.Store) {
 
 // RunAtMostNothing requires that a partial grant of no cost is not
 // admitted: Allowed reports whether the grant is more than zero.
-func RunAtMostNothing(t *testing.T, st sluice.Store) {
+func RunAtMostNothing(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
 	for ai, p := range append(Algorithms(), Strict()...) {
@@ -91,7 +91,7 @@ func RunAtMostNothing(t *testing.T, st sluice.Store) {
 
 // RunNilParams requires that a decision without Params is refused with an
 // error wrapping [sluice.ErrInvalidConfig], never a panic.
-func RunNilParams(t *testing.T, st sluice.Store) {
+func RunNilParams(t *testing.T, st engine.Store) {
 	_, err := st.Apply(context.Background(), uniquePrefix()+"nil", nil, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: base})
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }

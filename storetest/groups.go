@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
-
 	"github.com/sluice-go/sluice/engine"
 )
 
@@ -31,7 +29,7 @@ func Strict() []engine.Params {
 }
 
 // RunGroups replays random group decisions over st, which must implement
-// [sluice.GroupStore], against [engine.DecideGroup] over the
+// [engine.GroupStore], against [engine.DecideGroup] over the
 // specification's steps, bit for bit: groups of two to four limits, and in
 // every fourth trace [engine.MaxGroup], of mixed algorithms (penalized and
 // strict ones among them), each on a key of its own from a small pool,
@@ -39,9 +37,9 @@ func Strict() []engine.Params {
 // cancels of earlier group reservations.
 //
 // Options: [GroupHashTags].
-func RunGroups(t *testing.T, st sluice.Store, opts ...Option) {
+func RunGroups(t *testing.T, st engine.Store, opts ...Option) {
 	c := configure(opts)
-	gs, ok := st.(sluice.GroupStore)
+	gs, ok := st.(engine.GroupStore)
 	require.True(t, ok, "%T does not decide groups", st)
 	ctx := context.Background()
 	prefix := uniquePrefix()
@@ -225,9 +223,9 @@ func describeGroup(ops []engine.GroupOp) string {
 // and no deadlock between groups that share keys in other orders.
 //
 // Options: [GroupHashTags].
-func RunGroupsConcurrent(t *testing.T, st sluice.Store, callers int, opts ...Option) {
+func RunGroupsConcurrent(t *testing.T, st engine.Store, callers int, opts ...Option) {
 	c := configure(opts)
-	gs, ok := st.(sluice.GroupStore)
+	gs, ok := st.(engine.GroupStore)
 	require.True(t, ok, "%T does not decide groups", st)
 	ctx := context.Background()
 	prefix := uniquePrefix()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // RunLeaseHolders has holders goroutines each wait for a lease of a
@@ -20,8 +21,8 @@ import (
 // own start and end, so that a store that admits a fourth lease fails
 // even if it reports its own count right. Every holder gets its lease.
 // Waiters poll every few milliseconds, so that a store that does not tell
-// of releases ([sluice.ReleaseWatcher]) is tested too.
-func RunLeaseHolders(t *testing.T, st sluice.Store, holders int) {
+// of releases ([engine.ReleaseWatcher]) is tested too.
+func RunLeaseHolders(t *testing.T, st engine.Store, holders int) {
 	const limit = 3
 	lim, err := sluice.NewConcurrencyLimit(limit, time.Minute, sluice.WithStore(st), sluice.WithLeasePoll(5*time.Millisecond))
 	require.NoError(t, err)

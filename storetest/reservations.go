@@ -35,7 +35,7 @@ func paced(t time.Duration) []engine.Params {
 // bit for bit, for every algorithm that books reservations and its
 // variants; and it requires the window algorithms to refuse them with
 // [sluice.ErrUnsupported].
-func RunReservations(t *testing.T, st sluice.Store) {
+func RunReservations(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
 	second := int64(time.Second)
@@ -117,7 +117,7 @@ func RunReservations(t *testing.T, st sluice.Store) {
 // reservations, and requires that they act at distinct instants exactly
 // one interval apart, in the order the store booked them: one store call
 // each.
-func RunWaiters(t *testing.T, st sluice.Store, callers int) {
+func RunWaiters(t *testing.T, st engine.Store, callers int) {
 	prefix := uniquePrefix()
 	const interval = 100 * time.Millisecond
 	for ai, p := range paced(interval) {
@@ -167,7 +167,7 @@ type waiterKey struct{}
 
 // bookingStore records the order in which its store booked the waiters.
 type bookingStore struct {
-	sluice.Store
+	engine.Store
 	mu     sync.Mutex
 	booked []int // waiter numbers, by instant booked
 	at     []int64

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
 )
@@ -23,7 +22,7 @@ import (
 // made without a wait; and counting actual costs, that guarantee plus
 // the excess not yet settled and what refunds for requests outside the
 // interval freed in it.
-func RunSettleBounds(t *testing.T, st sluice.Store) {
+func RunSettleBounds(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
 	for ai, p := range append(Algorithms(), Strict()...) {

@@ -3,7 +3,7 @@
 // its tests:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) sluice.Store { return newStoreForTest(t) })
+//		storetest.Run(t, func(t *testing.T) engine.Store { return newStoreForTest(t) })
 //	}
 //
 // The store under test must use the caller's time (Op.Now), so that the
@@ -105,7 +105,7 @@ func WithoutStrict() Option { return func(c *config) { c.noStrict = true } }
 
 // Run runs the whole suite against stores made by newStore. A store may be
 // shared by the subtests: each uses keys of its own.
-func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option) {
+func Run(t *testing.T, newStore func(t *testing.T) engine.Store, opts ...Option) {
 	t.Run("VectorsMatchSpecification", func(t *testing.T) { RunVectors(t, newStore(t), opts...) })
 	t.Run("TracesMatchSpecification", func(t *testing.T) { RunTraces(t, newStore(t), opts...) })
 	t.Run("ChangedLimitsMatchSpecification", func(t *testing.T) { RunChanges(t, newStore(t), opts...) })
@@ -121,7 +121,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	t.Run("SettledCostsStayWithinTheGuarantee", func(t *testing.T) { RunSettleBounds(t, newStore(t)) })
 	t.Run("WaitersActInBookingOrderOneIntervalApart", func(t *testing.T) { RunWaiters(t, newStore(t), 64) })
 	t.Run("LeaseHoldersNeverExceedTheLimit", func(t *testing.T) { RunLeaseHolders(t, newStore(t), 64) })
-	if _, ok := newStore(t).(sluice.GroupStore); ok {
+	if _, ok := newStore(t).(engine.GroupStore); ok {
 		t.Run("GroupsMatchSpecification", func(t *testing.T) { RunGroups(t, newStore(t), opts...) })
 		t.Run("ConcurrentGroupsRecordAllOrNothing", func(t *testing.T) { RunGroupsConcurrent(t, newStore(t), 64, opts...) })
 	}
@@ -148,7 +148,7 @@ var origins = []struct {
 // against the specification: mixed verbs and costs (fractional, zero, too
 // large), resets, simultaneous requests, gaps from nanoseconds to months,
 // and a clock that steps back, from each of three origins.
-func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
+func RunTraces(t *testing.T, st engine.Store, opts ...Option) {
 	c := configure(opts)
 	prefix := uniquePrefix()
 	ps := Algorithms()
@@ -172,7 +172,7 @@ func RunTraces(t *testing.T, st sluice.Store, opts ...Option) {
 // replay runs traces random traces of p on st from now on. They share one
 // timeline, as a store sees one clock: each starts an hour or two after
 // the previous one ended, when all is expired.
-func replay(t *testing.T, st sluice.Store, limits []engine.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
+func replay(t *testing.T, st engine.Store, limits []engine.Params, exact bool, keyPrefix string, seeds uint64, now int64, traces int) {
 	ctx := context.Background()
 	for trace := range traces {
 		seed := seeds | uint64(trace)
@@ -524,7 +524,7 @@ func difference(p engine.Params, want, got engine.Decision) string {
 // RunConcurrent has callers goroutines take one unit each from one key at
 // one instant, and requires that exactly the burst is admitted, for every
 // algorithm.
-func RunConcurrent(t *testing.T, st sluice.Store, callers int) {
+func RunConcurrent(t *testing.T, st engine.Store, callers int) {
 	prefix := uniquePrefix()
 	for ai, p := range Algorithms() {
 		t.Run(fmt.Sprintf("%d_%v", ai, p.Kind), func(t *testing.T) {
@@ -538,7 +538,7 @@ func RunConcurrent(t *testing.T, st sluice.Store, callers int) {
 // admitConcurrently has callers goroutines each make calls Allows of one
 // unit on key at one instant, caller i under limits[i%len(limits)], and
 // returns how many were admitted; every call must succeed.
-func admitConcurrently(t *testing.T, st sluice.Store, key string, limits []engine.Params, callers, calls int) int {
+func admitConcurrently(t *testing.T, st engine.Store, key string, limits []engine.Params, callers, calls int) int {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -578,7 +578,7 @@ func burstFromRest(t *testing.T, p engine.Params) int {
 }
 
 // RunReset requires that a reset key is fresh again.
-func RunReset(t *testing.T, st sluice.Store) {
+func RunReset(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
 	for ai, p := range Algorithms() {
@@ -601,7 +601,7 @@ func RunReset(t *testing.T, st sluice.Store) {
 }
 
 // RunCheck requires that VerbCheck never changes a key's state.
-func RunCheck(t *testing.T, st sluice.Store) {
+func RunCheck(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	prefix := uniquePrefix()
 	for ai, p := range Algorithms() {

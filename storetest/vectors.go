@@ -9,8 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
-
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/storetest/internal/vectors"
 )
 
@@ -44,7 +43,7 @@ var loadVectors = sync.OnceValues(func() ([]vectors.Case, error) { return vector
 // The vectors are testdata/vectors.json, which `go generate ./storetest`
 // writes from [engine.Params.Step]; the suite's own tests require it to be
 // up to date. Other options than Exact are ignored.
-func RunVectors(t *testing.T, st sluice.Store, opts ...Option) {
+func RunVectors(t *testing.T, st engine.Store, opts ...Option) {
 	c := configure(opts)
 	cases, err := loadVectors()
 	require.NoError(t, err)

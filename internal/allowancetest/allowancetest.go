@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/allowance"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/guarantees"
@@ -49,7 +48,7 @@ var Limits = []engine.Params{
 // Processes returns n Stores over remote, as processes sharing a Redis
 // would be, each taking blocks of up to the whole limit; over a near-cache
 // each if cached.
-func Processes(t testing.TB, remote sluice.Store, n int, cached bool) []*allowance.Store {
+func Processes(t testing.TB, remote engine.Store, n int, cached bool) []*allowance.Store {
 	ps := make([]*allowance.Store, n)
 	for i := range ps {
 		below := remote
@@ -115,7 +114,7 @@ func traffic(t testing.TB, rng *rand.Rand, ps []*allowance.Store, p *engine.Para
 // at most the algorithm's bound for it and a lease time. It returns the
 // most any interval admitted beyond the bound for its length alone (the
 // units leased before it and spent in it) and the processes' counts.
-func Bound(t testing.TB, remote sluice.Store, p engine.Params, n int, cached bool, seed uint64, steps int) (beyond float64, st allowance.Stats) {
+func Bound(t testing.TB, remote engine.Store, p engine.Params, n int, cached bool, seed uint64, steps int) (beyond float64, st allowance.Stats) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, uint64(p.Kind)))
 	ps := Processes(t, remote, n, cached)
@@ -161,7 +160,7 @@ func sum(ps []*allowance.Store) allowance.Stats {
 // in an instant (the blocks were leased before it), and no more than in
 // an instant and a lease time: the first block's lease has ended, and a
 // lease half as long again would let it through, beyond that bound.
-func Adversary(t testing.TB, remote sluice.Store) {
+func Adversary(t testing.TB, remote engine.Store) {
 	t.Helper()
 	p := engine.Params{Kind: engine.KindGCRA, Limit: 8, Interval: int64(4 * time.Millisecond)} // refills in 32 ms
 	ps := Processes(t, remote, 3, false)

@@ -44,7 +44,7 @@ func Receive[T any](t *testing.T, ctx context.Context, c <-chan T, what string) 
 // Acquire, woken by the store, and "poll=...", one that asks again
 // every so often. stores gives each mode the holder's store and the
 // waiter's (two clients of one server, as two processes would have).
-func Handoffs(b *testing.B, every time.Duration, stores func(b *testing.B) (holder, waiter sluice.Store)) {
+func Handoffs(b *testing.B, every time.Duration, stores func(b *testing.B) (holder, waiter engine.Store)) {
 	for _, mode := range []string{"wake", "poll=" + every.String()} {
 		b.Run("mode="+mode, func(b *testing.B) {
 			ctx := context.Background()
@@ -137,7 +137,7 @@ func poll(lim *sluice.Limiter, key string, interval time.Duration) (sluice.Lease
 // TakeAndRelease measures a lease that never waits on one key of st: taken
 // with TryAcquire, and with Acquire, which watches for releases only once
 // denied, then released, one store call each.
-func TakeAndRelease(b *testing.B, st sluice.Store) {
+func TakeAndRelease(b *testing.B, st engine.Store) {
 	lim, err := sluice.NewConcurrencyLimit(4, time.Minute, sluice.WithStore(st))
 	if err != nil {
 		b.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // The environment of a helper process.
@@ -69,7 +70,7 @@ const (
 
 // Main runs the helper the environment selects, on the store open opens,
 // and exits; without one, it runs m's tests. Call it from TestMain.
-func Main(m *testing.M, open func(ctx context.Context) (st sluice.Store, close func(), err error)) {
+func Main(m *testing.M, open func(ctx context.Context) (st engine.Store, close func(), err error)) {
 	mode := os.Getenv(envMode)
 	if mode == "" {
 		os.Exit(m.Run())
@@ -81,7 +82,7 @@ func Main(m *testing.M, open func(ctx context.Context) (st sluice.Store, close f
 	os.Exit(0)
 }
 
-func runHelper(mode string, open func(ctx context.Context) (sluice.Store, func(), error)) error {
+func runHelper(mode string, open func(ctx context.Context) (engine.Store, func(), error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, closeStore, err := open(ctx)
@@ -108,7 +109,7 @@ func runHelper(mode string, open func(ctx context.Context) (sluice.Store, func()
 // (woken by releases alone: its poll lasts an hour), records its start,
 // works, records its end, releases, and appends the interval, "start end"
 // in Unix ns, to the file at out.
-func hold(ctx context.Context, st sluice.Store, out string) error {
+func hold(ctx context.Context, st engine.Store, out string) error {
 	lim, err := sluice.NewConcurrencyLimit(Limit, time.Minute, sluice.WithStore(st), sluice.WithLeasePoll(time.Hour))
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func holdRounds(ctx context.Context, lim *sluice.Limiter, f *os.File) error {
 // identities (Decision.At, each its expiry on the clock the store decides
 // by) on one line of stdout, and holds them until stdin closes or the
 // process is killed.
-func keep(ctx context.Context, st sluice.Store, slots int) error {
+func keep(ctx context.Context, st engine.Store, slots int) error {
 	lim, err := sluice.NewConcurrencyLimit(float64(slots), KeeperTTL, sluice.WithStore(st))
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 )
 
 // The line: OrderWaiters waiters, spread over Processes processes in
@@ -32,7 +33,7 @@ const (
 // was denied (it has its place in line), and, once served, "served i at"
 // with its lease's identity, which grows with each lease the key grants,
 // then holds the lease a moment and releases it.
-func waitInTurn(ctx context.Context, st sluice.Store) error {
+func waitInTurn(ctx context.Context, st engine.Store) error {
 	var mu sync.Mutex // one line of stdout at a time
 	say := func(format string, args ...any) {
 		mu.Lock()

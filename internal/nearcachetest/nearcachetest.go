@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/nearcache"
 )
@@ -43,7 +42,7 @@ var Start = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).UnixNano()
 // of them are denied, on a few keys, with costs of several sizes; some are
 // CanAccept, partial grants, reservations and cancels of them, and a few
 // Resets go through the cache (and to alone).
-func Compare(t *testing.T, alone, remote sluice.Store, seed uint64, steps int) nearcache.Stats {
+func Compare(t *testing.T, alone, remote engine.Store, seed uint64, steps int) nearcache.Stats {
 	t.Helper()
 	nc, err := nearcache.New(remote, nearcache.Config{})
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ import (
 // something else: the runtime's timers fire up to about a millisecond late
 // when the process is otherwise idle, and a Redis round trip outlasts a
 // 20µs gap.
-func Run(b *testing.B, st sluice.Store) {
+func Run(b *testing.B, st engine.Store) {
 	for _, waiters := range []int{1, 16, 64} {
 		b.Run("Waiters"+strconv.Itoa(waiters), func(b *testing.B) {
 			counted := &counting{Store: st}
@@ -77,7 +77,7 @@ func Run(b *testing.B, st sluice.Store) {
 // counting is a Store that counts the decisions it passes on to the store
 // it wraps.
 type counting struct {
-	sluice.Store
+	engine.Store
 	calls atomic.Int64
 }
 
