@@ -228,7 +228,7 @@ func checkLeases(p *engine.Params) error {
 	return nil
 }
 
-// DefaultLeasePoll is how long at most Acquire waits before asking the
+// defaultLeasePoll is how long at most Acquire waits before asking the
 // store again, unless [WithLeasePoll] says otherwise: what a lost
 // wake-up costs.
-const DefaultLeasePoll = time.Second
+const defaultLeasePoll = time.Second

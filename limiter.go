@@ -45,7 +45,7 @@ func newLimiter(p engine.Params, opts []Option) (*Limiter, error) {
 // build returns a limiter of p with opts, or, perKey, one without Params
 // of its own, whose opts may not set any.
 func build(p engine.Params, opts []Option, perKey bool) (*Limiter, error) {
-	s := settings{params: p, lateness: DefaultMaxLateness, leasePoll: DefaultLeasePoll}
+	s := settings{params: p, lateness: defaultMaxLateness, leasePoll: defaultLeasePoll}
 	for _, o := range opts {
 		if err := o.apply(&s); err != nil {
 			return nil, err

@@ -26,11 +26,11 @@ type settings struct {
 	cal *calendarWindows // of a calendar window ([NewCalendarWindow])
 }
 
-// DefaultMaxLateness is how late after its instant a reserved turn may
+// defaultMaxLateness is how late after its instant a reserved turn may
 // still be acted on, unless [WithMaxLateness] says otherwise: more than a
 // timer's usual lateness on a busy machine, less than a pause worth
 // noticing.
-const DefaultMaxLateness = 20 * time.Millisecond
+const defaultMaxLateness = 20 * time.Millisecond
 
 type optionFunc func(*settings) error
 
@@ -135,7 +135,8 @@ func WithTimeout(d time.Duration) Option {
 // Counting each call at the instant it is made, the algorithm's bound then
 // holds for any interval of length t as its bound for t+d. The time a
 // remote store takes to answer does not count as lateness. The default is
-// [DefaultMaxLateness]; d must be positive.
+// 20 ms: more than a timer's usual lateness on a busy machine, less than
+// a pause worth noticing. d must be positive.
 func WithMaxLateness(d time.Duration) Option {
 	return withDuration("max lateness", d, func(s *settings) { s.lateness = d })
 }
@@ -182,8 +183,8 @@ func WithCountDenied() Option {
 }
 
 // WithLeasePoll bounds how long [Limiter.Acquire] waits for a release
-// before asking the store again (DefaultLeasePoll unless set): what a
-// wake-up that is lost costs a waiter at most. It applies only to
+// before asking the store again (a second unless set): what a wake-up
+// that is lost costs a waiter at most. It applies only to
 // [NewConcurrencyLimit].
 func WithLeasePoll(d time.Duration) Option {
 	return optionFunc(func(s *settings) error {
