@@ -54,9 +54,9 @@ func BenchmarkAllow(b *testing.B) { benchAllow(b) }
 // the decisions by outcome, as a metrics adapter does.
 func BenchmarkAllowObserved(b *testing.B) {
 	var counts [8]atomic.Int64
-	benchAllow(b, sluice.WithName("bench"), sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+	benchAllow(b, sluice.WithName("bench"), sluice.WithObserver(func(_ context.Context, e sluice.Event) {
 		counts[e.Outcome&7].Add(1)
-	})))
+	}))
 }
 
 func benchAllow(b *testing.B, opts ...sluice.Option) {

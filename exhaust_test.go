@@ -106,7 +106,7 @@ func TestExhaustRefusesWhatItCannotDo(t *testing.T) {
 func TestExhaustIsObservedAsItsVerb(t *testing.T) {
 	var events []sluice.Event
 	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 5,
-		sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) { events = append(events, e) })))
+		sluice.WithObserver(func(_ context.Context, e sluice.Event) { events = append(events, e) }))
 	require.NoError(t, err)
 	_, err = lim.Exhaust(context.Background(), "k", time.Second)
 	require.NoError(t, err)

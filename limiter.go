@@ -66,7 +66,7 @@ func build(p engine.Params, opts []Option, perKey bool) (*Limiter, error) {
 		}
 	}
 	l := &Limiter{params: s.params, store: s.store, clock: nanoClock{s.clock}, cal: s.cal,
-		name: s.name, observer: s.observer, timeout: s.timeout, lateness: s.lateness, leasePoll: s.leasePoll}
+		name: s.name, observer: together(s.observers), timeout: s.timeout, lateness: s.lateness, leasePoll: s.leasePoll}
 	if l.store == nil {
 		l.store, l.owned = NewMemStore(MemStoreConfig{}), true
 	}

@@ -12,26 +12,17 @@ import (
 // Observer receives every decision a limiter makes, for metrics, logs or
 // traces. Set one with [WithObserver]; the adapters in the modules
 // github.com/sluice-go/sluice/sluiceprom and .../sluiceotel export
-// Prometheus and OpenTelemetry metrics from it.
+// Prometheus and OpenTelemetry metrics from it: pass their Observe method.
 //
-// Observe is called once per decision (Allow, CanAccept, Fillup, and each
-// attempt of Wait), after the decision, on the caller's goroutine: it
+// An Observer is called once per decision (Allow, CanAccept, Fillup, and
+// each attempt of Wait), after the decision, on the caller's goroutine: it
 // must be safe for concurrent use and quick, since the caller waits for
-// it. Reset is not a decision and is not observed.
+// it. Reset is not a decision and is not observed. ctx is the decision's
+// context, for tracing; its values are the caller's.
 //
 // A limiter without an Observer pays one comparison per decision for the
 // feature: it reads the clock no more often and allocates nothing more.
-type Observer interface {
-	// Observe receives one decision. ctx is the decision's context, for
-	// tracing; its values are the caller's.
-	Observe(ctx context.Context, e Event)
-}
-
-// ObserverFunc adapts a function to an [Observer].
-type ObserverFunc func(context.Context, Event)
-
-// Observe calls f(ctx, e).
-func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+type Observer func(ctx context.Context, e Event)
 
 // Event is one decision, as an [Observer] sees it.
 type Event struct {
@@ -165,7 +156,7 @@ type note struct {
 // is the limiter's time when the decision began: the latency costs one
 // more reading of the clock, and only here.
 func (l *Limiter) observe(ctx context.Context, key string, p *engine.Params, op engine.Op, d *engine.Decision, err error, n note) {
-	l.observer.Observe(ctx, Event{
+	l.observer(ctx, Event{
 		Limiter:  l.name,
 		Kind:     p.Kind,
 		Verb:     op.Verb,
@@ -183,8 +174,20 @@ func (l *Limiter) observe(ctx context.Context, key string, p *engine.Params, op 
 // observers is several observers, called in turn.
 type observers []Observer
 
-func (os observers) Observe(ctx context.Context, e Event) {
+func (os observers) observe(ctx context.Context, e Event) {
 	for _, o := range os {
-		o.Observe(ctx, e)
+		o(ctx, e)
 	}
+}
+
+// together returns an observer that calls os in turn, or nil if there is
+// none.
+func together(os []Observer) Observer {
+	switch len(os) {
+	case 0:
+		return nil
+	case 1:
+		return os[0]
+	}
+	return observers(os).observe
 }

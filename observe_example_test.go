@@ -12,9 +12,9 @@ import (
 // (sluiceprom, sluiceotel) are Observers.
 func ExampleWithObserver() {
 	counts := map[sluice.Outcome]int{}
-	count := sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+	count := func(_ context.Context, e sluice.Event) {
 		counts[e.Outcome]++ // an Observer for many goroutines must lock
-	})
+	}
 	lim, err := sluice.NewGCRA(sluice.PerMinute(2), 2, sluice.WithName("login"), sluice.WithObserver(count))
 	if err != nil {
 		panic(err)

@@ -51,7 +51,7 @@ func TestObserverSeesEveryDecisionWithItsOutcomeAndLatency(t *testing.T) {
 	rec := &recorder{}
 	st := &slowStore{MemStore: sluice.NewMemStore(sluice.MemStoreConfig{}), mock: mock, took: 3 * time.Millisecond}
 	lim, err := sluice.NewLeakyBucket(2, sluice.PerSecond(1),
-		sluice.WithClock(mock), sluice.WithStore(st), sluice.WithName("spend"), sluice.WithObserver(rec))
+		sluice.WithClock(mock), sluice.WithStore(st), sluice.WithName("spend"), sluice.WithObserver(rec.Observe))
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -110,7 +110,7 @@ func TestObserverSeesEveryDecisionWithItsOutcomeAndLatency(t *testing.T) {
 func TestObserverClassifiesCanceledContextsAndClosedStores(t *testing.T) {
 	rec := &recorder{}
 	canceling := &cancelStore{}
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(canceling), sluice.WithObserver(rec))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(canceling), sluice.WithObserver(rec.Observe))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -119,7 +119,7 @@ func TestObserverClassifiesCanceledContextsAndClosedStores(t *testing.T) {
 
 	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
 	require.NoError(t, mem.Close())
-	closed, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(mem), sluice.WithObserver(rec))
+	closed, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(mem), sluice.WithObserver(rec.Observe))
 	require.NoError(t, err)
 	_, err = closed.Allow(context.Background(), "a", 1)
 	require.ErrorIs(t, err, sluice.ErrStoreClosed)
@@ -142,9 +142,9 @@ func (cancelStore) Reset(ctx context.Context, _ string) error { return ctx.Err()
 
 func TestObserversGivenTwiceAreBothCalledInOrder(t *testing.T) {
 	var order []string
-	first := sluice.ObserverFunc(func(context.Context, sluice.Event) { order = append(order, "first") })
-	second := sluice.ObserverFunc(func(context.Context, sluice.Event) { order = append(order, "second") })
-	third := sluice.ObserverFunc(func(context.Context, sluice.Event) { order = append(order, "third") })
+	first := func(context.Context, sluice.Event) { order = append(order, "first") }
+	second := func(context.Context, sluice.Event) { order = append(order, "second") }
+	third := func(context.Context, sluice.Event) { order = append(order, "third") }
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1,
 		sluice.WithObserver(first), sluice.WithObserver(second), sluice.WithObserver(third))
 	require.NoError(t, err)
@@ -155,11 +155,10 @@ func TestObserversGivenTwiceAreBothCalledInOrder(t *testing.T) {
 
 func TestObservationOptionsRefuseBadInput(t *testing.T) {
 	for name, opt := range map[string]sluice.Option{
-		"empty name":        sluice.WithName(""),
-		"nil observer":      sluice.WithObserver(nil),
-		"zero timeout":      sluice.WithTimeout(0),
-		"negative timeout":  sluice.WithTimeout(-time.Second),
-		"nil observer func": sluice.WithObserver(sluice.ObserverFunc(nil)),
+		"empty name":       sluice.WithName(""),
+		"nil observer":     sluice.WithObserver(nil),
+		"zero timeout":     sluice.WithTimeout(0),
+		"negative timeout": sluice.WithTimeout(-time.Second),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := sluice.NewGCRA(sluice.PerSecond(1), 1, opt)
@@ -185,11 +184,11 @@ func TestOutcomeNamesAreLabelValues(t *testing.T) {
 
 func TestDecisionsAllocateNothingWithOrWithoutAnObserver(t *testing.T) {
 	var n int
-	counting := sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+	counting := func(_ context.Context, e sluice.Event) {
 		if e.Outcome == sluice.OutcomeAllowed {
 			n++
 		}
-	})
+	}
 	for name, opts := range map[string][]sluice.Option{
 		"none":                  nil,
 		"observer":              {sluice.WithObserver(counting), sluice.WithName("api")},
@@ -214,7 +213,7 @@ func TestDecisionsAllocateNothingWithOrWithoutAnObserver(t *testing.T) {
 
 func TestObserverClassifiesInvalidInputAsInvalidEvenOnACanceledContext(t *testing.T) {
 	rec := &recorder{}
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithObserver(rec))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithObserver(rec.Observe))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -240,7 +239,7 @@ func (keyRefusingStore) Reset(context.Context, string) error { return sluice.Err
 
 func TestObserverClassifiesAKeyTheStoreCannotHoldAsInvalid(t *testing.T) {
 	rec := &recorder{}
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(keyRefusingStore{}), sluice.WithObserver(rec))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithStore(keyRefusingStore{}), sluice.WithObserver(rec.Observe))
 	require.NoError(t, err)
 	_, err = lim.Allow(context.Background(), "\xff", 1)
 	require.ErrorIs(t, err, sluice.ErrInvalidKey)

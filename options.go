@@ -13,13 +13,13 @@ type Option interface {
 }
 
 type settings struct {
-	params   engine.Params
-	store    engine.Store
-	clock    Clock
-	name     string
-	observer Observer
-	timeout  time.Duration
-	lateness time.Duration
+	params    engine.Params
+	store     engine.Store
+	clock     Clock
+	name      string
+	observers []Observer
+	timeout   time.Duration
+	lateness  time.Duration
 
 	leasePoll time.Duration
 
@@ -100,17 +100,10 @@ func WithName(name string) Option {
 // allocation.
 func WithObserver(o Observer) Option {
 	return optionFunc(func(s *settings) error {
-		if f, ok := o.(ObserverFunc); o == nil || ok && f == nil {
+		if o == nil {
 			return fmt.Errorf("%w: nil observer", ErrInvalidConfig) // not a panic at the first decision
 		}
-		switch prev := s.observer.(type) {
-		case nil:
-			s.observer = o
-		case observers:
-			s.observer = append(prev[:len(prev):len(prev)], o)
-		default:
-			s.observer = observers{prev, o}
-		}
+		s.observers = append(s.observers, o)
 		return nil
 	})
 }

@@ -119,10 +119,10 @@ func TestPerKeyLookupThatFailsFailsTheRequest(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var observed atomic.Int32
-			lim, err := sluice.NewPerKey(c.lookup, sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+			lim, err := sluice.NewPerKey(c.lookup, sluice.WithObserver(func(_ context.Context, e sluice.Event) {
 				require.ErrorIs(t, e.Err, c.want)
 				observed.Add(1)
-			})))
+			}))
 			require.NoError(t, err)
 			defer lim.Close()
 			ctx := context.Background()

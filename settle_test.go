@@ -148,7 +148,7 @@ func TestSettleIsObservedAsAChargeOrARefund(t *testing.T) {
 	ctx := context.Background()
 	var events []sluice.Event
 	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 10, sluice.WithClock(clock.NewMock()),
-		sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) { events = append(events, e) })))
+		sluice.WithObserver(func(_ context.Context, e sluice.Event) { events = append(events, e) }))
 	require.NoError(t, err)
 	_, err = lim.Settle(ctx, "k", 2, 5)
 	require.NoError(t, err)

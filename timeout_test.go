@@ -50,9 +50,9 @@ func TestTimeoutBoundsEachStoreCall(t *testing.T) {
 					opts = append(opts, sluice.WithTimeout(tc.timeout))
 				}
 				var outcomes []sluice.Outcome
-				opts = append(opts, sluice.WithStore(stalledStore{}), sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+				opts = append(opts, sluice.WithStore(stalledStore{}), sluice.WithObserver(func(_ context.Context, e sluice.Event) {
 					outcomes = append(outcomes, e.Outcome)
-				})))
+				}))
 				lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, opts...)
 				require.NoError(t, err)
 				ctx := context.Background()

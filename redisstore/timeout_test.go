@@ -46,11 +46,11 @@ func TestStalledServerGivesTimeoutsAndStoreRecovers(t *testing.T) {
 		outcomes = map[sluice.Outcome]int{}
 	)
 	st := newStore(t, c, redisstore.WithCallerClock(testSkew))
-	observer := sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+	observer := sluice.WithObserver(func(_ context.Context, e sluice.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		outcomes[e.Outcome]++
-	}))
+	})
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(stallTimeout), observer)
 	require.NoError(t, err)
 	patient, err := sluice.NewGCRA(sluice.PerSecond(1000), 1000, sluice.WithStore(st), sluice.WithTimeout(patientTimeout), observer)

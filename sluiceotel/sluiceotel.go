@@ -1,15 +1,16 @@
 // Package sluiceotel records the decisions of sluice limiters as
 // OpenTelemetry metrics.
 //
-// A [Metrics] is a [sluice.Observer]: make it from a MeterProvider, and
-// give it to each limiter with a name of its own:
+// A [Metrics]'s Observe method is a [sluice.Observer]: make a Metrics from
+// a MeterProvider, and give its Observe method to each limiter with a
+// name of its own:
 //
 //	m, err := sluiceotel.New(otel.GetMeterProvider(), sluiceotel.WithLogger(slog.Default()))
 //	if err != nil {
 //		return err
 //	}
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 20,
-//		sluice.WithName("api"), sluice.WithObserver(m))
+//		sluice.WithName("api"), sluice.WithObserver(m.Observe))
 //
 // Its meter, named after this package's import path, records
 //
@@ -94,8 +95,6 @@ type series struct {
 	wait       []metric.RecordOption // the limiter's, with lease
 }
 
-var _ sluice.Observer = (*Metrics)(nil)
-
 // Option configures [Metrics].
 type Option func(*config) error
 
@@ -143,8 +142,8 @@ func WithLogger(logger *slog.Logger) Option {
 	}
 }
 
-// New returns Metrics recording with a meter of provider, to give to
-// limiters with [sluice.WithObserver].
+// New returns Metrics recording with a meter of provider, whose Observe
+// method to give to limiters with [sluice.WithObserver].
 func New(provider metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	if provider == nil {
 		return nil, fmt.Errorf("%w: sluiceotel: nil meter provider", sluice.ErrInvalidConfig)
@@ -207,7 +206,8 @@ func resolve(k metrics.Key) *series {
 }
 
 // Observe records one decision, and for a lease's, the leases held,
-// expired and waited for. It implements [sluice.Observer].
+// expired and waited for. It is a [sluice.Observer]: give m.Observe to
+// [sluice.WithObserver].
 func (m *Metrics) Observe(ctx context.Context, e sluice.Event) {
 	s := m.series.Get(metrics.KeyOf(&e))
 	m.decisions.Add(ctx, 1, s.decision...)

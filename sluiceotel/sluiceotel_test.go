@@ -48,7 +48,7 @@ func TestMetricsRecordAKnownSequenceOfDecisions(t *testing.T) {
 	bounds := []float64{0.001, 0.01}
 	m, err := sluiceotel.New(provider, sluiceotel.WithBuckets(bounds))
 	require.NoError(t, err)
-	metricstest.Run(t, m)
+	metricstest.Run(t, m.Observe)
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
@@ -115,7 +115,7 @@ func TestMetricsRecordLeasesHeldExpiredAndWaitedFor(t *testing.T) {
 	bounds := []float64{0.1, 1}
 	m, err := sluiceotel.New(provider, sluiceotel.WithWaitBuckets(bounds))
 	require.NoError(t, err)
-	metricstest.RunLeases(t, m)
+	metricstest.RunLeases(t, m.Observe)
 
 	got := collect(t, reader)
 	require.Len(t, got, 5, "no store errors")
@@ -218,7 +218,7 @@ func BenchmarkObserve(b *testing.B) {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	m, err := sluiceotel.New(provider)
 	require.NoError(b, err)
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m.Observe))
 	require.NoError(b, err)
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -24,7 +24,7 @@ func Example() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 
-	lim, err := sluice.NewGCRA(sluice.PerMinute(3), 3, sluice.WithName("login"), sluice.WithObserver(m))
+	lim, err := sluice.NewGCRA(sluice.PerMinute(3), 3, sluice.WithName("login"), sluice.WithObserver(m.Observe))
 	if err != nil {
 		panic(err)
 	}

@@ -1,8 +1,9 @@
 // Package sluiceprom exports the decisions of sluice limiters as
 // Prometheus metrics.
 //
-// A [Metrics] is a [sluice.Observer] and a [prometheus.Collector]: register
-// it, and give it to each limiter with a name of its own:
+// A [Metrics] is a [prometheus.Collector] whose Observe method is a
+// [sluice.Observer]: register it, and give its Observe method to each
+// limiter with a name of its own:
 //
 //	m, err := sluiceprom.New(sluiceprom.WithLogger(slog.Default()))
 //	if err != nil {
@@ -10,7 +11,7 @@
 //	}
 //	prometheus.MustRegister(m)
 //	lim, err := sluice.NewGCRA(sluice.PerSecond(10), 20,
-//		sluice.WithName("api"), sluice.WithObserver(m))
+//		sluice.WithName("api"), sluice.WithObserver(m.Observe))
 //
 // It exports
 //
@@ -98,10 +99,7 @@ type series struct {
 	wait     prometheus.Observer
 }
 
-var (
-	_ sluice.Observer      = (*Metrics)(nil)
-	_ prometheus.Collector = (*Metrics)(nil)
-)
+var _ prometheus.Collector = (*Metrics)(nil)
 
 // Option configures [Metrics].
 type Option func(*config) error
@@ -161,8 +159,8 @@ func WithConstLabels(labels prometheus.Labels) Option {
 	}
 }
 
-// New returns Metrics, to register with a Prometheus registry and give
-// to limiters with [sluice.WithObserver].
+// New returns Metrics, to register with a Prometheus registry, and whose
+// Observe method to give to limiters with [sluice.WithObserver].
 func New(opts ...Option) (*Metrics, error) {
 	c := config{buckets: DefaultBuckets, waitBuckets: DefaultWaitBuckets, logInterval: time.Second}
 	for _, o := range opts {
@@ -232,7 +230,8 @@ func (m *Metrics) resolve(k metrics.Key) series {
 }
 
 // Observe counts one decision, and for a lease's, the leases held,
-// expired and waited for. It implements [sluice.Observer].
+// expired and waited for. It is a [sluice.Observer]: give m.Observe to
+// [sluice.WithObserver].
 func (m *Metrics) Observe(ctx context.Context, e sluice.Event) {
 	s := m.series.Get(metrics.KeyOf(&e))
 	s.decisions.Inc()

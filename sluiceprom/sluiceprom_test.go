@@ -21,7 +21,7 @@ import (
 func TestMetricsCountAKnownSequenceOfDecisions(t *testing.T) {
 	m, err := sluiceprom.New(sluiceprom.WithBuckets([]float64{0.001, 0.01}))
 	require.NoError(t, err)
-	metricstest.Run(t, m)
+	metricstest.Run(t, m.Observe)
 
 	want := `
 # HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
@@ -61,7 +61,7 @@ sluice_store_errors_total{algorithm="token_bucket",limiter="broken",reason="stor
 func TestMetricsCountLeasesHeldExpiredAndWaitedFor(t *testing.T) {
 	m, err := sluiceprom.New(sluiceprom.WithWaitBuckets([]float64{0.1, 1}))
 	require.NoError(t, err)
-	metricstest.RunLeases(t, m)
+	metricstest.RunLeases(t, m.Observe)
 
 	want := `
 # HELP sluice_decisions_total Decisions made by sluice limiters, by limiter, algorithm, verb and outcome.
@@ -96,7 +96,7 @@ sluice_lease_wait_seconds_count{limiter="jobs"} 1
 func TestAllowOnAConcurrencyLimitIsNotCountedAsALease(t *testing.T) {
 	m, err := sluiceprom.New()
 	require.NoError(t, err)
-	lim, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithName("jobs"), sluice.WithObserver(m))
+	lim, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithName("jobs"), sluice.WithObserver(m.Observe))
 	require.NoError(t, err)
 	defer lim.Close()
 	d, err := lim.Allow(context.Background(), "k", 1) // a lease nobody releases: not a lease's decision
@@ -121,7 +121,7 @@ func TestStoreErrorsAreLoggedAtMostOncePerSecond(t *testing.T) {
 		require.NoError(t, err)
 		closed := sluice.NewMemStore(sluice.MemStoreConfig{})
 		require.NoError(t, closed.Close())
-		lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api"), sluice.WithObserver(m), sluice.WithStore(closed))
+		lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api"), sluice.WithObserver(m.Observe), sluice.WithStore(closed))
 		require.NoError(t, err)
 		for range 5 {
 			_, err = lim.Allow(context.Background(), "k", 1)
@@ -156,7 +156,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 func TestObservingAllocatesNothingOnceASeriesExists(t *testing.T) {
 	m, err := sluiceprom.New()
 	require.NoError(t, err)
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m.Observe))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = lim.Allow(ctx, "k", 1)
@@ -191,7 +191,7 @@ sluice_leases_held{limiter="jobs"} 0
 func BenchmarkObserve(b *testing.B) {
 	m, err := sluiceprom.New()
 	require.NoError(b, err)
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1e6), 1e9, sluice.WithName("api"), sluice.WithObserver(m.Observe))
 	require.NoError(b, err)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -210,7 +210,7 @@ func TestConstLabelsAreOnEveryMetric(t *testing.T) {
 	require.NoError(t, err)
 	closed := sluice.NewMemStore(sluice.MemStoreConfig{})
 	require.NoError(t, closed.Close())
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api"), sluice.WithObserver(m), sluice.WithStore(closed))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api"), sluice.WithObserver(m.Observe), sluice.WithStore(closed))
 	require.NoError(t, err)
 	_, err = lim.Allow(context.Background(), "k", 1)
 	require.Error(t, err)
@@ -227,7 +227,7 @@ sluice_store_errors_total{algorithm="gcra",limiter="api",reason="store_error",se
 func TestALimiterNameThatIsNotUTF8IsExportedWithReplacementCharacters(t *testing.T) {
 	m, err := sluiceprom.New()
 	require.NoError(t, err)
-	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api\xff"), sluice.WithObserver(m))
+	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithName("api\xff"), sluice.WithObserver(m.Observe))
 	require.NoError(t, err)
 	_, err = lim.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)

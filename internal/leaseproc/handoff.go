@@ -16,14 +16,14 @@ import (
 // about to wait.
 func Denials() (sluice.Option, <-chan string) {
 	denied := make(chan string, 64)
-	return sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+	return sluice.WithObserver(func(_ context.Context, e sluice.Event) {
 		if e.Lease && e.Verb == engine.VerbAllow && e.Outcome == sluice.OutcomeDenied {
 			select {
 			case denied <- e.Key:
 			default:
 			}
 		}
-	})), denied
+	}), denied
 }
 
 // Receive returns what c brings, or fails t once ctx ends: how the

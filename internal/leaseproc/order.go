@@ -51,11 +51,11 @@ func waitInTurn(ctx context.Context, st engine.Store) error {
 		joined := make(chan struct{})
 		var once sync.Once
 		lim, err := sluice.NewConcurrencyLimit(1, time.Minute, sluice.WithStore(st), sluice.WithLeasePoll(time.Hour),
-			sluice.WithObserver(sluice.ObserverFunc(func(_ context.Context, e sluice.Event) {
+			sluice.WithObserver(func(_ context.Context, e sluice.Event) {
 				if e.Lease && e.Err == nil && !e.Decision.Allowed {
 					once.Do(func() { close(joined) })
 				}
-			})))
+			}))
 		if err != nil {
 			return err
 		}

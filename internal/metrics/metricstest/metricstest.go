@@ -90,15 +90,15 @@ func RunLeases(t testing.TB, o sluice.Observer) {
 	mem := sluice.NewMemStore(sluice.MemStoreConfig{})
 	defer mem.Close()
 	waiting := make(chan struct{}, 2) // the Acquire on job-2 was denied
-	tell := sluice.ObserverFunc(func(ctx context.Context, e sluice.Event) {
-		o.Observe(ctx, e)
+	tell := func(ctx context.Context, e sluice.Event) {
+		o(ctx, e)
 		if e.Key == "job-2" && e.Outcome == sluice.OutcomeDenied {
 			select {
 			case waiting <- struct{}{}:
 			default:
 			}
 		}
-	})
+	}
 	jobs, err := sluice.NewConcurrencyLimit(1, LeaseTTL, sluice.WithName("jobs"), sluice.WithObserver(tell),
 		sluice.WithClock(mock), sluice.WithStore(mem))
 	require.NoError(t, err)
