@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
@@ -51,8 +50,6 @@ type Event struct {
 	Latency time.Duration
 	// Err is the error returned to the caller, or nil.
 	Err error
-	// Outcome classifies the decision, or its error.
-	Outcome Outcome
 	// Lease reports a decision on a lease of a concurrency limit
 	// ([NewConcurrencyLimit]): taken by [Limiter.TryAcquire] or
 	// [Limiter.Acquire] (VerbAllow), given back by [Lease.Release]
@@ -67,82 +64,85 @@ type Event struct {
 	// had waited when it was made, on the limiter's clock: for the one
 	// that granted the lease, how long the lease took. Zero otherwise.
 	Waited time.Duration
+
+	outcome outcome // classified when the limiter made the event; 0 if not
 }
 
-// Outcome classifies a decision for metrics: its values are few and fixed,
-// so they make good label values.
-type Outcome uint8
+// Outcome classifies the decision, or its error, for metrics: its values
+// are few and fixed, so they make good label values.
+//
+//   - "allowed": a request admitted (or, for CanAccept, that would be), a
+//     Fillup whose whole cost fitted, a reservation booked, a cancel that
+//     gave its cost back, a partial grant of something.
+//   - "denied": a request refused, a Fillup that reached capacity before
+//     its whole cost fitted, a reservation beyond its maximum delay, a
+//     cancel that gave nothing back, a partial grant of nothing.
+//   - "invalid": an error in the request itself: an invalid cost, a cost
+//     above the limit, a verb the algorithm does not support, a time out
+//     of range, a key the store cannot hold or that holds another
+//     algorithm's state. The store is healthy; the request is wrong.
+//   - "canceled": a decision abandoned because the caller's context was
+//     canceled: a client that went away, not a failing store.
+//   - "timeout": a store call that did not finish within the limiter's
+//     timeout ([WithTimeout]) or before the context's deadline.
+//   - "store_error": any other error of the store: a connection refused
+//     or reset, a server error, a store closed.
+//
+// Only "timeout" and "store_error" are failures of the store. A limiter
+// classifies its Event when it makes it, knowing the decision's context;
+// an Event made otherwise (a test's literal) is classified from Decision
+// and Err alone, and is "canceled" only if Err wraps context.Canceled.
+func (e Event) Outcome() string {
+	o := e.outcome
+	if o == 0 {
+		o = classify(context.Background(), e.Decision.Allowed, e.Err)
+	}
+	return outcomeNames[o]
+}
+
+// outcome is the classification Event.Outcome returns: an index in
+// outcomeNames.
+type outcome uint8
 
 const (
-	// OutcomeAllowed is a request admitted (or, for CanAccept, that would
-	// be), a Fillup whose whole cost fitted, a reservation booked, a
-	// cancel that gave its cost back, and a partial grant of something.
-	OutcomeAllowed Outcome = iota + 1
-	// OutcomeDenied is a request refused, a Fillup that reached capacity
-	// before its whole cost fitted, a reservation beyond its maximum
-	// delay, a cancel that gave nothing back, and a partial grant of
-	// nothing.
-	OutcomeDenied
-	// OutcomeInvalid is an error in the request itself: an invalid cost, a
-	// cost above the limit, a verb the algorithm does not support, a time
-	// out of range, a key the store cannot hold or that holds another
-	// algorithm's state. The store is healthy; the request is wrong.
-	OutcomeInvalid
-	// OutcomeCanceled is a decision abandoned because the caller's context
-	// was canceled: a client that went away, not a failing store.
-	OutcomeCanceled
-	// OutcomeTimeout is a store call that did not finish within the
-	// limiter's timeout ([WithTimeout]) or before the context's deadline.
-	OutcomeTimeout
-	// OutcomeStoreError is any other error of the store: a connection
-	// refused or reset, a server error, a store closed.
-	OutcomeStoreError
+	outcomeAllowed outcome = iota + 1
+	outcomeDenied
+	outcomeInvalid
+	outcomeCanceled
+	outcomeTimeout
+	outcomeStoreError
 )
 
 var outcomeNames = [...]string{
-	OutcomeAllowed:    "allowed",
-	OutcomeDenied:     "denied",
-	OutcomeInvalid:    "invalid",
-	OutcomeCanceled:   "canceled",
-	OutcomeTimeout:    "timeout",
-	OutcomeStoreError: "store_error",
+	outcomeAllowed:    "allowed",
+	outcomeDenied:     "denied",
+	outcomeInvalid:    "invalid",
+	outcomeCanceled:   "canceled",
+	outcomeTimeout:    "timeout",
+	outcomeStoreError: "store_error",
 }
 
-// String returns the outcome's name, in lower case with underscores, as a
-// metric label value: "allowed", "denied", "invalid", "canceled",
-// "timeout" or "store_error".
-func (o Outcome) String() string {
-	if o > 0 && int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Failed reports whether the outcome is an error of the store: a timeout
-// or a store error. Invalid input and canceled contexts are not.
-func (o Outcome) Failed() bool { return o == OutcomeTimeout || o == OutcomeStoreError }
-
-// classify returns the outcome of a decision that returned d and err, on a
-// call whose context was ctx.
-func classify(ctx context.Context, d *engine.Decision, err error) Outcome {
+// classify returns the outcome of a decision that returned allowed and
+// err, on a call whose context was ctx.
+func classify(ctx context.Context, allowed bool, err error) outcome {
 	switch {
-	case err == nil && d.Allowed:
-		return OutcomeAllowed
+	case err == nil && allowed:
+		return outcomeAllowed
 	case err == nil:
-		return OutcomeDenied
+		return outcomeDenied
 	case errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
-		return OutcomeTimeout
+		return outcomeTimeout
 	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrCostExceedsLimit),
 		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTimeOutOfRange),
 		errors.Is(err, ErrKeyConflict), errors.Is(err, ErrInvalidKey):
 		// Before the context's state: a request refused as wrong was
 		// decided, not abandoned, even if its caller has gone since.
-		return OutcomeInvalid
+		return outcomeInvalid
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		// A client whose caller went away may say so in its own words.
-		return OutcomeCanceled
+		return outcomeCanceled
 	}
-	return OutcomeStoreError
+	return outcomeStoreError
 }
 
 // note is what an Event says beyond the decision: whether it is a lease's,
@@ -165,9 +165,9 @@ func (l *Limiter) observe(ctx context.Context, key string, p *engine.Params, op 
 		Decision: Decision(*d),
 		Latency:  time.Duration(max(l.clock.now()-op.Now, 0)),
 		Err:      err,
-		Outcome:  classify(ctx, d, err),
 		Lease:    n.lease,
 		Waited:   n.waited,
+		outcome:  classify(ctx, d.Allowed, err),
 	})
 }
 

@@ -11,9 +11,9 @@ import (
 // An Observer sees every decision with its outcome; the metrics adapters
 // (sluiceprom, sluiceotel) are Observers.
 func ExampleWithObserver() {
-	counts := map[sluice.Outcome]int{}
+	counts := map[string]int{}
 	count := func(_ context.Context, e sluice.Event) {
-		counts[e.Outcome]++ // an Observer for many goroutines must lock
+		counts[e.Outcome()]++ // an Observer for many goroutines must lock
 	}
 	lim, err := sluice.NewGCRA(sluice.PerMinute(2), 2, sluice.WithName("login"), sluice.WithObserver(count))
 	if err != nil {
@@ -23,8 +23,7 @@ func ExampleWithObserver() {
 		lim.Allow(context.Background(), "user:42", 1)
 	}
 	lim.Allow(context.Background(), "user:42", -1)
-	fmt.Println(counts[sluice.OutcomeAllowed], "allowed,", counts[sluice.OutcomeDenied], "denied,",
-		counts[sluice.OutcomeInvalid], "invalid")
+	fmt.Println(counts["allowed"], "allowed,", counts["denied"], "denied,", counts["invalid"], "invalid")
 	// Output: 2 allowed, 1 denied, 1 invalid
 }
 

@@ -49,9 +49,9 @@ func TestTimeoutBoundsEachStoreCall(t *testing.T) {
 				if tc.timeout > 0 {
 					opts = append(opts, sluice.WithTimeout(tc.timeout))
 				}
-				var outcomes []sluice.Outcome
+				var outcomes []string
 				opts = append(opts, sluice.WithStore(stalledStore{}), sluice.WithObserver(func(_ context.Context, e sluice.Event) {
-					outcomes = append(outcomes, e.Outcome)
+					outcomes = append(outcomes, e.Outcome())
 				}))
 				lim, err := sluice.NewGCRA(sluice.PerSecond(1), 1, opts...)
 				require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestTimeoutBoundsEachStoreCall(t *testing.T) {
 				require.ErrorIs(t, err, sluice.ErrTimeout)
 				require.ErrorIs(t, err, context.DeadlineExceeded)
 				require.ErrorIs(t, err, errIOTimeout, "the store's own error is kept")
-				require.Equal(t, []sluice.Outcome{sluice.OutcomeTimeout}, outcomes)
+				require.Equal(t, []string{"timeout"}, outcomes)
 			})
 		})
 	}

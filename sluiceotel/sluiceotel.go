@@ -27,7 +27,7 @@
 // check, fill, reserve, cancel or "at most", and for a lease of a
 // concurrency limit acquire (TryAcquire, Acquire), release or extend;
 // allowed, denied, invalid, canceled, timeout or store_error
-// ([sluice.Outcome]); and for a store error, error.type timeout or
+// ([sluice.Event.Outcome]); and for a store error, error.type timeout or
 // store_error. Every attribute value is bounded; keys are never
 // attributes. The decision's context is passed on, so exemplars link to
 // its trace.
@@ -191,12 +191,12 @@ func resolve(k metrics.Key) *series {
 	verb := attribute.String("sluice.verb", metrics.Verb(k.Verb, k.Lease))
 	s := &series{
 		decision: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb,
-			attribute.String("sluice.outcome", k.Outcome.String())))},
+			attribute.String("sluice.outcome", k.Outcome)))},
 		duration: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb))},
 	}
-	if k.Outcome.Failed() {
+	if metrics.Failed(k.Outcome) {
 		s.storeError = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg,
-			attribute.String("error.type", k.Outcome.String())))}
+			attribute.String("error.type", k.Outcome)))}
 	}
 	if k.Lease {
 		set := metric.WithAttributeSet(attribute.NewSet(limiter))

@@ -193,7 +193,7 @@ func TestObservingAllocatesNothingOnceASeriesExists(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	events := append(metricstest.LeaseRound(),
-		sluice.Event{Limiter: "api", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed})
+		sluice.Event{Limiter: "api", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Decision: sluice.Decision{Allowed: true}})
 	for _, e := range events {
 		m.Observe(ctx, e)
 	}

@@ -29,7 +29,7 @@
 // fill, reserve, cancel, "at most", and for a lease of a concurrency limit
 // acquire (TryAcquire, Acquire), release or extend, and outcome one of
 // allowed, denied, invalid, canceled, timeout, store_error
-// ([sluice.Outcome]). A store error's reason is timeout or store_error:
+// ([sluice.Event.Outcome]). A store error's reason is timeout or store_error:
 // invalid requests and callers that went away are not the store's
 // failures. Every label value is bounded; keys are never labels.
 //
@@ -213,11 +213,11 @@ func (m *Metrics) resolve(k metrics.Key) series {
 	limiter := strings.ToValidUTF8(k.Limiter, "\uFFFD")
 	alg, verb := metrics.Algorithm(k.Kind), metrics.Verb(k.Verb, k.Lease)
 	s := series{
-		decisions: m.decisions.WithLabelValues(limiter, alg, verb, k.Outcome.String()),
+		decisions: m.decisions.WithLabelValues(limiter, alg, verb, k.Outcome),
 		duration:  m.duration.WithLabelValues(limiter, alg, verb),
 	}
-	if k.Outcome.Failed() {
-		s.storeError = m.storeErrors.WithLabelValues(limiter, alg, k.Outcome.String())
+	if metrics.Failed(k.Outcome) {
+		s.storeError = m.storeErrors.WithLabelValues(limiter, alg, k.Outcome)
 	}
 	if k.Lease {
 		// All three, from the limiter's first lease on: an expiry counter

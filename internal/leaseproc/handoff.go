@@ -17,7 +17,7 @@ import (
 func Denials() (sluice.Option, <-chan string) {
 	denied := make(chan string, 64)
 	return sluice.WithObserver(func(_ context.Context, e sluice.Event) {
-		if e.Lease && e.Verb == engine.VerbAllow && e.Outcome == sluice.OutcomeDenied {
+		if e.Lease && e.Verb == engine.VerbAllow && e.Outcome() == "denied" {
 			select {
 			case denied <- e.Key:
 			default:

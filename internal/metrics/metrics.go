@@ -54,13 +54,18 @@ func Verb(v engine.Verb, lease bool) string {
 	return v.String()
 }
 
+// Failed reports whether outcome, a value of [sluice.Event.Outcome], is a
+// failure of the store: "timeout" or "store_error". Invalid requests and
+// canceled contexts are not.
+func Failed(outcome string) bool { return outcome == "timeout" || outcome == "store_error" }
+
 // Key is what selects a series: every label of a decision. Its values are
 // bounded: the limiters' names, and a few algorithms, verbs and outcomes.
 type Key struct {
 	Limiter string
 	Kind    engine.Kind
 	Verb    engine.Verb
-	Outcome sluice.Outcome
+	Outcome string // [sluice.Event.Outcome]
 	// Lease reports a lease's decision, whose verb is named apart
 	// ([Verb]) and which counts in the leases' series ([LeaseChangeOf]).
 	Lease bool
@@ -68,7 +73,7 @@ type Key struct {
 
 // KeyOf returns e's key.
 func KeyOf(e *sluice.Event) Key {
-	return Key{Limiter: e.Limiter, Kind: e.Kind, Verb: e.Verb, Outcome: e.Outcome, Lease: e.Lease}
+	return Key{Limiter: e.Limiter, Kind: e.Kind, Verb: e.Verb, Outcome: e.Outcome(), Lease: e.Lease}
 }
 
 // LeaseChange is what one decision changes in the leases that the holders
@@ -112,17 +117,18 @@ func LeaseChangeOf(e *sluice.Event) LeaseChange {
 	if !e.Lease {
 		return LeaseChange{}
 	}
+	outcome := e.Outcome()
 	switch e.Verb {
 	case engine.VerbAllow:
-		if e.Outcome == sluice.OutcomeAllowed && e.Decision.At != 0 {
+		if outcome == "allowed" && e.Decision.At != 0 {
 			return LeaseChange{Held: 1, Waited: max(e.Waited, 0)}
 		}
 	case engine.VerbCancel:
-		if e.Outcome == sluice.OutcomeAllowed || e.Outcome == sluice.OutcomeDenied {
-			return LeaseChange{Held: -1, Expired: e.Outcome == sluice.OutcomeDenied}
+		if outcome == "allowed" || outcome == "denied" {
+			return LeaseChange{Held: -1, Expired: outcome == "denied"}
 		}
 	case engine.VerbExtend:
-		if e.Outcome == sluice.OutcomeDenied {
+		if outcome == "denied" {
 			return LeaseChange{Held: -1, Expired: true}
 		}
 	}
@@ -191,7 +197,7 @@ func NewErrorLog(logger *slog.Logger, interval time.Duration) *ErrorLog {
 // Log records e if it is a store error (a timeout or another failure of
 // the store) and its series has not been logged within the interval.
 func (l *ErrorLog) Log(ctx context.Context, e *sluice.Event) {
-	if l == nil || l.logger == nil || !e.Outcome.Failed() {
+	if l == nil || l.logger == nil || !Failed(e.Outcome()) {
 		return
 	}
 	k := KeyOf(e)
@@ -214,7 +220,7 @@ func (l *ErrorLog) Log(ctx context.Context, e *sluice.Event) {
 		slog.String("limiter", e.Limiter),
 		slog.String("algorithm", Algorithm(e.Kind)),
 		slog.String("verb", Verb(e.Verb, e.Lease)),
-		slog.String("outcome", e.Outcome.String()),
+		slog.String("outcome", e.Outcome()),
 		slog.Duration("latency", e.Latency),
 		slog.Int("suppressed", skipped),
 		slog.Any("error", e.Err))

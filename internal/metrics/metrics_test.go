@@ -33,19 +33,19 @@ func TestTableResolvesEachKeyOnceUnderConcurrency(t *testing.T) {
 	var made atomic.Int64
 	table := metrics.NewTable(func(k metrics.Key) string {
 		made.Add(1)
-		return k.Limiter + "/" + k.Outcome.String()
+		return k.Limiter + "/" + k.Outcome
 	})
 	keys := []metrics.Key{
-		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed},
-		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: sluice.OutcomeDenied},
-		{Limiter: "b", Kind: engine.KindGCRA, Verb: engine.VerbCheck, Outcome: sluice.OutcomeAllowed},
+		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: "allowed"},
+		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: "denied"},
+		{Limiter: "b", Kind: engine.KindGCRA, Verb: engine.VerbCheck, Outcome: "allowed"},
 	}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
 				k := keys[(g+i)%len(keys)]
-				require.Equal(t, k.Limiter+"/"+k.Outcome.String(), table.Get(k))
+				require.Equal(t, k.Limiter+"/"+k.Outcome, table.Get(k))
 			}
 		})
 	}
@@ -75,73 +75,77 @@ func TestALeasesVerbsAreNamedForWhatTheHolderDid(t *testing.T) {
 
 func TestALeaseIsHeldFromItsGrantUntilItsHolderLetsGoOfIt(t *testing.T) {
 	const at = 1_795_348_810_000_000_000 // a lease's identity: its expiry
-	lease := func(verb engine.Verb, o sluice.Outcome, at int64, waited time.Duration) sluice.Event {
-		return sluice.Event{Limiter: "jobs", Kind: engine.KindConcurrency, Verb: verb, Outcome: o,
-			Decision: sluice.Decision{Allowed: o == sluice.OutcomeAllowed, At: at}, Lease: true, Waited: waited}
+	// errs is an error of each outcome that has one, as a limiter returns.
+	errs := map[string]error{"invalid": sluice.ErrInvalidCost, "timeout": sluice.ErrTimeout, "store_error": sluice.ErrStoreClosed}
+	lease := func(verb engine.Verb, outcome string, at int64, waited time.Duration) sluice.Event {
+		e := sluice.Event{Limiter: "jobs", Kind: engine.KindConcurrency, Verb: verb, Err: errs[outcome],
+			Decision: sluice.Decision{Allowed: outcome == "allowed", At: at}, Lease: true, Waited: waited}
+		require.Equal(t, outcome, e.Outcome())
+		return e
 	}
 	for name, tc := range map[string]struct {
 		e    sluice.Event
 		want metrics.LeaseChange
 	}{
 		"granted at once": {
-			lease(engine.VerbAllow, sluice.OutcomeAllowed, at, 0),
+			lease(engine.VerbAllow, "allowed", at, 0),
 			metrics.LeaseChange{Held: 1},
 		},
 		"granted to an Acquire after a wait": {
-			lease(engine.VerbAllow, sluice.OutcomeAllowed, at, 250*time.Millisecond),
+			lease(engine.VerbAllow, "allowed", at, 250*time.Millisecond),
 			metrics.LeaseChange{Held: 1, Waited: 250 * time.Millisecond},
 		},
 		"denied to an Acquire still waiting": {
-			lease(engine.VerbAllow, sluice.OutcomeDenied, 0, 250*time.Millisecond),
+			lease(engine.VerbAllow, "denied", 0, 250*time.Millisecond),
 			metrics.LeaseChange{},
 		},
 		"granted at a cost of zero, which holds nothing": {
-			lease(engine.VerbAllow, sluice.OutcomeAllowed, 0, 0),
+			lease(engine.VerbAllow, "allowed", 0, 0),
 			metrics.LeaseChange{},
 		},
 		"acquisition failed in the store": {
-			lease(engine.VerbAllow, sluice.OutcomeStoreError, 0, 0),
+			lease(engine.VerbAllow, "store_error", 0, 0),
 			metrics.LeaseChange{},
 		},
 		"acquisition refused as invalid": {
-			lease(engine.VerbAllow, sluice.OutcomeInvalid, 0, 0),
+			lease(engine.VerbAllow, "invalid", 0, 0),
 			metrics.LeaseChange{},
 		},
 		"released": {
-			lease(engine.VerbCancel, sluice.OutcomeAllowed, 0, 0),
+			lease(engine.VerbCancel, "allowed", 0, 0),
 			metrics.LeaseChange{Held: -1},
 		},
 		"release found it expired": {
-			lease(engine.VerbCancel, sluice.OutcomeDenied, 0, 0),
+			lease(engine.VerbCancel, "denied", 0, 0),
 			metrics.LeaseChange{Held: -1, Expired: true},
 		},
 		"release failed in the store: still held, and may be released again": {
-			lease(engine.VerbCancel, sluice.OutcomeStoreError, 0, 0),
+			lease(engine.VerbCancel, "store_error", 0, 0),
 			metrics.LeaseChange{},
 		},
 		"release timed out: still held, and may be released again": {
-			lease(engine.VerbCancel, sluice.OutcomeTimeout, 0, 0),
+			lease(engine.VerbCancel, "timeout", 0, 0),
 			metrics.LeaseChange{},
 		},
 		"extended": {
-			lease(engine.VerbExtend, sluice.OutcomeAllowed, at+1, 0),
+			lease(engine.VerbExtend, "allowed", at+1, 0),
 			metrics.LeaseChange{},
 		},
 		"extension found it expired": {
-			lease(engine.VerbExtend, sluice.OutcomeDenied, 0, 0),
+			lease(engine.VerbExtend, "denied", 0, 0),
 			metrics.LeaseChange{Held: -1, Expired: true},
 		},
 		"extension failed in the store": {
-			lease(engine.VerbExtend, sluice.OutcomeStoreError, 0, 0),
+			lease(engine.VerbExtend, "store_error", 0, 0),
 			metrics.LeaseChange{},
 		},
 		"Allow on a concurrency limit, not a lease's": {
-			sluice.Event{Kind: engine.KindConcurrency, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed,
+			sluice.Event{Kind: engine.KindConcurrency, Verb: engine.VerbAllow,
 				Decision: sluice.Decision{Allowed: true, At: at}},
 			metrics.LeaseChange{},
 		},
 		"a reservation given back, not a lease's": {
-			sluice.Event{Kind: engine.KindGCRA, Verb: engine.VerbCancel, Outcome: sluice.OutcomeAllowed},
+			sluice.Event{Kind: engine.KindGCRA, Verb: engine.VerbCancel, Decision: sluice.Decision{Allowed: true}},
 			metrics.LeaseChange{},
 		},
 	} {
@@ -152,10 +156,23 @@ func TestALeaseIsHeldFromItsGrantUntilItsHolderLetsGoOfIt(t *testing.T) {
 }
 
 func TestLeaseChangeOfAllocatesNothing(t *testing.T) {
-	e := sluice.Event{Kind: engine.KindConcurrency, Verb: engine.VerbAllow, Outcome: sluice.OutcomeAllowed,
+	e := sluice.Event{Kind: engine.KindConcurrency, Verb: engine.VerbAllow,
 		Decision: sluice.Decision{Allowed: true, At: 1}, Lease: true, Waited: time.Second}
 	var held int64
 	require.Zero(t, testing.AllocsPerRun(100, func() {
 		held += metrics.LeaseChangeOf(&e).Held
 	}))
+}
+
+func TestOnlyTimeoutsAndStoreErrorsAreFailuresOfTheStore(t *testing.T) {
+	for outcome, want := range map[string]bool{
+		"allowed":     false,
+		"denied":      false,
+		"invalid":     false,
+		"canceled":    false,
+		"timeout":     true,
+		"store_error": true,
+	} {
+		require.Equal(t, want, metrics.Failed(outcome), outcome)
+	}
 }

@@ -92,7 +92,7 @@ func RunLeases(t testing.TB, o sluice.Observer) {
 	waiting := make(chan struct{}, 2) // the Acquire on job-2 was denied
 	tell := func(ctx context.Context, e sluice.Event) {
 		o(ctx, e)
-		if e.Key == "job-2" && e.Outcome == sluice.OutcomeDenied {
+		if e.Key == "job-2" && e.Outcome() == "denied" {
 			select {
 			case waiting <- struct{}{}:
 			default:
@@ -162,18 +162,18 @@ func RunLeases(t testing.TB, o sluice.Observer) {
 // extension found it expired, one whose release found it expired. It
 // leaves as many leases held as it found.
 func LeaseRound() []sluice.Event {
-	lease := func(verb engine.Verb, o sluice.Outcome, at int64, waited time.Duration) sluice.Event {
+	lease := func(verb engine.Verb, allowed bool, at int64, waited time.Duration) sluice.Event {
 		return sluice.Event{Limiter: "jobs", Kind: engine.KindConcurrency, Verb: verb, Key: "job-1", Cost: 1,
-			Decision: sluice.Decision{Allowed: o == sluice.OutcomeAllowed, At: at}, Outcome: o, Lease: true, Waited: waited}
+			Decision: sluice.Decision{Allowed: allowed, At: at}, Lease: true, Waited: waited}
 	}
 	return []sluice.Event{
-		lease(engine.VerbAllow, sluice.OutcomeAllowed, 1, time.Second),
-		lease(engine.VerbExtend, sluice.OutcomeAllowed, 2, 0),
-		lease(engine.VerbCancel, sluice.OutcomeAllowed, 0, 0),
-		lease(engine.VerbAllow, sluice.OutcomeAllowed, 3, 0),
-		lease(engine.VerbExtend, sluice.OutcomeDenied, 0, 0),
-		lease(engine.VerbAllow, sluice.OutcomeAllowed, 4, 0),
-		lease(engine.VerbCancel, sluice.OutcomeDenied, 0, 0),
+		lease(engine.VerbAllow, true, 1, time.Second),
+		lease(engine.VerbExtend, true, 2, 0),
+		lease(engine.VerbCancel, true, 0, 0),
+		lease(engine.VerbAllow, true, 3, 0),
+		lease(engine.VerbExtend, false, 0, 0),
+		lease(engine.VerbAllow, true, 4, 0),
+		lease(engine.VerbCancel, false, 0, 0),
 	}
 }
 
