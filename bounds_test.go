@@ -109,7 +109,7 @@ func TestSlidingCounterErrorIsMeasuredAndBounded(t *testing.T) {
 		for _, window := range []time.Duration{7, time.Second} {
 			lim, err := sluice.NewSlidingCounter(limit, window)
 			require.NoError(t, err)
-			p := lim.Params()
+			p, _ := lim.Params()
 			require.NoError(t, lim.Close())
 			worst, worstBy := 0.0, ""
 			for _, adv := range guarantees.Adversaries(p, 1) {

@@ -82,7 +82,8 @@ func TestCalendarWindowsFollowTheZonesDaysMonthsAndYears(t *testing.T) {
 			require.Equal(t, tt.reset, d.ResetAfter)
 
 			tt.clock.Add(-time.Nanosecond) // the window before
-			p := l.Params()
+			p, fixed := l.Params()
+			require.False(t, fixed, "the windows move with the clock")
 			require.Equal(t, tt.clock.Now().UnixNano()+1, p.Windows[2], "the windows follow the clock")
 			tt.clock.Add(tt.reset + time.Nanosecond) // the next window
 			d, err = l.Allow(context.Background(), "k", 2)

@@ -261,7 +261,7 @@ func ExampleParams_Step() {
 	if err != nil {
 		panic(err)
 	}
-	p := lim.Params()
+	p, _ := lim.Params()
 	var s engine.State
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	for _, at := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond} {

@@ -40,7 +40,7 @@ func (l *Limiter) Slowed(share float64) (*Limiter, error) {
 	switch {
 	case !(share > 0 && share <= 1):
 		return nil, fmt.Errorf("%w: share %v is not in (0, 1]", ErrInvalidConfig, share)
-	case !l.Fixed() || !l.params.Reservable():
+	case !l.fixed() || !l.params.Reservable():
 		return nil, fmt.Errorf("%w: only a GCRA or a bucket with a fixed limit can be slowed", ErrUnsupported)
 	}
 	p := l.params

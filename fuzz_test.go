@@ -333,7 +333,8 @@ func construct(p engine.Params) (engine.Params, error) {
 		return engine.Params{}, err
 	}
 	defer l.Close()
-	return l.Params(), nil
+	built, _ := l.Params()
+	return built, nil
 }
 
 // fixedAmount refuses an amount, which the windows' constructors have no

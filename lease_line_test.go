@@ -112,7 +112,7 @@ func TestADeadWaiterHoldsTheLineForItsPatienceAtMost(t *testing.T) {
 		st, lims := limitersOnOneStore(t, 1, 1)
 		lim := lims[0]
 		held, _ := lim.TryAcquire(ctx, "k", 1)
-		p := lim.Params()
+		p, _ := lim.Params()
 		const patience = 3 * time.Second
 		dead, err := st.Apply(ctx, "k", &p, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: time.Now().UnixNano(), MaxDelay: int64(patience)})
 		require.NoError(t, err)

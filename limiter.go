@@ -105,10 +105,18 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 }
 
 // Params returns the limiter's algorithm and configuration, whose Step
-// method is the algorithm as a pure function: for a calendar window, with
-// the windows around the limiter's time now; for a per-key limiter
-// ([NewPerKey]), zero.
-func (l *Limiter) Params() engine.Params { return *l.limitAt(l.clock.now()) }
+// method is the algorithm as a pure function, and whether they are fixed:
+// the same for every request. A calendar window's ([NewCalendarWindow])
+// hold the windows around the limiter's time now, and a per-key
+// limiter's ([NewPerKey]) are zero: neither is fixed, and an adapter that
+// describes their limit reads [Limiter.ParamsFor] for each request.
+func (l *Limiter) Params() (p engine.Params, fixed bool) {
+	return *l.limitAt(l.clock.now()), l.fixed()
+}
+
+// fixed reports whether the limiter decides every request under its own
+// Params (see [Limiter.Params]).
+func (l *Limiter) fixed() bool { return l.lookup == nil && l.cal == nil }
 
 // limitAt returns the limiter's own Params in force at now.
 func (l *Limiter) limitAt(now int64) *engine.Params {

@@ -20,7 +20,7 @@ type Group struct {
 	store  engine.GroupStore
 	mem    *MemStore // store, when it is a MemStore: called directly
 	first  *Limiter
-	fixed  bool // every limiter is Fixed: no limit to look up per key
+	fixed  bool // every limiter is fixed: no limit to look up per key
 }
 
 // NewGroup returns a group of limiters, decided in the order given. They
@@ -43,7 +43,7 @@ func NewGroup(limiters ...*Limiter) (*Group, error) {
 			g.first = l
 		}
 		g.limits = append(g.limits, l)
-		g.fixed = g.fixed && l.Fixed()
+		g.fixed = g.fixed && l.fixed()
 	}
 	st, ok := g.first.store.(engine.GroupStore)
 	if !ok {
@@ -129,7 +129,7 @@ func (g *Group) decide(ctx context.Context, gd *GroupDecision, keys []string, op
 		// Field by field, in place: no literal built aside and copied.
 		o := &ops[i]
 		o.Key, o.Params, o.Op = keys[i], &l.params, op
-		if !g.fixed && !l.Fixed() {
+		if !g.fixed && !l.fixed() {
 			p, err := l.limitFor(ctx, keys[i], op.Now)
 			if err != nil {
 				return err

@@ -47,18 +47,12 @@ func (l *Limiter) ParamsFor(ctx context.Context, key string) (engine.Params, err
 	return *p, nil
 }
 
-// Fixed reports whether the limiter decides every request under the same
-// [Limiter.Params]: not a per-key limiter ([NewPerKey]) nor a calendar
-// window ([NewCalendarWindow]), whose Params [Limiter.ParamsFor] returns
-// per request.
-func (l *Limiter) Fixed() bool { return l.lookup == nil && l.cal == nil }
-
 // limitOf returns the Params that hold key now: the limiter's own, or,
 // for a per-key limiter, those of the limiter its lookup returns, with the
 // calendar windows around now of a calendar window. Only a limiter that is
 // not fixed reads its clock for them.
 func (l *Limiter) limitOf(ctx context.Context, key string) (*engine.Params, error) {
-	if l.Fixed() {
+	if l.fixed() {
 		return &l.params, nil
 	}
 	return l.limitFor(ctx, key, l.clock.now())

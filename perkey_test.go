@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/plantest"
 )
 
@@ -269,4 +270,24 @@ func TestPerKeyLimitsOfAnotherAlgorithmAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = lim.Allow(ctx, "b", 1)
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig, "the first limit looked up set the algorithm")
+}
+
+func TestOnlyALimiterOfItsOwnParamsHasFixedParams(t *testing.T) {
+	ctx := context.Background()
+	gcra, err := sluice.NewGCRA(sluice.PerSecond(10), 5)
+	require.NoError(t, err)
+	defer gcra.Close()
+	own, fixed := gcra.Params()
+	require.True(t, fixed)
+	require.Equal(t, engine.KindGCRA, own.Kind)
+
+	perKey, err := sluice.NewPerKey(func(context.Context, string) (*sluice.Limiter, error) { return gcra, nil })
+	require.NoError(t, err)
+	defer perKey.Close()
+	p, fixed := perKey.Params()
+	require.False(t, fixed, "its limit is looked up for each key")
+	require.Zero(t, p, "it has no Params of its own")
+	p, err = perKey.ParamsFor(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, own, p)
 }

@@ -88,7 +88,7 @@ func TestGCRAAdmitsAtExactInstantsOverManyRequests(t *testing.T) {
 			t.Parallel()
 			lim, err := sluice.NewGCRA(tt.rate, tt.burst)
 			require.NoError(t, err)
-			k := &precisionKey{t: t, p: lim.Params()}
+			k := &precisionKey{t: t, p: fixedParams(t, lim)}
 			require.NoError(t, lim.Close())
 			require.Equal(t, tt.interval, k.p.Interval)
 			head := int64(tt.burst)
@@ -105,7 +105,7 @@ func TestGCRAAdmitsAtExactInstantsOverManyRequests(t *testing.T) {
 func TestBucketsAdmitAtExactInstantsOverManyRequests(t *testing.T) {
 	start := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC).UnixNano()
 	type limiter interface {
-		Params() engine.Params
+		Params() (engine.Params, bool)
 		Close() error
 	}
 	tests := []struct {
@@ -122,7 +122,7 @@ func TestBucketsAdmitAtExactInstantsOverManyRequests(t *testing.T) {
 			t.Parallel()
 			lim, err := tt.build()
 			require.NoError(t, err)
-			k := &precisionKey{t: t, p: lim.Params()}
+			k := &precisionKey{t: t, p: fixedParams(t, lim)}
 			require.NoError(t, lim.Close())
 			// The math, with P = Interval/Amount nanoseconds per unit:
 			// after a full burst at start, request i comes at

@@ -71,8 +71,16 @@ func traceCount(n int) int {
 
 // limiterParams is what every limiter has beside its verbs.
 type limiterParams interface {
-	Params() engine.Params
+	Params() (engine.Params, bool)
 	Close() error
+}
+
+// fixedParams returns l's Params, which must be fixed.
+func fixedParams(t testing.TB, l limiterParams) engine.Params {
+	t.Helper()
+	p, fixed := l.Params()
+	require.True(t, fixed, "a limiter of one algorithm and no calendar decides under fixed Params")
+	return p
 }
 
 // testAlgorithm is one configured algorithm of the property tests.
@@ -127,7 +135,7 @@ func testAlgorithms(t testing.TB) []testAlgorithm {
 	for _, c := range cases {
 		lim, err := c.build()
 		require.NoError(t, err, c.name)
-		algs = append(algs, testAlgorithm{name: c.name, params: lim.Params()})
+		algs = append(algs, testAlgorithm{name: c.name, params: fixedParams(t, lim)})
 		require.NoError(t, lim.Close())
 	}
 	return algs
@@ -1023,7 +1031,7 @@ func newLimiter(t testing.TB, p engine.Params, opts ...sluice.Option) *testLimit
 		}
 	}
 	require.NoError(t, err)
-	require.Equal(t, p, l.Limiter.Params(), "the constructor rebuilds the same Params")
+	require.Equal(t, p, fixedParams(t, l.Limiter), "the constructor rebuilds the same Params")
 	return &l
 }
 

@@ -234,7 +234,7 @@ func ExampleLimiter_Reserve_windows() {
 	_, err = lim.Reserve(context.Background(), "k", 1, time.Second)
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, sluice.ErrUnsupported))
-	p := lim.Params()
+	p, _ := lim.Params()
 	fmt.Println(p.Reservable())
 	// Output:
 	// sluice: unsupported: fixed window does not support reservations

@@ -742,7 +742,7 @@ func TestCountedDenialsChangeNothingForUnitCostsInAFixedWindowOrALogThatDoesNotM
 	algs := testAlgorithms(t)
 	log, err := sluice.NewSlidingLog(7.5, 3*time.Second) // 8 entries: room for the fill
 	require.NoError(t, err)
-	algs = append(algs, testAlgorithm{"sliding log 7.5/3s", log.Params()})
+	algs = append(algs, testAlgorithm{"sliding log 7.5/3s", fixedParams(t, log)})
 	for _, alg := range algs {
 		p := alg.params
 		if p.Kind != engine.KindFixedWindow && (p.Kind != engine.KindSlidingLog || float64(p.MaxEntries) < math.Ceil(p.Limit)) {

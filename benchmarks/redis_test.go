@@ -62,7 +62,7 @@ type batcher interface {
 }
 
 func (s sluiceRedis) AllowBatch(ctx context.Context, keys []string) ([]bool, error) {
-	p := s.lim.Params()
+	p, _ := s.lim.Params()
 	reqs := make([]redisstore.Request, len(keys))
 	for i, k := range keys {
 		reqs[i] = redisstore.Request{Key: k, Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 1}}

@@ -160,7 +160,7 @@ func ExampleStore_ApplyBatch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	p := lim.Params() // in the server-clock mode, Op.Now is not needed
+	p, _ := lim.Params() // in the server-clock mode, Op.Now is not needed
 	var reqs []redisstore.Request
 	for _, tenant := range []string{"acme", "globex", "initech"} {
 		reqs = append(reqs, redisstore.Request{Key: tenant, Params: &p, Op: engine.Op{Verb: engine.VerbAllow, Cost: 10}})

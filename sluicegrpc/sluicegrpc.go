@@ -194,7 +194,8 @@ func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 		WindowSet: i.windowSet,
 		MinCost:   i.minCost,
 	}
-	if !lim.Fixed() {
+	params, fixed := lim.Params()
+	if !fixed {
 		// The limit, and what depends on it, is known per call: see
 		// admit.
 		cache, err := ratelimitheader.NewCache(c, func(p *ratelimitheader.Policy) *ratelimitheader.Policy { return p })
@@ -209,7 +210,7 @@ func NewInterceptor(lim *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 		return nil, err
 	}
 	i.policy = p
-	i.leases = lim.Params().Kind == engine.KindConcurrency
+	i.leases = params.Kind == engine.KindConcurrency
 	return i, nil
 }
 

@@ -41,11 +41,18 @@ func NewFields(lim *sluice.Limiter, opts ...Option) (*Fields, error) {
 	return newFields(lim, &c)
 }
 
+// isFixed reports whether lim decides every request under the same Params
+// (see sluice.Limiter.Params).
+func isFixed(lim *sluice.Limiter) bool {
+	_, fixed := lim.Params()
+	return fixed
+}
+
 func newFields(lim *sluice.Limiter, c *config) (*Fields, error) {
 	switch {
 	case lim == nil:
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
-	case !lim.Fixed():
+	case !isFixed(lim):
 		return nil, fmt.Errorf("%w: the fields of a per-key limiter or a calendar window differ per key or per window: the middleware writes them (New, NewGroup)", sluice.ErrInvalidConfig)
 	}
 	p, err := ratelimitheader.New(lim, policyConfig(c))

@@ -80,7 +80,8 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 		if p.Limiter == nil {
 			return nil, fmt.Errorf("%w: policy %q has no limiter", sluice.ErrInvalidConfig, p.Name)
 		}
-		leases = leases || p.Limiter.Params().Kind == engine.KindConcurrency
+		params, _ := p.Limiter.Params()
+		leases = leases || params.Kind == engine.KindConcurrency
 	}
 	opts = append(opts, WithPolicyName(policies[0].Name), optionFunc(func(c *config) error {
 		c.groupLeases = leases
@@ -109,7 +110,8 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 			key = m.key
 		}
 		g.policies[i] = groupPolicy{name: p.Name, key: key}
-		if !p.Limiter.Fixed() {
+		params, fixed := p.Limiter.Params()
+		if !fixed {
 			pk, err := newPerKeyFields(p.Limiter, &c)
 			if err != nil {
 				return nil, err
@@ -121,7 +123,6 @@ func NewGroup(policies []Policy, opts ...Option) (func(http.Handler) http.Handle
 		if err != nil {
 			return nil, err
 		}
-		params := p.Limiter.Params()
 		if err := checkDelay(&params, c.maxDelay, c.groupLeases); err != nil {
 			return nil, err
 		}

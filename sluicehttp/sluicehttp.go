@@ -300,7 +300,7 @@ func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 		return m, err
 	}
 	m.retryAfter = ratelimitheader.CeilSeconds(m.unavailable)
-	if lim != nil && !lim.Fixed() {
+	if lim != nil && !isFixed(lim) {
 		// What depends on the limit is known per request: see forKey.
 		pk, err := newPerKeyFields(lim, &m.config)
 		m.perKey = pk
@@ -310,7 +310,7 @@ func newMiddleware(lim *sluice.Limiter, opts []Option) (*middleware, error) {
 	if err != nil {
 		return m, err
 	}
-	p := lim.Params()
+	p, _ := lim.Params()
 	if err := checkDelay(&p, m.maxDelay, m.groupLeases); err != nil {
 		return m, err
 	}

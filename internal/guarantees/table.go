@@ -74,7 +74,8 @@ func Algorithms() ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b.name, err)
 		}
-		rows = append(rows, Row{Name: b.name, Params: l.Params()})
+		p, _ := l.Params()
+		rows = append(rows, Row{Name: b.name, Params: p})
 		if err := l.Close(); err != nil {
 			return nil, err
 		}

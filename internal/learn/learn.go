@@ -56,11 +56,12 @@ type Learner struct {
 // whose keys cannot be held back (a window, a concurrency limit). who
 // names the caller in the error.
 func New(who string, lim *sluice.Limiter, unit answers.Unit) (*Learner, error) {
-	if p := lim.Params(); lim.Fixed() && !p.Reservable() {
+	p, fixed := lim.Params()
+	if fixed && !p.Reservable() {
 		return nil, fmt.Errorf("%w: %s learns with a GCRA or a bucket, not a %v", sluice.ErrUnsupported, who, p.Kind)
 	}
 	lr := &Learner{lim: lim, unit: unit, maxHold: DefaultMaxHold, keys: map[string]*learned{}}
-	if lim.Fixed() {
+	if fixed {
 		lr.slowed = map[int]*sluice.Limiter{0: lim}
 	}
 	return lr, nil

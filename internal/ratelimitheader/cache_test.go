@@ -17,7 +17,8 @@ func gcra(t *testing.T, n float64) engine.Params {
 	lim, err := sluice.NewGCRA(sluice.PerSecond(n), n)
 	require.NoError(t, err)
 	defer lim.Close()
-	return lim.Params()
+	p, _ := lim.Params()
+	return p
 }
 
 func identity(p *Policy) *Policy { return p }
@@ -33,7 +34,8 @@ func TestFromParamsIsThePolicyNewGivesTheLimiter(t *testing.T) {
 		c := Config{Name: "tier", Unit: "calls"}
 		byLimiter, err := New(lim, c)
 		require.NoError(t, err)
-		byParams, err := FromParams(lim.Params(), c)
+		p, _ := lim.Params()
+		byParams, err := FromParams(p, c)
 		require.NoError(t, err)
 		require.Equal(t, byLimiter, byParams)
 	}

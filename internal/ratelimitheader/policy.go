@@ -54,7 +54,8 @@ func New(lim *sluice.Limiter, c Config) (*Policy, error) {
 	if lim == nil {
 		return nil, fmt.Errorf("%w: nil limiter", sluice.ErrInvalidConfig)
 	}
-	return FromParams(lim.Params(), c)
+	p, _ := lim.Params()
+	return FromParams(p, c)
 }
 
 // FromParams returns the policy of the limit params describes, named by

@@ -15,7 +15,8 @@ import (
 func TestParseLimiterBuildsWhatTheConstructorBuilds(t *testing.T) {
 	params := func(l *sluice.Limiter, err error) engine.Params {
 		require.NoError(t, err)
-		return l.Params()
+		p, _ := l.Params()
+		return p
 	}
 	tests := map[string]struct {
 		spec string
@@ -52,7 +53,8 @@ func TestParseLimiterBuildsWhatTheConstructorBuilds(t *testing.T) {
 			require.Equal(t, tt.name, ls.Name)
 			l, err := ls.New(simclock.New(Epoch))
 			require.NoError(t, err)
-			require.Equal(t, tt.want, l.Params())
+			p, _ := l.Params()
+			require.Equal(t, tt.want, p)
 			require.NoError(t, l.Close())
 		})
 	}

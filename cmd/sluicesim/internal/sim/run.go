@@ -79,7 +79,7 @@ func Simulate(ctx context.Context, c *Config, o Options) ([]Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		params[i] = l.Params()
+		params[i], _ = l.Params()
 		if err := l.Close(); err != nil {
 			return nil, err
 		}
@@ -115,7 +115,7 @@ func simulate(ctx context.Context, c *Config, ls LimiterSpec, o Options) (Run, e
 		return Run{}, err
 	}
 	defer lim.Close()
-	p := lim.Params()
+	p, _ := lim.Params()
 	run := Run{Name: ls.Name, Params: p}
 	m := newMeter(c)
 	sh := newSheet(c, p)
