@@ -59,8 +59,4 @@ var (
 	// limiter's timeout ([WithTimeout]) or its context's deadline; the
 	// error also wraps context.DeadlineExceeded and the store's own.
 	ErrTimeout = errors.New("sluice: store call timed out")
-
-	// ErrWouldExceedDeadline reports, at once, a Wait that would sleep past
-	// its context's deadline; it also matches context.DeadlineExceeded.
-	ErrWouldExceedDeadline = errors.New("sluice: wait would exceed context deadline")
 )

@@ -231,7 +231,7 @@ func ExampleLimiter_Wait() {
 	defer cancel()
 	fmt.Println(lim.Wait(ctx, "api", 1)) // admitted at once
 	err = lim.Wait(ctx, "api", 1)        // would need a minute
-	fmt.Println(errors.Is(err, sluice.ErrWouldExceedDeadline))
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// <nil>
 	// true

@@ -146,8 +146,8 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 
 // Wait blocks until cost is admitted for key, and records it, sleeping on
 // the limiter's clock. It returns ctx's error if ctx ends first, and at
-// once an error wrapping [ErrWouldExceedDeadline] (and
-// context.DeadlineExceeded) if ctx's deadline comes before the earliest
+// once an error wrapping context.DeadlineExceeded ("sluice: wait would
+// exceed context deadline") if ctx's deadline comes before the earliest
 // admission. For the GCRA and the buckets, Wait books its turn with one
 // call to [Limiter.Reserve] and sleeps exactly until it: waiters on a key
 // are served in the order they booked, and a Wait whose ctx ends first
@@ -186,7 +186,7 @@ func (l *Limiter) waitOnce(ctx context.Context, key string, p *engine.Params, co
 		return err
 	}
 	if !r.Allowed {
-		return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, maxDelay+r.RetryAfter, context.DeadlineExceeded)
+		return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", key, maxDelay+r.RetryAfter, context.DeadlineExceeded)
 	}
 	return r.Wait(ctx)
 }
@@ -212,7 +212,7 @@ func (l *Limiter) poll(ctx context.Context, key string, cost float64) error {
 			return err
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
-			return fmt.Errorf("%w: %q needs %v: %w", ErrWouldExceedDeadline, key, d.RetryAfter, context.DeadlineExceeded)
+			return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", key, d.RetryAfter, context.DeadlineExceeded)
 		}
 		select {
 		case <-l.clock.clock.After(d.RetryAfter):

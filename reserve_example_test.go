@@ -163,7 +163,7 @@ func ExampleLimiter_Wait_deadline() {
 	defer cancel()
 	err = pace.Wait(short, "api", 1)
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, sluice.ErrWouldExceedDeadline), errors.Is(err, context.DeadlineExceeded))
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 
 	// A Wait that is given up while it sleeps gives its turn back.
 	giveUp, stop := context.WithCancel(ctx)
@@ -179,7 +179,7 @@ func ExampleLimiter_Wait_deadline() {
 	fmt.Println("the next turn is in", r.Delay)
 	// Output:
 	// sluice: wait would exceed context deadline: "api" needs 1s: context deadline exceeded
-	// true true
+	// true
 	// sleeps 1s
 	// context canceled
 	// the next turn is in 1.000000001s

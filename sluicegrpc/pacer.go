@@ -179,7 +179,9 @@ func (p *Pacer) wait(ctx context.Context, cc *grpc.ClientConn, method string, re
 	switch {
 	case err == nil:
 		return key, cost, nil
-	case errors.Is(err, sluice.ErrWouldExceedDeadline):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, sluice.ErrTimeout):
+		// The call's deadline comes before its turn (or has passed), not
+		// the store's.
 		return "", 0, status.Error(codes.DeadlineExceeded, err.Error())
 	case ctx.Err() != nil:
 		return "", 0, status.FromContextError(ctx.Err()).Err()

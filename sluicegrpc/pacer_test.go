@@ -155,3 +155,19 @@ func TestPacerReportsAFailingLimiterAsUnavailable(t *testing.T) {
 	_, err = sluicegrpc.NewPacer(nil)
 	require.ErrorIs(t, err, sluice.ErrInvalidConfig)
 }
+
+func TestPacerReportsAStoreThatTimesOutAsUnavailable(t *testing.T) {
+	// The limiter's timeout wraps context.DeadlineExceeded too, but it is
+	// the store's failure, not the call's deadline.
+	lim, err := sluice.NewGCRA(sluice.Per(1, pace), 1, sluice.WithStore(stalledStore{make(chan struct{}, 1)}), sluice.WithTimeout(10*time.Millisecond))
+	require.NoError(t, err)
+	pacer, err := sluicegrpc.NewPacer(lim)
+	require.NoError(t, err)
+	ts := newTestServer(t)
+	client := ts.overBufconn(t, grpc.WithChainUnaryInterceptor(pacer.Unary))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	requireCode(t, codes.Unavailable, err)
+	require.Zero(t, ts.served.Load())
+}

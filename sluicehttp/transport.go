@@ -19,9 +19,9 @@ import (
 // served in the order they booked their turns.
 //
 // A request whose context would end before its turn fails at once, and is
-// not sent, with an error wrapping [sluice.ErrWouldExceedDeadline] and
-// context.DeadlineExceeded; one whose context ends while it waits fails
-// with the context's error, its turn given back. A request whose key or
+// not sent, with an error wrapping context.DeadlineExceeded ("sluice:
+// wait would exceed context deadline"); one whose context ends while it
+// waits fails with the context's error, its turn given back. A request whose key or
 // cost cannot be computed, or that costs more than the limit, fails
 // without being sent, and so does every request while the store fails.
 // The body of a request that is not sent is closed, as the RoundTripper

@@ -47,7 +47,7 @@ func ExampleNewTransport() {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, apiServer.URL, nil)
 	_, err = client.Do(req)
-	fmt.Println("not sent:", errors.Is(err, sluice.ErrWouldExceedDeadline))
+	fmt.Println("not sent:", errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// 200 OK
 	// 200 OK
@@ -86,7 +86,7 @@ func ExampleLearn() {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, apiServer.URL, nil)
 	_, err = client.Do(req)
-	fmt.Println("held back, not sent:", errors.Is(err, sluice.ErrWouldExceedDeadline))
+	fmt.Println("held back, not sent:", errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// 429 Too Many Requests
 	// held back, not sent: true
