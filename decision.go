@@ -51,10 +51,6 @@ type Decision struct {
 	Blocked bool
 }
 
-// Full reports whether no allowance is left after the request: for Fillup,
-// whether the fill-up reached capacity.
-func (d Decision) Full() bool { return d.Remaining <= 0 }
-
 // decided is d as the store contract's decision, which has d's fields: a
 // store decides into the caller's Decision in place.
 func decided(d *Decision) *engine.Decision { return (*engine.Decision)(d) }

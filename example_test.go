@@ -95,7 +95,7 @@ func ExampleLimiter_Fillup() {
 	ctx := context.Background()
 	for _, cost := range []float64{1, 1.5, 2} {
 		d, _ := meter.Fillup(ctx, "job", cost)
-		fmt.Printf("level %.1f full=%v empty in %v\n", d.Used, d.Full(), d.ResetAfter)
+		fmt.Printf("level %.1f full=%v empty in %v\n", d.Used, d.Remaining <= 0, d.ResetAfter)
 	}
 	// Output:
 	// level 1.0 full=false empty in 666.666667ms
