@@ -18,10 +18,8 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-// SystemClock returns the clock of the operating system (time.Now and
-// time.After).
-func SystemClock() Clock { return systemClock{} }
-
+// systemClock is the clock of the operating system (time.Now and
+// time.After), every limiter's unless [WithClock] gives another.
 type systemClock struct{}
 
 func (systemClock) Now() time.Time                         { return time.Now() }

@@ -52,7 +52,7 @@ func build(p engine.Params, opts []Option, perKey bool) (*Limiter, error) {
 		}
 	}
 	if s.clock == nil {
-		s.clock = SystemClock()
+		s.clock = systemClock{}
 	}
 	switch {
 	case perKey && s.params != engine.Params{}:

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
@@ -110,7 +111,7 @@ func TestAStoppedProcessDoesNotActOnItsStaleTurns(t *testing.T) {
 					acts []time.Duration
 					wg   sync.WaitGroup
 				)
-				for _, lim := range []*sluice.Limiter{newProcess(stopped), newProcess(sluice.SystemClock())} {
+				for _, lim := range []*sluice.Limiter{newProcess(stopped), newProcess(clock.New())} {
 					for range 16 {
 						wg.Go(func() {
 							for lim.Wait(ctx, "api", 1) == nil {

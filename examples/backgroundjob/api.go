@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/sluice-go/sluice"
 )
 
 // errTooManyCalls is the simulated API's answer to a call over its limit,
@@ -18,7 +16,6 @@ var errTooManyCalls = errors.New("third-party API: 429 Too Many Requests")
 // refuses (without waiting) a call that arrives when it already accepted
 // limit calls within the last window, as a strict real one would.
 type thirdPartyAPI struct {
-	clock   sluice.Clock
 	limit   int
 	window  time.Duration
 	latency time.Duration
@@ -35,7 +32,7 @@ func (a *thirdPartyAPI) Call(ctx context.Context) error {
 		return err
 	}
 	select {
-	case <-a.clock.After(a.latency):
+	case <-time.After(a.latency):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -45,7 +42,7 @@ func (a *thirdPartyAPI) Call(ctx context.Context) error {
 func (a *thirdPartyAPI) arrive() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.clock.Now() // under the lock, so that arrivals stay in order
+	now := time.Now() // under the lock, so that arrivals stay in order
 	a.arrivals = append(a.arrivals, now)
 	recent := 0
 	for i := len(a.accepted) - 1; i >= 0 && now.Sub(a.accepted[i]) < a.window; i-- {

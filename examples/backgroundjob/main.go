@@ -76,9 +76,8 @@ func run(ctx context.Context, jobs, workers int, redisAddr string, out io.Writer
 	}
 	defer pace.Close()
 
-	clock := sluice.SystemClock()
-	api := newAPI(clock)
-	p := &pool{pace: pace, api: api, clock: clock, workers: workers, out: out}
+	api := newAPI()
+	p := &pool{pace: pace, api: api, workers: workers, out: out}
 	if err := p.drain(ctx, jobs); err != nil {
 		return err
 	}
@@ -110,9 +109,9 @@ func newPace(opts ...sluice.Option) (*sluice.Limiter, error) {
 // rather than queue without end.
 const maxWait = time.Minute
 
-// newAPI returns the simulated third-party API, on clock.
-func newAPI(clock sluice.Clock) *thirdPartyAPI {
-	return &thirdPartyAPI{clock: clock, limit: apiLimit, window: apiWindow, latency: apiLatency}
+// newAPI returns the simulated third-party API.
+func newAPI() *thirdPartyAPI {
+	return &thirdPartyAPI{limit: apiLimit, window: apiWindow, latency: apiLatency}
 }
 
 // pool is a set of workers draining a queue of API calls at the pace of
@@ -120,7 +119,6 @@ func newAPI(clock sluice.Clock) *thirdPartyAPI {
 type pool struct {
 	pace    *sluice.Limiter
 	api     *thirdPartyAPI
-	clock   sluice.Clock
 	workers int
 	start   time.Time // when drain began: the times reported count from it
 
@@ -152,7 +150,7 @@ func (p *pool) drain(ctx context.Context, jobs int) error {
 			}
 		}
 	}()
-	p.start = p.clock.Now()
+	p.start = time.Now()
 	var wg sync.WaitGroup
 	for worker := 1; worker <= p.workers; worker++ {
 		wg.Go(func() {
@@ -203,7 +201,7 @@ func (p *pool) call(ctx context.Context, job, worker int) error {
 }
 
 // elapsed returns the time since the drain began.
-func (p *pool) elapsed() time.Duration { return p.clock.Now().Sub(p.start) }
+func (p *pool) elapsed() time.Duration { return time.Since(p.start) }
 
 // made records and reports c, a call just made.
 func (p *pool) made(c call) {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluice-go/sluice"
 )
 
 // In a synctest bubble the system clock is simulated: time moves only when
@@ -26,9 +24,8 @@ func newTestPool(t *testing.T, workers int, out *strings.Builder) (*pool, *third
 	pace, err := newPace()
 	require.NoError(t, err)
 	t.Cleanup(func() { pace.Close() })
-	clock := sluice.SystemClock()
-	a := newAPI(clock)
-	return &pool{pace: pace, api: a, clock: clock, workers: workers, out: out}, a
+	a := newAPI()
+	return &pool{pace: pace, api: a, workers: workers, out: out}, a
 }
 
 // requireCallsAtTheirTurns requires that calls, in the order they were

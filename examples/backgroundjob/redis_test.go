@@ -25,8 +25,7 @@ import (
 func TestProcessesSharingRedisKeepOnePace(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	synctest.Test(t, func(t *testing.T) {
-		clock := sluice.SystemClock()
-		api := newAPI(clock)
+		api := newAPI()
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		pools := make([]*pool, 2)
@@ -38,7 +37,7 @@ func TestProcessesSharingRedisKeepOnePace(t *testing.T) {
 			pace, err := newPace(sluice.WithStore(st))
 			require.NoError(t, err)
 			defer pace.Close()
-			pools[proc] = &pool{pace: pace, api: api, clock: clock, workers: 2, out: &strings.Builder{}}
+			pools[proc] = &pool{pace: pace, api: api, workers: 2, out: &strings.Builder{}}
 			wg.Go(func() { errs[proc] = pools[proc].drain(t.Context(), 10) })
 		}
 		wg.Wait()
