@@ -23,7 +23,7 @@ func benchLimiters(b *testing.B, limit float64, opts ...sluice.Option) map[strin
 		}
 		return l
 	}
-	rate := sluice.PerHour(min(limit, 3600))
+	rate := sluice.Per(min(limit, 3600), time.Hour)
 	with := func(o ...sluice.Option) []sluice.Option { return append(o, opts...) }
 	return map[string]*sluice.Limiter{
 		"LeakyBucket":    must(sluice.NewLeakyBucket(limit, rate, opts...)),
@@ -115,7 +115,7 @@ func benchAllow(b *testing.B, opts ...sluice.Option) {
 // lookup that returns one limiter (what looking up costs sluice) and one
 // that reads each key's plan from a map (a lookup as users write them).
 func BenchmarkAllowPerKey(b *testing.B) {
-	rate := sluice.PerHour(3600)
+	rate := sluice.Per(3600, time.Hour)
 	fixed, err := sluice.NewGCRA(rate, 1e9)
 	if err != nil {
 		b.Fatal(err)

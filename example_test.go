@@ -106,7 +106,7 @@ func ExampleLimiter_Fillup() {
 // CanAccept checks without spending; Allow checks and spends atomically.
 func ExampleLimiter_CanAccept() {
 	fake := newExampleClock()
-	budget, err := sluice.NewLeakyBucket(100, sluice.PerHour(100), sluice.WithClock(fake))
+	budget, err := sluice.NewLeakyBucket(100, sluice.Per(100, time.Hour), sluice.WithClock(fake))
 	if err != nil {
 		panic(err)
 	}
@@ -239,7 +239,7 @@ func ExampleLimiter_Wait() {
 
 func ExampleLimiter_Reset() {
 	fake := newExampleClock()
-	logins, err := sluice.NewGCRA(sluice.PerHour(5), 5, sluice.WithClock(fake))
+	logins, err := sluice.NewGCRA(sluice.Per(5, time.Hour), 5, sluice.WithClock(fake))
 	if err != nil {
 		panic(err)
 	}
@@ -323,7 +323,7 @@ func ExampleLimiter_Allow() {
 }
 
 func ExamplePer() {
-	fmt.Println(sluice.Per(1000, 30*24*time.Hour), sluice.PerSecond(10), sluice.PerMinute(2.5), sluice.PerHour(60))
+	fmt.Println(sluice.Per(1000, 30*24*time.Hour), sluice.PerSecond(10), sluice.PerMinute(2.5), sluice.Per(60, time.Hour))
 	// Output:
 	// 1000/720h0m0s 10/1s 2.5/1m0s 60/1h0m0s
 }

@@ -409,7 +409,7 @@ func TestInvalidConfigurationIsAnError(t *testing.T) {
 		"GCRA/FasterThanNanosecond": func() (any, error) { return sluice.NewGCRA(sluice.PerSecond(2e9), 1) },
 		"GCRA/ZeroBurst":            func() (any, error) { return sluice.NewGCRA(sluice.PerSecond(1), 0) },
 		"GCRA/NaNBurst":             func() (any, error) { return sluice.NewGCRA(sluice.PerSecond(1), nan) },
-		"GCRA/BurstTooLong":         func() (any, error) { return sluice.NewGCRA(sluice.PerHour(1), 1e9) },
+		"GCRA/BurstTooLong":         func() (any, error) { return sluice.NewGCRA(sluice.Per(1, time.Hour), 1e9) },
 		"GCRA/IntervalRefillOption": func() (any, error) {
 			return sluice.NewGCRA(sluice.PerSecond(1), 1, sluice.WithIntervalRefill())
 		},
@@ -419,7 +419,7 @@ func TestInvalidConfigurationIsAnError(t *testing.T) {
 		"LeakyBucket/InfCapacity":     func() (any, error) { return sluice.NewLeakyBucket(inf, sluice.PerSecond(1)) },
 		"LeakyBucket/ZeroLeak":        func() (any, error) { return sluice.NewLeakyBucket(1, sluice.PerSecond(0)) },
 		"LeakyBucket/NaNLeak":         func() (any, error) { return sluice.NewLeakyBucket(1, sluice.PerSecond(nan)) },
-		"LeakyBucket/DrainTooLong":    func() (any, error) { return sluice.NewLeakyBucket(1e12, sluice.PerHour(1)) },
+		"LeakyBucket/DrainTooLong":    func() (any, error) { return sluice.NewLeakyBucket(1e12, sluice.Per(1, time.Hour)) },
 		"TokenBucket/ZeroRate":        func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(0), 0) },
 		"TokenBucket/NegativeBurst":   func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(1), -1) },
 		"TokenBucket/NaNBurst":        func() (any, error) { return sluice.NewTokenBucket(sluice.PerSecond(1), nan) },

@@ -10,7 +10,7 @@ import (
 )
 
 // Rate is an amount per period: 10 requests per second, 1000 units per 30
-// days. Build one with [PerSecond], [PerMinute], [PerHour] or [Per].
+// days. Build one with [PerSecond], [PerMinute] or [Per].
 type Rate struct {
 	// Amount is how much cost the rate allows per Period: finite and
 	// positive. It may be fractional.
@@ -27,9 +27,6 @@ func PerSecond(amount float64) Rate { return Per(amount, time.Second) }
 
 // PerMinute returns the rate of amount per minute.
 func PerMinute(amount float64) Rate { return Per(amount, time.Minute) }
-
-// PerHour returns the rate of amount per hour.
-func PerHour(amount float64) Rate { return Per(amount, time.Hour) }
 
 // String formats the rate for logs, as in "10/1s".
 func (r Rate) String() string {

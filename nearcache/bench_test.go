@@ -3,6 +3,7 @@ package nearcache_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/nearcache"
@@ -17,7 +18,7 @@ func BenchmarkCachedDenial(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lim, err := sluice.NewGCRA(sluice.PerHour(1), 1, sluice.WithStore(st))
+	lim, err := sluice.NewGCRA(sluice.Per(1, time.Hour), 1, sluice.WithStore(st))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func ExampleWithReplicaAcks() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := sluice.NewTokenBucket(sluice.PerHour(5), 5, sluice.WithStore(st))
+	lim, err := sluice.NewTokenBucket(sluice.Per(5, time.Hour), 5, sluice.WithStore(st))
 	if err != nil {
 		log.Fatal(err)
 	}

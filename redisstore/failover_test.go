@@ -96,7 +96,7 @@ type admission struct {
 // fails with ErrNotReplicated was made, and counts as a success for the
 // recovery, but not as an admission.
 func decideThroughFailover(t *testing.T, st *redisstore.Store, kill, failover func(), acked bool) failoverFigures {
-	lim, err := sluice.NewTokenBucket(sluice.PerHour(failoverLimit), failoverLimit, sluice.WithStore(st))
+	lim, err := sluice.NewTokenBucket(sluice.Per(failoverLimit, time.Hour), failoverLimit, sluice.WithStore(st))
 	require.NoError(t, err)
 	keys := make([]string, failoverKeys)
 	for i := range keys {
