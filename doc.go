@@ -38,7 +38,7 @@
 // count, and [NewGroup] decides a request against several limiters as
 // one: recorded in all of them, or in none.
 //
-// State lives in a [engine.Store]: by default an in-process [MemStore]; the
+// State lives in an [engine.Store]: by default an in-process [MemStore]; the
 // modules github.com/sluice-go/sluice/redisstore and .../pgstore share
 // limits between processes, with the same atomic decisions.
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // A Limiter decides whether requests on a key conform to one algorithm's
-// limit, keeping each key's state in a [engine.Store] (by default its own
+// limit, keeping each key's state in an [engine.Store] (by default its own
 // [MemStore]). Build one with an algorithm's constructor: [NewGCRA],
 // [NewTokenBucket], [NewLeakyBucket], [NewFixedWindow], [NewSlidingLog]
 // or [NewSlidingCounter], or, for how many at once rather than how often,

@@ -14,9 +14,9 @@ import (
 	"github.com/sluice-go/sluice/engine"
 )
 
-// MemStore is the in-memory [engine.Store], and every limiter's default. It is
-// safe for concurrent use, and a decision on a key it holds allocates
-// nothing.
+// MemStore is the in-memory [engine.Store], and every limiter's default.
+// It is safe for concurrent use, and a decision on a key it holds
+// allocates nothing.
 //
 // Keys are spread over shards, each with its own mutex, and known by 120
 // bits of one hash of their bytes under secrets drawn per store, not by

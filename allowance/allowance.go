@@ -128,7 +128,7 @@ type Config struct {
 	MaxKeys int
 }
 
-// Store is a [engine.Store] that leases allowance from a remote store, as
+// Store is an [engine.Store] that leases allowance from a remote store, as
 // the package comment explains. It is safe for concurrent use. It
 // implements [engine.GroupStore] when the remote store does: a group
 // decision goes to the remote store.

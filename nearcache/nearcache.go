@@ -97,7 +97,7 @@ type Config struct {
 	MaxKeys int
 }
 
-// Store is a [engine.Store] that answers the remote store's recent
+// Store is an [engine.Store] that answers the remote store's recent
 // denials itself, as the package comment explains. It is safe for
 // concurrent use.
 type Store struct {

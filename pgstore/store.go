@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-go/sluice/pgstore/internal/sqlgen"
 )
 
-// Store is a [engine.Store] that keeps limiters' state in one PostgreSQL
+// Store is an [engine.Store] that keeps limiters' state in one PostgreSQL
 // table, one row per key. It is safe for concurrent use, by any number of
 // processes sharing the table.
 //

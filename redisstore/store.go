@@ -17,7 +17,7 @@ import (
 // integers are exact below 2^53.
 const maxSpan = 1 << 53
 
-// Store is a [engine.Store] that keeps each key's state in one Redis string
+// Store is an [engine.Store] that keeps each key's state in one Redis string
 // and runs every decision as one call (FCALL) of a function of its Lua
 // library, which it loads wherever a server lacks it. It needs Redis 7.0
 // or Valkey 7.2 or later. It is safe for concurrent use, and recovers by

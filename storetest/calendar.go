@@ -117,7 +117,7 @@ func calendarGap(rng *rand.Rand, w int64) int64 {
 // by the system's clock (which the store's clock must be within minutes
 // of), counts in the window that holds it, and refuses windows that do
 // not hold it with [sluice.ErrTimeOutOfRange], recording nothing, for a
-// single key and, if st is a [engine.GroupStore], a group.
+// single key and, if st is an [engine.GroupStore], a group.
 func RunServerClockCalendar(t *testing.T, st engine.Store) {
 	ctx := context.Background()
 	key := uniquePrefix() + "calendar"
