@@ -23,6 +23,7 @@ func TestUsualVerbsInlineAtTheCaller(t *testing.T) {
 		"(*Limiter).CanAccept",
 		"(*Limiter).Fillup",
 		"(*Limiter).AllowAtMost",
+		"(*Limiter).Reserve", // its Reservation then lives on the caller's stack
 		"(*Group).Allow",
 		"(*Group).CanAccept",
 	} {

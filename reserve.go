@@ -41,12 +41,17 @@ type Reservation struct {
 // books only what Allow would admit now. The GCRA and the buckets reserve;
 // the window algorithms return an error wrapping [ErrUnsupported].
 func (l *Limiter) Reserve(ctx context.Context, key string, cost float64, maxDelay time.Duration) (*Reservation, error) {
-	r := new(Reservation)
+	r := new(Reservation) // on the caller's stack when Reserve is inlined
+	return r, l.reserveOf(ctx, key, cost, maxDelay, r)
+}
+
+// reserveOf books into *r, which is zero, under key's limit.
+func (l *Limiter) reserveOf(ctx context.Context, key string, cost float64, maxDelay time.Duration, r *Reservation) error {
 	p, err := l.limitOf(ctx, key)
 	if err != nil {
-		return r, err
+		return err
 	}
-	return r, l.reserve(ctx, key, p, cost, maxDelay, r)
+	return l.reserve(ctx, key, p, cost, maxDelay, r)
 }
 
 // reserve books under p into *r, which is zero.

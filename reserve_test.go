@@ -227,3 +227,30 @@ func TestAReservationMadeElsewhereWaitsAndCancelsWithoutPanicking(t *testing.T) 
 		require.Equal(t, time.Second, time.Since(begin))
 	})
 }
+
+func TestTurnBookedAndGivenBackInMemoryAllocatesNothing(t *testing.T) {
+	for name, perKey := range map[string]bool{"fixed": false, "per key": true} {
+		t.Run(name, func(t *testing.T) {
+			lim, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithClock(newMock()))
+			require.NoError(t, err)
+			if perKey {
+				limit := lim
+				lim, err = sluice.NewPerKey(func(context.Context, string) (*sluice.Limiter, error) { return limit, nil },
+					sluice.WithClock(newMock()))
+				require.NoError(t, err)
+			}
+			defer lim.Close()
+			ctx := context.Background()
+			allocs := testing.AllocsPerRun(1000, func() {
+				r, err := lim.Reserve(ctx, "k", 1, time.Second)
+				if err != nil || !r.Allowed {
+					t.Fatal(err, r.Allowed)
+				}
+				if err := r.Cancel(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+			require.Zero(t, allocs)
+		})
+	}
+}
