@@ -10,10 +10,10 @@ import (
 // keyHash names keys in one pass over their bytes: two lanes of
 // multiply-and-fold mixing, each under secrets of its own, read the same
 // words, so a key's 120-bit identity costs one read of the key and four
-// independent multiplications when it is at most 16 bytes long (most keys:
-// an address, a user or tenant id). The secrets are drawn when a store is
-// made; without them, nobody can choose keys that collide or that pile
-// into one shard.
+// multiplications, two per lane, the lanes side by side, when it is at
+// most 16 bytes long (most keys: an address, a user or tenant id). The
+// secrets are drawn when a store is made; without them, nobody can choose
+// keys that collide or that pile into one shard.
 //
 // Each lane folds a 64x64-bit product into 64 bits, high half xor low
 // half, so that every output bit depends on every input bit; the key's
