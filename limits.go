@@ -274,7 +274,7 @@ func (g *Group) waitOnce(ctx context.Context, keys []string, cost float64) error
 		return err
 	}
 	if !r.Allowed {
-		return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", keys, maxDelay+r.RetryAfter, context.DeadlineExceeded)
+		return pastDeadline(keys, maxDelay+r.RetryAfter)
 	}
 	return r.Wait(ctx)
 }

@@ -25,20 +25,29 @@ func keysOfEveryLength(r *rand.Rand) []string {
 	return keys
 }
 
-func TestKeyHashReadsEveryBitOfTheKey(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	h := newKeyHash()
-	for _, key := range keysOfEveryLength(r) {
-		id := h.id(key)
-		require.Equal(t, id, h.id(strings.Clone(key)), "same key, same identity")
+// eachBitFlipped calls f with each key of keys and, in turn, the key with
+// one of its bits flipped, and that bit's index.
+func eachBitFlipped(keys []string, f func(key, flipped string, bit int)) {
+	for _, key := range keys {
 		for i := range len(key) * 8 {
 			b := []byte(key)
 			b[i/8] ^= 1 << (i % 8)
-			flipped := h.id(string(b))
-			require.NotEqual(t, id.lo, flipped.lo, "lane 0 ignores bit %d of a %d-byte key", i, len(key))
-			require.NotEqual(t, id.hi, flipped.hi, "lane 1 ignores bit %d of a %d-byte key", i, len(key))
+			f(key, string(b), i)
 		}
 	}
+}
+
+func TestKeyHashReadsEveryBitOfTheKey(t *testing.T) {
+	h := newKeyHash()
+	keys := keysOfEveryLength(rand.New(rand.NewPCG(1, 2)))
+	for _, key := range keys {
+		require.Equal(t, h.id(key), h.id(strings.Clone(key)), "same key, same identity")
+	}
+	eachBitFlipped(keys, func(key, flipped string, bit int) {
+		id, f := h.id(key), h.id(flipped)
+		require.NotEqual(t, id.lo, f.lo, "lane 0 ignores bit %d of a %d-byte key", bit, len(key))
+		require.NotEqual(t, id.hi, f.hi, "lane 1 ignores bit %d of a %d-byte key", bit, len(key))
+	})
 }
 
 func TestKeyHashTellsLengthsApart(t *testing.T) {
@@ -108,21 +117,15 @@ func TestKeyHashSpreadsKeysEvenly(t *testing.T) {
 // each lane's bits should change, as in an ideal hash (within 0.01 of a
 // half over many flips).
 func TestKeyHashAvalanches(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
 	h := newKeyHash()
 	var changed [2]float64
 	flips := 0
-	for _, key := range keysOfEveryLength(r) {
-		id := h.id(key)
-		for i := range len(key) * 8 {
-			b := []byte(key)
-			b[i/8] ^= 1 << (i % 8)
-			f := h.id(string(b))
-			changed[0] += float64(bits.OnesCount64(id.lo^f.lo)) / 64
-			changed[1] += float64(bits.OnesCount64(id.hi^f.hi)) / 56
-			flips++
-		}
-	}
+	eachBitFlipped(keysOfEveryLength(rand.New(rand.NewPCG(5, 6))), func(key, flipped string, _ int) {
+		id, f := h.id(key), h.id(flipped)
+		changed[0] += float64(bits.OnesCount64(id.lo^f.lo)) / 64
+		changed[1] += float64(bits.OnesCount64(id.hi^f.hi)) / 56
+		flips++
+	})
 	for lane, c := range changed {
 		require.Less(t, math.Abs(c/float64(flips)-0.5), 0.01, "lane %d", lane)
 	}

@@ -191,9 +191,15 @@ func (l *Limiter) waitOnce(ctx context.Context, key string, p *engine.Params, co
 		return err
 	}
 	if !r.Allowed {
-		return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", key, maxDelay+r.RetryAfter, context.DeadlineExceeded)
+		return pastDeadline(key, maxDelay+r.RetryAfter)
 	}
 	return r.Wait(ctx)
+}
+
+// pastDeadline is Wait's error, returned at once, when the turn of what
+// (a key, or a group's keys) comes need after its context's deadline.
+func pastDeadline(what any, need time.Duration) error {
+	return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", what, need, context.DeadlineExceeded)
 }
 
 // untilDeadline returns the longest delay a turn booked under ctx may
@@ -217,7 +223,7 @@ func (l *Limiter) poll(ctx context.Context, key string, cost float64) error {
 			return err
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
-			return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", key, d.RetryAfter, context.DeadlineExceeded)
+			return pastDeadline(key, d.RetryAfter)
 		}
 		select {
 		case <-l.clock.clock.After(d.RetryAfter):
