@@ -93,11 +93,10 @@ type Event struct {
 // an Event made otherwise (a test's literal) is classified from Decision
 // and Err alone, and is "canceled" only if Err wraps context.Canceled.
 func (e Event) Outcome() string {
-	o := e.outcome
-	if o == 0 {
-		o = classify(context.Background(), e.Decision.Allowed, e.Err)
+	if e.outcome == 0 {
+		return outcomeNames[classify(nil, e.Decision.Allowed, e.Err)]
 	}
-	return outcomeNames[o]
+	return outcomeNames[e.outcome]
 }
 
 // outcome is the classification Event.Outcome returns: an index in
@@ -123,7 +122,9 @@ var outcomeNames = [...]string{
 }
 
 // classify returns the outcome of a decision that returned allowed and
-// err, on a call whose context was ctx.
+// err, on a call whose context was ctx, or nil for an Event that no
+// limiter made (nil keeps Event.Outcome small enough to be inlined, so
+// that an adapter reading it per decision does not copy the Event).
 func classify(ctx context.Context, allowed bool, err error) outcome {
 	switch {
 	case err == nil && allowed:
@@ -138,7 +139,7 @@ func classify(ctx context.Context, allowed bool, err error) outcome {
 		// Before the context's state: a request refused as wrong was
 		// decided, not abandoned, even if its caller has gone since.
 		return outcomeInvalid
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+	case errors.Is(err, context.Canceled) || ctx != nil && ctx.Err() != nil:
 		// A client whose caller went away may say so in its own words.
 		return outcomeCanceled
 	}
