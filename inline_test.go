@@ -26,7 +26,7 @@ func TestUsualVerbsInlineAtTheCaller(t *testing.T) {
 		"(*Limiter).Reserve", // its Reservation then lives on the caller's stack
 		"(*Group).Allow",
 		"(*Group).CanAccept",
-		"Event.Outcome", // read per decision by the metrics adapters
+		"(*Event).Outcome", // read per decision by the metrics adapters
 	} {
 		t.Run(verb, func(t *testing.T) {
 			require.Contains(t, string(out), ": can inline "+verb+"\n", "the compiler no longer inlines %s", verb)

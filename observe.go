@@ -92,7 +92,7 @@ type Event struct {
 // classifies its Event when it makes it, knowing the decision's context;
 // an Event made otherwise (a test's literal) is classified from Decision
 // and Err alone, and is "canceled" only if Err wraps context.Canceled.
-func (e Event) Outcome() string {
+func (e *Event) Outcome() string {
 	if e.outcome == 0 {
 		return outcomeNames[classify(nil, e.Decision.Allowed, e.Err)]
 	}
