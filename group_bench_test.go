@@ -65,3 +65,32 @@ func BenchmarkGroup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGroupReserve measures a turn booked at once on two limits that
+// reserve (Group.Reserve: a GCRA per client and a token bucket for
+// everyone), on the in-memory store, over 1,000 clients whose keys are all
+// held.
+func BenchmarkGroupReserve(b *testing.B) {
+	ctx := context.Background()
+	st := sluice.NewMemStore(sluice.MemStoreConfig{})
+	defer st.Close()
+	perSecond, err1 := sluice.NewGCRA(sluice.PerSecond(10), 1e8, sluice.WithStore(st))
+	global, err2 := sluice.NewTokenBucket(sluice.PerSecond(5000), 1e12, sluice.WithStore(st))
+	if err := errors.Join(err1, err2); err != nil {
+		b.Fatal(err)
+	}
+	group, err := sluice.NewGroup(perSecond, global)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([][]string, 1000)
+	for c := range keys {
+		keys[c] = []string{"s:" + strconv.Itoa(c), "g:"}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if r, err := group.Reserve(ctx, keys[i%len(keys)], 1, time.Second); err != nil || !r.Allowed || r.Delay != 0 {
+			b.Fatal(r.Allowed, r.Delay, err)
+		}
+	}
+}

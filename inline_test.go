@@ -26,6 +26,7 @@ func TestUsualVerbsInlineAtTheCaller(t *testing.T) {
 		"(*Limiter).Reserve", // its Reservation then lives on the caller's stack
 		"(*Group).Allow",
 		"(*Group).CanAccept",
+		"(*Group).Reserve", // and its GroupReservation
 		"(*Event).Outcome", // read per decision by the metrics adapters
 	} {
 		t.Run(verb, func(t *testing.T) {

@@ -206,14 +206,20 @@ type GroupReservation struct {
 // limit, if it comes within maxDelay, in all of them, as [Limiter.Reserve]
 // does for one. Every limiter must reserve (GCRA, leaky or token bucket).
 func (g *Group) Reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration) (*GroupReservation, error) {
-	r := &GroupReservation{g: g, keys: keys, cost: cost}
+	r := new(GroupReservation) // on the caller's stack when Reserve is inlined
+	return r, g.reserve(ctx, keys, cost, maxDelay, r)
+}
+
+// reserve books into *r, which is zero.
+func (g *Group) reserve(ctx context.Context, keys []string, cost float64, maxDelay time.Duration, r *GroupReservation) error {
+	r.g, r.keys, r.cost = g, keys, cost
 	now := g.first.clock.now()
 	err := g.decide(ctx, &r.GroupDecision, keys, engine.Op{Verb: engine.VerbReserve, Cost: cost, Now: now, MaxDelay: int64(maxDelay)}, nil, note{})
 	r.act = now + int64(r.Delay)
 	if g.mem == nil {
 		r.ready = g.first.clock.now()
 	}
-	return r, err
+	return err
 }
 
 // Wait is [Reservation.Wait] on the group's clock: it gives the
