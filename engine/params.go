@@ -261,10 +261,21 @@ func (p *Params) invalid(why string) error {
 // Check reports whether op can run under p, as Step checks it: op.Now
 // with [CheckTime], the rest with [Params.CheckOp].
 func (p *Params) Check(op Op) error {
-	if p.Usual(op.Verb, op.Cost, op.Now) && op.At == 0 && op.MaxDelay == 0 {
+	if p.Usual(op.Verb, op.Cost, op.Now) && op.At == 0 && op.MaxDelay == 0 || p.booking(&op) {
 		return nil
 	}
 	return p.check(op)
+}
+
+// booking reports whether op is a reservation or a cancel that check
+// accepts, under valid Params that book (never a calendar window): a turn
+// booked and given back (each Wait of a GCRA or a bucket books one) is
+// checked in a few comparisons, not by every rule of check. Limit is
+// finite, so the bounds on the cost also rule out NaN and infinities.
+func (p *Params) booking(op *Op) bool {
+	return (op.Verb == VerbReserve || op.Verb == VerbCancel) && p.Reservable() &&
+		op.Cost >= 0 && op.Cost <= p.Limit && uint64(op.Now) <= maxTime && uint64(op.At) <= maxTime+maxSpan &&
+		(op.Verb == VerbCancel || uint64(op.MaxDelay) <= maxSpan)
 }
 
 func (p *Params) check(op Op) error {

@@ -33,3 +33,45 @@ func TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestBookingsAreExactlyTheAcceptedReservationsAndCancels pins Check's
+// shortcut for the shaping verbs: on the edges of every check, a
+// reservation or a cancel under Params that book takes the shortcut iff
+// the full checks accept it, and no other op, nor any op of the other
+// algorithms (a calendar window's included), does.
+func TestBookingsAreExactlyTheAcceptedReservationsAndCancels(t *testing.T) {
+	costs := []float64{0, 1, 5, math.Nextafter(5, 6), -1, math.NaN(), math.Inf(1), math.Inf(-1)}
+	times := []int64{0, maxTime, maxTime + 1, -1, math.MaxInt64}
+	instants := []int64{0, 1, maxTime + maxSpan, maxTime + maxSpan + 1, -1, math.MinInt64}
+	delays := []int64{0, maxSpan, maxSpan + 1, -1}
+	verbs := []Verb{VerbAllow, VerbCheck, VerbFill, VerbReserve, VerbCancel, VerbAtMost, VerbExhaust, VerbExtend}
+	calendar := Params{Kind: KindFixedWindow, Limit: 5, Interval: 10, Windows: [4]int64{0, 10, 20, 30}}
+	for _, p := range []Params{
+		{Kind: KindGCRA, Limit: 5, Interval: 1e8},
+		{Kind: KindLeakyBucket, Limit: 5, Interval: 1e9, Amount: 1},
+		{Kind: KindTokenBucket, Limit: 5, Interval: 1e9, Amount: 1},
+		{Kind: KindFixedWindow, Limit: 5, Interval: 1e9},
+		{Kind: KindConcurrency, Limit: 5, Interval: 1e9, MaxEntries: 5},
+		calendar,
+	} {
+		require.NoError(t, p.Validate(), "%v", p.Kind)
+		books := p.Reservable()
+		for _, verb := range verbs {
+			for _, cost := range costs {
+				for _, now := range times {
+					for _, at := range instants {
+						for _, delay := range delays {
+							op := Op{Verb: verb, Cost: cost, Now: now, At: at, MaxDelay: delay}
+							accepted := p.check(op) == nil
+							want := accepted && books && (verb == VerbReserve || verb == VerbCancel)
+							require.Equal(t, want, p.booking(&op), "%v %+v", p.Kind, op)
+							if p.booking(&op) {
+								require.NoError(t, p.Check(op), "%v %+v", p.Kind, op)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
