@@ -12,8 +12,10 @@ import (
 
 // BenchmarkGroup measures a request decided against 2 and 3 limits at once
 // (Group.Allow) beside the same limits decided one after the other with
-// Allow (which a group replaces), on the in-memory store, over 1,000
-// clients whose keys are all held, on the admit path.
+// Allow (which a group replaces), and a turn booked at once on the two
+// limits that reserve, the GCRA per client and the shared token bucket
+// (Group.Reserve), on the in-memory store, over 1,000 clients whose keys
+// are all held, on the admit path.
 func BenchmarkGroup(b *testing.B) {
 	ctx := context.Background()
 	st := sluice.NewMemStore(sluice.MemStoreConfig{})
@@ -64,33 +66,20 @@ func BenchmarkGroup(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkGroupReserve measures a turn booked at once on two limits that
-// reserve (Group.Reserve: a GCRA per client and a token bucket for
-// everyone), on the in-memory store, over 1,000 clients whose keys are all
-// held.
-func BenchmarkGroupReserve(b *testing.B) {
-	ctx := context.Background()
-	st := sluice.NewMemStore(sluice.MemStoreConfig{})
-	defer st.Close()
-	perSecond, err1 := sluice.NewGCRA(sluice.PerSecond(10), 1e8, sluice.WithStore(st))
-	global, err2 := sluice.NewTokenBucket(sluice.PerSecond(5000), 1e12, sluice.WithStore(st))
-	if err := errors.Join(err1, err2); err != nil {
-		b.Fatal(err)
-	}
-	group, err := sluice.NewGroup(perSecond, global)
+	booking, err := sluice.NewGroup(perSecond, global)
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys := make([][]string, 1000)
-	for c := range keys {
-		keys[c] = []string{"s:" + strconv.Itoa(c), "g:"}
+	keys := make([][]string, len(clients))
+	for c := range clients {
+		keys[c] = []string{"s:" + clients[c], "g:"}
 	}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if r, err := group.Reserve(ctx, keys[i%len(keys)], 1, time.Second); err != nil || !r.Allowed || r.Delay != 0 {
-			b.Fatal(r.Allowed, r.Delay, err)
+	b.Run("Reserve", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if r, err := booking.Reserve(ctx, keys[i%len(keys)], 1, time.Second); err != nil || !r.Allowed || r.Delay != 0 {
+				b.Fatal(r.Allowed, r.Delay, err)
+			}
 		}
-	}
+	})
 }

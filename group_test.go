@@ -121,28 +121,6 @@ func TestAGroupWaitBooksOneInstantForEveryLimit(t *testing.T) {
 	require.Equal(t, 600*time.Millisecond, r.Delay)
 }
 
-func TestGroupTurnBookedAndGivenBackInMemoryAllocatesNothing(t *testing.T) {
-	ctx := context.Background()
-	st := sluice.NewMemStore(sluice.MemStoreConfig{})
-	fast, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithStore(st), sluice.WithClock(newMock()))
-	require.NoError(t, err)
-	slow, err := sluice.NewTokenBucket(sluice.PerSecond(2), 1, sluice.WithStore(st), sluice.WithClock(newMock()))
-	require.NoError(t, err)
-	group, err := sluice.NewGroup(fast, slow)
-	require.NoError(t, err)
-	keys := []string{"f", "s"}
-	allocs := testing.AllocsPerRun(1000, func() {
-		r, err := group.Reserve(ctx, keys, 1, time.Second)
-		if err != nil || !r.Allowed {
-			t.Fatal(err, r.Allowed)
-		}
-		if err := r.Cancel(ctx); err != nil {
-			t.Fatal(err)
-		}
-	})
-	require.Zero(t, allocs)
-}
-
 func TestGroupsNeedOneStoreThatDecidesThem(t *testing.T) {
 	a, err := sluice.NewGCRA(sluice.PerSecond(1), 1)
 	require.NoError(t, err)

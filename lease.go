@@ -228,7 +228,6 @@ func checkLeases(p *engine.Params) error {
 	return nil
 }
 
-// defaultLeasePoll is how long at most Acquire waits before asking the
-// store again, unless [WithLeasePoll] says otherwise: what a lost
-// wake-up costs.
+// defaultLeasePoll is the default of [WithLeasePoll], whose comment says
+// why.
 const defaultLeasePoll = time.Second

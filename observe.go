@@ -172,15 +172,6 @@ func (l *Limiter) observe(ctx context.Context, key string, p *engine.Params, op 
 	})
 }
 
-// observers is several observers, called in turn.
-type observers []Observer
-
-func (os observers) observe(ctx context.Context, e Event) {
-	for _, o := range os {
-		o(ctx, e)
-	}
-}
-
 // together returns an observer that calls os in turn, or nil if there is
 // none.
 func together(os []Observer) Observer {
@@ -190,5 +181,9 @@ func together(os []Observer) Observer {
 	case 1:
 		return os[0]
 	}
-	return observers(os).observe
+	return func(ctx context.Context, e Event) {
+		for _, o := range os {
+			o(ctx, e)
+		}
+	}
 }

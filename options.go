@@ -26,10 +26,8 @@ type settings struct {
 	cal *calendarWindows // of a calendar window ([NewCalendarWindow])
 }
 
-// defaultMaxLateness is how late after its instant a reserved turn may
-// still be acted on, unless [WithMaxLateness] says otherwise: more than a
-// timer's usual lateness on a busy machine, less than a pause worth
-// noticing.
+// defaultMaxLateness is the default of [WithMaxLateness], whose comment
+// says why.
 const defaultMaxLateness = 20 * time.Millisecond
 
 type optionFunc func(*settings) error

@@ -196,8 +196,9 @@ func (l *Limiter) waitOnce(ctx context.Context, key string, p *engine.Params, co
 	return r.Wait(ctx)
 }
 
-// pastDeadline is Wait's error, returned at once, when the turn of what
-// (a key, or a group's keys) comes need after its context's deadline.
+// pastDeadline is Wait's error, returned at once, when what (a key, or a
+// group's keys) could be admitted only need from now, after its context's
+// deadline.
 func pastDeadline(what any, need time.Duration) error {
 	return fmt.Errorf("sluice: wait would exceed context deadline: %q needs %v: %w", what, need, context.DeadlineExceeded)
 }

@@ -229,25 +229,54 @@ func TestAReservationMadeElsewhereWaitsAndCancelsWithoutPanicking(t *testing.T) 
 }
 
 func TestTurnBookedAndGivenBackInMemoryAllocatesNothing(t *testing.T) {
-	for name, perKey := range map[string]bool{"fixed": false, "per key": true} {
-		t.Run(name, func(t *testing.T) {
-			lim, err := sluice.NewGCRA(sluice.PerSecond(10), 1, sluice.WithClock(newMock()))
-			require.NoError(t, err)
-			if perKey {
-				limit := lim
-				lim, err = sluice.NewPerKey(func(context.Context, string) (*sluice.Limiter, error) { return limit, nil },
-					sluice.WithClock(newMock()))
-				require.NoError(t, err)
+	ctx := context.Background()
+	gcra := func(t *testing.T, opts ...sluice.Option) *sluice.Limiter {
+		lim, err := sluice.NewGCRA(sluice.PerSecond(10), 1, append(opts, sluice.WithClock(newMock()))...)
+		require.NoError(t, err)
+		t.Cleanup(func() { lim.Close() })
+		return lim
+	}
+	onLimiter := func(lim *sluice.Limiter) func() (bool, error) {
+		return func() (bool, error) {
+			r, err := lim.Reserve(ctx, "k", 1, time.Second)
+			if err != nil || !r.Allowed {
+				return r.Allowed, err
 			}
-			defer lim.Close()
-			ctx := context.Background()
-			allocs := testing.AllocsPerRun(1000, func() {
-				r, err := lim.Reserve(ctx, "k", 1, time.Second)
+			return true, r.Cancel(ctx)
+		}
+	}
+	for name, turn := range map[string]func(t *testing.T) func() (bool, error){
+		"fixed": func(t *testing.T) func() (bool, error) { return onLimiter(gcra(t)) },
+		"per key": func(t *testing.T) func() (bool, error) {
+			limit := gcra(t)
+			lim, err := sluice.NewPerKey(func(context.Context, string) (*sluice.Limiter, error) { return limit, nil },
+				sluice.WithClock(newMock()))
+			require.NoError(t, err)
+			t.Cleanup(func() { lim.Close() })
+			return onLimiter(lim)
+		},
+		"group": func(t *testing.T) func() (bool, error) {
+			st := sluice.NewMemStore(sluice.MemStoreConfig{})
+			t.Cleanup(func() { st.Close() })
+			bucket, err := sluice.NewTokenBucket(sluice.PerSecond(2), 1, sluice.WithStore(st), sluice.WithClock(newMock()))
+			require.NoError(t, err)
+			group, err := sluice.NewGroup(gcra(t, sluice.WithStore(st)), bucket)
+			require.NoError(t, err)
+			keys := []string{"f", "s"}
+			return func() (bool, error) {
+				r, err := group.Reserve(ctx, keys, 1, time.Second)
 				if err != nil || !r.Allowed {
-					t.Fatal(err, r.Allowed)
+					return r.Allowed, err
 				}
-				if err := r.Cancel(ctx); err != nil {
-					t.Fatal(err)
+				return true, r.Cancel(ctx)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			book := turn(t)
+			allocs := testing.AllocsPerRun(1000, func() {
+				if allowed, err := book(); err != nil || !allowed {
+					t.Fatal(err, allowed)
 				}
 			})
 			require.Zero(t, allocs)
