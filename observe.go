@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/outcome"
 )
 
 // Observer receives every decision a limiter makes, for metrics, logs or
@@ -65,7 +66,7 @@ type Event struct {
 	// that granted the lease, how long the lease took. Zero otherwise.
 	Waited time.Duration
 
-	outcome outcome // classified when the limiter made the event; 0 if not
+	outcome outcome.Class // classified when the limiter made the event; 0 if not
 }
 
 // Outcome classifies the decision, or its error, for metrics: its values
@@ -94,56 +95,34 @@ type Event struct {
 // and Err alone, and is "canceled" only if Err wraps context.Canceled.
 func (e *Event) Outcome() string {
 	if e.outcome == 0 {
-		return outcomeNames[classify(nil, e.Decision.Allowed, e.Err)]
+		return outcome.Names[classify(nil, e.Decision.Allowed, e.Err)]
 	}
-	return outcomeNames[e.outcome]
-}
-
-// outcome is the classification Event.Outcome returns: an index in
-// outcomeNames.
-type outcome uint8
-
-const (
-	outcomeAllowed outcome = iota + 1
-	outcomeDenied
-	outcomeInvalid
-	outcomeCanceled
-	outcomeTimeout
-	outcomeStoreError
-)
-
-var outcomeNames = [...]string{
-	outcomeAllowed:    "allowed",
-	outcomeDenied:     "denied",
-	outcomeInvalid:    "invalid",
-	outcomeCanceled:   "canceled",
-	outcomeTimeout:    "timeout",
-	outcomeStoreError: "store_error",
+	return outcome.Names[e.outcome]
 }
 
 // classify returns the outcome of a decision that returned allowed and
 // err, on a call whose context was ctx, or nil for an Event that no
-// limiter made (nil keeps Event.Outcome small enough to be inlined, so
-// that an adapter reading it per decision does not copy the Event).
-func classify(ctx context.Context, allowed bool, err error) outcome {
+// limiter made (nil keeps Event.Outcome small enough to be inlined where
+// an adapter reads it per decision).
+func classify(ctx context.Context, allowed bool, err error) outcome.Class {
 	switch {
 	case err == nil && allowed:
-		return outcomeAllowed
+		return outcome.Allowed
 	case err == nil:
-		return outcomeDenied
+		return outcome.Denied
 	case errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
-		return outcomeTimeout
+		return outcome.Timeout
 	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrCostExceedsLimit),
 		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTimeOutOfRange),
 		errors.Is(err, ErrKeyConflict), errors.Is(err, ErrInvalidKey):
 		// Before the context's state: a request refused as wrong was
 		// decided, not abandoned, even if its caller has gone since.
-		return outcomeInvalid
+		return outcome.Invalid
 	case errors.Is(err, context.Canceled) || ctx != nil && ctx.Err() != nil:
 		// A client whose caller went away may say so in its own words.
-		return outcomeCanceled
+		return outcome.Canceled
 	}
-	return outcomeStoreError
+	return outcome.StoreError
 }
 
 // note is what an Event says beyond the decision: whether it is a lease's,

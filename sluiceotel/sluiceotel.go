@@ -191,12 +191,12 @@ func resolve(k metrics.Key) *series {
 	verb := attribute.String("sluice.verb", metrics.Verb(k.Verb, k.Lease))
 	s := &series{
 		decision: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb,
-			attribute.String("sluice.outcome", k.Outcome)))},
+			attribute.String("sluice.outcome", k.Outcome.String())))},
 		duration: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb))},
 	}
-	if metrics.Failed(k.Outcome) {
+	if k.Outcome.Failed() {
 		s.storeError = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg,
-			attribute.String("error.type", k.Outcome)))}
+			attribute.String("error.type", k.Outcome.String())))}
 	}
 	if k.Lease {
 		set := metric.WithAttributeSet(attribute.NewSet(limiter))
@@ -208,16 +208,21 @@ func resolve(k metrics.Key) *series {
 // Observe records one decision, and for a lease's, the leases held,
 // expired and waited for. It is a [sluice.Observer]: give m.Observe to
 // [sluice.WithObserver].
-func (m *Metrics) Observe(ctx context.Context, e sluice.Event) {
-	s := m.series.Get(metrics.KeyOf(&e))
+func (m *Metrics) Observe(ctx context.Context, e sluice.Event) { m.observe(ctx, &e) }
+
+// observe is Observe. Observe, small enough to be inlined into the
+// wrapper that m.Observe makes, passes the Event on by its address, so
+// that it is not copied once more per decision.
+func (m *Metrics) observe(ctx context.Context, e *sluice.Event) {
+	s := m.series.Get(metrics.KeyOf(e, metrics.OutcomeOf(e)))
 	m.decisions.Add(ctx, 1, s.decision...)
 	m.duration.Record(ctx, e.Latency.Seconds(), s.duration...)
 	if s.storeError != nil {
 		m.storeErrors.Add(ctx, 1, s.storeError...)
-		m.errorLog.Log(ctx, &e)
+		m.errorLog.Log(ctx, e)
 	}
 	if s.lease != nil {
-		c := metrics.LeaseChangeOf(&e)
+		c := metrics.LeaseChangeOf(e)
 		if c.Held != 0 {
 			m.leasesHeld.Add(ctx, c.Held, s.lease...)
 		}

@@ -213,11 +213,11 @@ func (m *Metrics) resolve(k metrics.Key) series {
 	limiter := strings.ToValidUTF8(k.Limiter, "\uFFFD")
 	alg, verb := metrics.Algorithm(k.Kind), metrics.Verb(k.Verb, k.Lease)
 	s := series{
-		decisions: m.decisions.WithLabelValues(limiter, alg, verb, k.Outcome),
+		decisions: m.decisions.WithLabelValues(limiter, alg, verb, k.Outcome.String()),
 		duration:  m.duration.WithLabelValues(limiter, alg, verb),
 	}
-	if metrics.Failed(k.Outcome) {
-		s.storeError = m.storeErrors.WithLabelValues(limiter, alg, k.Outcome)
+	if k.Outcome.Failed() {
+		s.storeError = m.storeErrors.WithLabelValues(limiter, alg, k.Outcome.String())
 	}
 	if k.Lease {
 		// All three, from the limiter's first lease on: an expiry counter
@@ -232,16 +232,21 @@ func (m *Metrics) resolve(k metrics.Key) series {
 // Observe counts one decision, and for a lease's, the leases held,
 // expired and waited for. It is a [sluice.Observer]: give m.Observe to
 // [sluice.WithObserver].
-func (m *Metrics) Observe(ctx context.Context, e sluice.Event) {
-	s := m.series.Get(metrics.KeyOf(&e))
+func (m *Metrics) Observe(ctx context.Context, e sluice.Event) { m.observe(ctx, &e) }
+
+// observe is Observe. Observe, small enough to be inlined into the
+// wrapper that m.Observe makes, passes the Event on by its address, so
+// that it is not copied once more per decision.
+func (m *Metrics) observe(ctx context.Context, e *sluice.Event) {
+	s := m.series.Get(metrics.KeyOf(e, metrics.OutcomeOf(e)))
 	s.decisions.Inc()
 	s.duration.Observe(e.Latency.Seconds())
 	if s.storeError != nil {
 		s.storeError.Inc()
-		m.errorLog.Log(ctx, &e)
+		m.errorLog.Log(ctx, e)
 	}
 	if s.held != nil {
-		c := metrics.LeaseChangeOf(&e)
+		c := metrics.LeaseChangeOf(e)
 		if c.Held != 0 {
 			s.held.Add(float64(c.Held))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
+	"github.com/sluice-go/sluice/internal/outcome"
 )
 
 var algorithms = [...]string{
@@ -54,27 +55,27 @@ func Verb(v engine.Verb, lease bool) string {
 	return v.String()
 }
 
-// Failed reports whether outcome, a value of [sluice.Event.Outcome], is a
-// failure of the store: "timeout" or "store_error". Invalid requests and
-// canceled contexts are not.
-func Failed(outcome string) bool { return outcome == "timeout" || outcome == "store_error" }
-
 // Key is what selects a series: every label of a decision. Its values are
 // bounded: the limiters' names, and a few algorithms, verbs and outcomes.
 type Key struct {
 	Limiter string
 	Kind    engine.Kind
 	Verb    engine.Verb
-	Outcome string // [sluice.Event.Outcome]
+	Outcome outcome.Class // [sluice.Event.Outcome], a byte: a string would cost a hash per decision
 	// Lease reports a lease's decision, whose verb is named apart
 	// ([Verb]) and which counts in the leases' series ([LeaseChangeOf]).
 	Lease bool
 }
 
-// KeyOf returns e's key.
-func KeyOf(e *sluice.Event) Key {
-	return Key{Limiter: e.Limiter, Kind: e.Kind, Verb: e.Verb, Outcome: e.Outcome(), Lease: e.Lease}
+// KeyOf returns the key of e, whose outcome is o (OutcomeOf(e)). It takes
+// o apart so that it is inlined where a key is looked up, per decision:
+// a Key returned from a call is copied once more before the lookup.
+func KeyOf(e *sluice.Event, o outcome.Class) Key {
+	return Key{Limiter: e.Limiter, Kind: e.Kind, Verb: e.Verb, Outcome: o, Lease: e.Lease}
 }
+
+// OutcomeOf returns e's outcome ([sluice.Event.Outcome]) as a Class.
+func OutcomeOf(e *sluice.Event) outcome.Class { return outcome.Of(e.Outcome()) }
 
 // LeaseChange is what one decision changes in the leases that the holders
 // of a process are counted to hold, as both adapters count them.
@@ -117,18 +118,18 @@ func LeaseChangeOf(e *sluice.Event) LeaseChange {
 	if !e.Lease {
 		return LeaseChange{}
 	}
-	outcome := e.Outcome()
+	o := OutcomeOf(e)
 	switch e.Verb {
 	case engine.VerbAllow:
-		if outcome == "allowed" && e.Decision.At != 0 {
+		if o == outcome.Allowed && e.Decision.At != 0 {
 			return LeaseChange{Held: 1, Waited: max(e.Waited, 0)}
 		}
 	case engine.VerbCancel:
-		if outcome == "allowed" || outcome == "denied" {
-			return LeaseChange{Held: -1, Expired: outcome == "denied"}
+		if o == outcome.Allowed || o == outcome.Denied {
+			return LeaseChange{Held: -1, Expired: o == outcome.Denied}
 		}
 	case engine.VerbExtend:
-		if outcome == "denied" {
+		if o == outcome.Denied {
 			return LeaseChange{Held: -1, Expired: true}
 		}
 	}
@@ -197,10 +198,10 @@ func NewErrorLog(logger *slog.Logger, interval time.Duration) *ErrorLog {
 // Log records e if it is a store error (a timeout or another failure of
 // the store) and its series has not been logged within the interval.
 func (l *ErrorLog) Log(ctx context.Context, e *sluice.Event) {
-	if l == nil || l.logger == nil || !Failed(e.Outcome()) {
+	if l == nil || l.logger == nil || !OutcomeOf(e).Failed() {
 		return
 	}
-	k := KeyOf(e)
+	k := KeyOf(e, OutcomeOf(e))
 	v, ok := l.last.Load(k)
 	if !ok {
 		v, _ = l.last.LoadOrStore(k, &logState{})

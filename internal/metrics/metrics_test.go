@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-go/sluice"
 	"github.com/sluice-go/sluice/engine"
 	"github.com/sluice-go/sluice/internal/metrics"
+	"github.com/sluice-go/sluice/internal/outcome"
 )
 
 func TestAlgorithmNamesAreLabelValues(t *testing.T) {
@@ -33,19 +34,19 @@ func TestTableResolvesEachKeyOnceUnderConcurrency(t *testing.T) {
 	var made atomic.Int64
 	table := metrics.NewTable(func(k metrics.Key) string {
 		made.Add(1)
-		return k.Limiter + "/" + k.Outcome
+		return k.Limiter + "/" + k.Outcome.String()
 	})
 	keys := []metrics.Key{
-		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: "allowed"},
-		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: "denied"},
-		{Limiter: "b", Kind: engine.KindGCRA, Verb: engine.VerbCheck, Outcome: "allowed"},
+		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: outcome.Allowed},
+		{Limiter: "a", Kind: engine.KindGCRA, Verb: engine.VerbAllow, Outcome: outcome.Denied},
+		{Limiter: "b", Kind: engine.KindGCRA, Verb: engine.VerbCheck, Outcome: outcome.Allowed},
 	}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
 				k := keys[(g+i)%len(keys)]
-				require.Equal(t, k.Limiter+"/"+k.Outcome, table.Get(k))
+				require.Equal(t, k.Limiter+"/"+k.Outcome.String(), table.Get(k))
 			}
 		})
 	}
@@ -162,17 +163,4 @@ func TestLeaseChangeOfAllocatesNothing(t *testing.T) {
 	require.Zero(t, testing.AllocsPerRun(100, func() {
 		held += metrics.LeaseChangeOf(&e).Held
 	}))
-}
-
-func TestOnlyTimeoutsAndStoreErrorsAreFailuresOfTheStore(t *testing.T) {
-	for outcome, want := range map[string]bool{
-		"allowed":     false,
-		"denied":      false,
-		"invalid":     false,
-		"canceled":    false,
-		"timeout":     true,
-		"store_error": true,
-	} {
-		require.Equal(t, want, metrics.Failed(outcome), outcome)
-	}
 }
