@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,4 +165,19 @@ func TestLeaseChangeOfAllocatesNothing(t *testing.T) {
 	require.Zero(t, testing.AllocsPerRun(100, func() {
 		held += metrics.LeaseChangeOf(&e).Held
 	}))
+}
+
+func TestOutcomeOfIsTheClassOfTheEventsOutcome(t *testing.T) {
+	for _, e := range []sluice.Event{
+		{Decision: sluice.Decision{Allowed: true}},
+		{},
+		{Err: sluice.ErrInvalidCost},
+		{Err: context.Canceled},
+		{Err: sluice.ErrTimeout},
+		{Err: errors.New("connection refused")},
+		{Decision: sluice.Decision{Allowed: true}, Err: errors.New("connection reset")},
+	} {
+		require.Equal(t, outcome.Of(e.Outcome()), metrics.OutcomeOf(&e), "%+v", e)
+		require.NotZero(t, metrics.OutcomeOf(&e), "%+v", e)
+	}
 }
