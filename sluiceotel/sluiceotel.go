@@ -81,7 +81,7 @@ type Metrics struct {
 	leasesHeld  metric.Int64UpDownCounter
 	expiries    metric.Int64Counter
 	leaseWait   metric.Float64Histogram
-	series      *metrics.Table[*series]
+	series      *metrics.Table[series]
 	errorLog    *metrics.ErrorLog
 }
 
@@ -185,11 +185,11 @@ func New(provider metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	return m, nil
 }
 
-func resolve(k metrics.Key) *series {
+func resolve(k metrics.Key) series {
 	limiter := attribute.String("sluice.limiter", k.Limiter)
 	alg := attribute.String("sluice.algorithm", metrics.Algorithm(k.Kind))
 	verb := attribute.String("sluice.verb", metrics.Verb(k.Verb, k.Lease))
-	s := &series{
+	s := series{
 		decision: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb,
 			attribute.String("sluice.outcome", k.Outcome.String())))},
 		duration: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(limiter, alg, verb))},

@@ -148,40 +148,81 @@ func LeaseChangeOf(e *sluice.Event) LeaseChange {
 }
 
 // Table maps keys to the series an adapter resolved for them. Reads take
-// no lock and allocate nothing; a new key copies the table, which happens
-// once per key, and there are few.
+// no lock and allocate nothing. A key looked up recently is found in a
+// small direct-mapped cache, placed by its small fields and its name's
+// length and outer bytes, and compared whole: no hash of its name per
+// decision. Any other is found in a map, copied on write once per new
+// key, of which there are few.
 type Table[T any] struct {
-	m       atomic.Pointer[map[Key]T]
-	mu      sync.Mutex // serializes writers
+	recent  [recentSlots]atomic.Pointer[entry[T]]
+	m       atomic.Pointer[map[Key]*entry[T]]
+	mu      sync.Mutex // serializes writers of m
 	resolve func(Key) T
 }
+
+// An entry is a key and its series, made once and never written again.
+type entry[T any] struct {
+	key Key
+	v   T
+}
+
+// A Table's cache has recentSlots slots, 512 bytes of pointers, for the
+// few keys a process's limiters decide under.
+const (
+	recentBits  = 6
+	recentSlots = 1 << recentBits
+)
 
 // NewTable returns a table that resolves a new key with resolve.
 func NewTable[T any](resolve func(Key) T) *Table[T] {
 	t := &Table[T]{resolve: resolve}
-	t.m.Store(&map[Key]T{})
+	t.m.Store(&map[Key]*entry[T]{})
 	return t
 }
 
-// Get returns k's series, resolving it on first use.
-func (t *Table[T]) Get(k Key) T {
-	if v, ok := (*t.m.Load())[k]; ok {
-		return v
+// Get returns k's series, resolving it on first use. The series is
+// shared, never copied: read it, do not write it.
+func (t *Table[T]) Get(k Key) *T {
+	r := &t.recent[spot(&k)]
+	if e := r.Load(); e != nil && e.key == k {
+		return &e.v
+	}
+	e := t.entry(k)
+	r.Store(e) // two keys that share a slot each cost a map lookup in turn
+	return &e.v
+}
+
+// spot returns k's slot in a Table's cache.
+func spot(k *Key) int {
+	h := uint64(len(k.Limiter)) | uint64(k.Kind)<<16 | uint64(k.Verb)<<24 | uint64(k.Outcome)<<32
+	if k.Lease {
+		h |= 1 << 40
+	}
+	if n := len(k.Limiter); n > 0 {
+		h |= uint64(k.Limiter[0])<<48 | uint64(k.Limiter[n-1])<<56
+	}
+	return int(h * 0x9e3779b97f4a7c15 >> (64 - recentBits)) // Fibonacci hashing
+}
+
+// entry returns k's entry from the map, adding it on first use.
+func (t *Table[T]) entry(k Key) *entry[T] {
+	if e, ok := (*t.m.Load())[k]; ok {
+		return e
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := *t.m.Load()
-	if v, ok := old[k]; ok {
-		return v
+	if e, ok := old[k]; ok {
+		return e
 	}
-	v := t.resolve(k)
-	m := make(map[Key]T, len(old)+1)
-	for k, v := range old {
-		m[k] = v
+	e := &entry[T]{key: k, v: t.resolve(k)}
+	m := make(map[Key]*entry[T], len(old)+1)
+	for k, e := range old {
+		m[k] = e
 	}
-	m[k] = v
+	m[k] = e
 	t.m.Store(&m)
-	return v
+	return e
 }
 
 // ErrorLog logs store errors to a slog.Logger, at most one record per

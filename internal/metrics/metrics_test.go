@@ -48,7 +48,7 @@ func TestTableResolvesEachKeyOnceUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			for i := range 1000 {
 				k := keys[(g+i)%len(keys)]
-				require.Equal(t, k.Limiter+"/"+k.Outcome.String(), table.Get(k))
+				require.Equal(t, k.Limiter+"/"+k.Outcome.String(), *table.Get(k))
 			}
 		})
 	}
