@@ -2,8 +2,11 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -231,4 +234,87 @@ func TestMemStoreGroupsSharingShardsDecideExactlyWithoutDeadlock(t *testing.T) {
 			storetest.RunGroupsConcurrent(t, st, 64)
 		})
 	}
+}
+
+// TestMemStoreHotKeyStaysExactWhileItsShardChurns hammers one GCRA key
+// from several goroutines while others add, forget and sweep keys of the
+// same shard, so that its tables grow, shift slots back and shrink under
+// the hot key: at a time that does not move, exactly its burst is
+// admitted, and its state reads as exactly that.
+func TestMemStoreHotKeyStaysExactWhileItsShardChurns(t *testing.T) {
+	const burst, hammers, tries, minRounds = 300, 4, 150, 20
+	st := sluice.NewMemStore(sluice.MemStoreConfig{Shards: 1}) // every key in the hot key's shard
+	t.Cleanup(func() { _ = st.Close() })
+	mock := newMock()
+	ctx := context.Background()
+	hot, err := sluice.NewGCRA(sluice.PerSecond(1), burst, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+	_, err = hot.CanAccept(ctx, "hot", 0)
+	require.NoError(t, err)
+	// Keys under the hot key's interval share its table; another
+	// interval's keys live in the other table.
+	same, err := sluice.NewGCRA(sluice.PerSecond(1), 5, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+	other, err := sluice.NewGCRA(sluice.PerSecond(7), 5, sluice.WithStore(st), sluice.WithClock(mock))
+	require.NoError(t, err)
+
+	var admitted, rounds atomic.Int64
+	var hammering, churning sync.WaitGroup
+	started := make(chan struct{})
+	for range hammers {
+		hammering.Go(func() {
+			<-started
+			// Past the burst, denials: the slot is read, not written.
+			for i := 0; i < tries || rounds.Load() < minRounds; i++ {
+				d, err := hot.Allow(ctx, "hot", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	churning.Go(func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ks := keys(64)
+			for _, k := range ks {
+				_, err1 := same.Allow(ctx, k, 1)
+				_, err2 := other.Allow(ctx, "other-"+k, 1)
+				if err := errors.Join(err1, err2); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			for _, k := range ks {
+				err1 := same.Reset(ctx, k)
+				err2 := other.Reset(ctx, "other-"+k)
+				if err := errors.Join(err1, err2); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			st.Sweep() // shrinks the emptied tables
+			if rounds.Add(1) == 1 {
+				close(started) // the hot key's burst is spent while the shard churns
+			}
+		}
+	})
+	hammering.Wait()
+	close(stop)
+	churning.Wait()
+
+	require.Equal(t, int64(burst), admitted.Load())
+	d, err := hot.CanAccept(ctx, "hot", 0)
+	require.NoError(t, err)
+	require.Equal(t, float64(burst), d.Used)
+	require.Zero(t, d.Remaining)
 }
