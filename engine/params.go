@@ -270,12 +270,10 @@ func (p *Params) Check(op Op) error {
 // booking reports whether op is a reservation or a cancel that check
 // accepts, under valid Params that book (never a calendar window): a turn
 // booked and given back (each Wait of a GCRA or a bucket books one) is
-// checked in a few comparisons, not by every rule of check. Limit is
-// finite, so the bounds on the cost also rule out NaN and infinities.
+// checked in a few comparisons, not by every rule of check.
 func (p *Params) booking(op *Op) bool {
-	return (op.Verb == VerbReserve || op.Verb == VerbCancel) && p.Reservable() &&
-		op.Cost >= 0 && op.Cost <= p.Limit && uint64(op.Now) <= maxTime && uint64(op.At) <= maxTime+maxSpan &&
-		(op.Verb == VerbCancel || uint64(op.MaxDelay) <= maxSpan)
+	return (op.Verb == VerbReserve || op.Verb == VerbCancel) && p.Reservable() && p.inRange(op.Cost, op.Now) &&
+		uint64(op.At) <= maxTime+maxSpan && (op.Verb == VerbCancel || uint64(op.MaxDelay) <= maxSpan)
 }
 
 func (p *Params) check(op Op) error {
@@ -294,7 +292,14 @@ func (p *Params) check(op Op) error {
 // comparisons, small enough to be inlined, for a store's hot path to call
 // Check only when it is false.
 func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
-	return verb-VerbAllow <= VerbCheck-VerbAllow && cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime && p.Windows[3] == 0
+	return verb-VerbAllow <= VerbCheck-VerbAllow && p.inRange(cost, now) && p.Windows[3] == 0
+}
+
+// inRange reports whether cost fits the limit, a number from zero to Limit
+// (so neither NaN nor infinite, Limit being finite), at a time now in
+// range: what Check asks of every usual request and every booking.
+func (p *Params) inRange(cost float64, now int64) bool {
+	return cost >= 0 && cost <= p.Limit && uint64(now) <= maxTime
 }
 
 // CheckCost reports whether verb and cost can run under p: an error

@@ -187,7 +187,7 @@ func (t *Table[T]) Get(k Key) *T {
 	if e := r.Load(); e != nil && e.key == k {
 		return &e.v
 	}
-	e := t.entry(k)
+	e := t.lookup(k)
 	r.Store(e) // two keys that share a slot each cost a map lookup in turn
 	return &e.v
 }
@@ -204,8 +204,8 @@ func spot(k *Key) int {
 	return int(h * 0x9e3779b97f4a7c15 >> (64 - recentBits)) // Fibonacci hashing
 }
 
-// entry returns k's entry from the map, adding it on first use.
-func (t *Table[T]) entry(k Key) *entry[T] {
+// lookup returns k's entry from the map, adding it on first use.
+func (t *Table[T]) lookup(k Key) *entry[T] {
 	if e, ok := (*t.m.Load())[k]; ok {
 		return e
 	}
@@ -250,10 +250,14 @@ func NewErrorLog(logger *slog.Logger, interval time.Duration) *ErrorLog {
 // Log records e if it is a store error (a timeout or another failure of
 // the store) and its series has not been logged within the interval.
 func (l *ErrorLog) Log(ctx context.Context, e *sluice.Event) {
-	if l == nil || l.logger == nil || !OutcomeOf(e).Failed() {
+	if l == nil || l.logger == nil {
 		return
 	}
-	k := KeyOf(e, OutcomeOf(e))
+	o := OutcomeOf(e)
+	if !o.Failed() {
+		return
+	}
+	k := KeyOf(e, o)
 	v, ok := l.last.Load(k)
 	if !ok {
 		v, _ = l.last.LoadOrStore(k, &logState{})
@@ -273,7 +277,7 @@ func (l *ErrorLog) Log(ctx context.Context, e *sluice.Event) {
 		slog.String("limiter", e.Limiter),
 		slog.String("algorithm", Algorithm(e.Kind)),
 		slog.String("verb", Verb(e.Verb, e.Lease)),
-		slog.String("outcome", e.Outcome()),
+		slog.String("outcome", o.String()),
 		slog.Duration("latency", e.Latency),
 		slog.Int("suppressed", skipped),
 		slog.Any("error", e.Err))

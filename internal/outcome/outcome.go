@@ -33,29 +33,14 @@ var Names = [...]string{
 // String returns the class's name (Names).
 func (c Class) String() string { return Names[c] }
 
-// Of returns the class named name, or none if no class has that name. It
-// is read per observed decision: one table lookup by the first byte,
-// which differs between the names, and one comparison.
+// Of returns the class named name, or none if no class has that name.
 func Of(name string) Class {
-	if name == "" {
-		return 0
+	for c, n := range Names {
+		if n == name && n != "" {
+			return Class(c)
+		}
 	}
-	c := byFirst[name[0]]
-	if Names[c] != name {
-		return 0
-	}
-	return c
-}
-
-// byFirst is the class whose name begins with each byte. It is read,
-// never written.
-var byFirst = [256]Class{
-	'a': Allowed,
-	'd': Denied,
-	'i': Invalid,
-	'c': Canceled,
-	't': Timeout,
-	's': StoreError,
+	return 0
 }
 
 // Failed reports whether c is a failure of the store: a timeout or
