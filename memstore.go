@@ -73,18 +73,24 @@ type shard struct {
 // A key is in at most one of a shard's tables: tats holds the GCRA keys,
 // slots the others.
 type shardData struct {
-	mu     sync.Mutex
+	// A decision on the shard's hot key (memhot.go) writes only these
+	// first 56 bytes, one cache line whether the shards start on a line or
+	// 8 bytes into one, after an allocation header.
+	mu       sync.Mutex
+	hot      hotKey
+	last     uint64  // the low bits of the GCRA key decided last, from the GCRA table
+	now      int64   // latest time seen, for sweeps
+	primaryA float64 // primary as State.A
+
 	tats   table[tatSlot]
 	slots  table[slot]
 	logs   map[keyID][]engine.Entry // sliding log entries, beside their key's slot
 	blocks map[keyID]block          // the penalty blocks of keys blocked
-	now    int64                    // latest time seen, for sweeps
 
 	// primary is the emission interval of the GCRA keys in tats, which
 	// do not record it: the first a GCRA key was saved with. A GCRA key
 	// recorded with another lives in slots, with its interval (memgcra.go).
-	primary  int64
-	primaryA float64 // primary as State.A
+	primary int64
 
 	evicted, evictedBlocked uint64 // keys evicted by MaxKeys, and those of them blocked
 }
@@ -183,25 +189,34 @@ func conflict(key string, other, kind engine.Kind) error {
 }
 
 // load sets *s, which is zero, to id's state for p under the shard's lock,
-// and returns the key's slot in p's table, or -1 if it holds none. If the
-// key holds another algorithm's live state, it returns that algorithm.
+// and returns the key's slot in p's table, hotAt for the shard's hot key,
+// or -1 if it holds none. If the key holds another algorithm's live state,
+// it returns that algorithm.
 func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (at int, other engine.Kind) {
 	gcra := p.Kind == engine.KindGCRA
 	if gcra {
-		i, ok := sh.tats.find(id)
-		if !ok {
-			return sh.loadOtherGCRA(id, now, s)
+		if id == sh.hot.id && sh.hot.expires != 0 {
+			if sh.hot.expires <= now {
+				return hotAt, 0 // fresh again, as below
+			}
+			s.Time, s.A, at = sh.hot.expires, sh.primaryA, hotAt
+		} else {
+			i, ok := sh.tats.find(id)
+			if !ok {
+				return sh.loadOtherGCRA(id, now, s)
+			}
+			e := &sh.tats.slots[i]
+			e.used()
+			if e.expires <= now {
+				return i, 0 // fresh again, whatever its Params now: as if forgotten
+			}
+			s.Time, s.A, at = e.expires, sh.primaryA, i
 		}
-		e := &sh.tats.slots[i]
-		e.used()
-		if e.expires <= now {
-			return i, 0 // fresh again, whatever its Params now: as if forgotten
-		}
-		s.Time, s.A, at = e.expires, sh.primaryA, i
 	} else {
 		i, ok := sh.slots.find(id)
 		switch {
 		case !ok:
+			sh.cool()
 			return -1, claim(sh, &sh.tats, id, now)
 		case sh.slots.slots[i].kind() != p.Kind:
 			return -1, claimAt(sh, &sh.slots, i, now)
@@ -224,8 +239,32 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 
 // save writes the state s that a recorded decision d at now left for id,
 // or forgets the key once it is fresh again. at is the key's slot, as load
-// found it, or -1.
+// found it (hotAt included), or -1.
 func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
+	// The usual GCRA key first, hot or in its slot, without a call that
+	// the general case below would have to save its arguments for.
+	if p.Kind == engine.KindGCRA && s.A == sh.primaryA && d.ResetAfter > 0 && s.Until == 0 && sh.blocks == nil {
+		expires := now + int64(d.ResetAfter)
+		switch {
+		case at == hotAt && id == sh.hot.id && sh.hot.expires != 0:
+			sh.hot.expires = expires
+			return
+		case at >= 0:
+			sh.saveTAT(id, at, expires)
+			return
+		}
+	}
+	sh.saveAny(id, at, p, now, s, d, bound)
+}
+
+// saveAny is save for any key.
+func (sh *shard) saveAny(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
+	if at == hotAt { // the hot key, leaving its place beside the mutex
+		if id == sh.hot.id {
+			sh.cool()
+		}
+		at = resolve(&sh.tats, id, -1) // or gone, evicted for another key of a group
+	}
 	gcra := p.Kind == engine.KindGCRA
 	if gcra && s.A != sh.primaryA && !sh.primaryOf(s) {
 		sh.saveOtherGCRA(id, at, p, now, s, d, bound)
@@ -248,7 +287,7 @@ func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.S
 	expires := now + int64(d.ResetAfter)
 	if gcra {
 		// The TAT, s.Time, is when the key is fresh again: its expiry.
-		sh.tats.slots[at].expires = expires
+		sh.saveTAT(id, at, expires)
 	} else {
 		e := &sh.slots.slots[at]
 		e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, expires
@@ -286,6 +325,7 @@ func (sh *shard) resave(id keyID, at int, p *engine.Params, now int64, s *engine
 	switch {
 	case p.Kind != engine.KindGCRA:
 		at = resolve(&sh.slots, id, at)
+	case at == hotAt: // save finds it
 	case at > otherGCRA: // the GCRA table's slot, or none
 		at = resolve(&sh.tats, id, at)
 	default: // a GCRA key of another interval, in the other table
@@ -398,6 +438,7 @@ func dropIn[S slotType](sh *shard, t *table[S], i int) {
 // the whole shard is searched for one that is not, and a blocked key is
 // evicted (and counted) only when the shard holds no other.
 func (sh *shard) makeRoom(id keyID, bound int, now int64) {
+	sh.cool()
 	full := bound > 0 && sh.tats.n+sh.slots.n >= bound
 	sample := sweepSample
 	if full {
@@ -495,6 +536,7 @@ func (m *MemStore) Reset(_ context.Context, key string) error {
 	}
 	id, sh := m.locate(key)
 	sh.mu.Lock()
+	sh.cool()
 	_ = forget(sh, &sh.tats, id) || forget(sh, &sh.slots, id) // in one at most
 	sh.mu.Unlock()
 	m.released(key) // whatever leases it held are free
@@ -554,6 +596,7 @@ func (m *MemStore) Sweep() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
+		sh.cool()
 		n += sweep(sh, &sh.tats, now) + sweep(sh, &sh.slots, now)
 		sh.mu.Unlock()
 	}

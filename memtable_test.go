@@ -119,3 +119,26 @@ func TestShardsFillWholeCacheLines(t *testing.T) {
 	require.Equal(t, uintptr(48), unsafe.Sizeof(slot{}), "another key's slot")
 	require.Zero(t, unsafe.Sizeof(shard{})%64, "a shard is %d bytes", unsafe.Sizeof(shard{}))
 }
+
+// TestShardKeepsItsHotFieldsInTheMutexsCacheLine pins the layout that a
+// decision on a shard's hot key relies on (memhot.go): what it writes lies
+// in one cache line. The shards start on a 64-byte boundary, or 8 bytes
+// past one, after the 8-byte header Go's allocator puts before a mid-sized
+// object holding pointers, so that line is the shard's first 56 bytes.
+func TestShardKeepsItsHotFieldsInTheMutexsCacheLine(t *testing.T) {
+	var sh shardData
+	for _, end := range []uintptr{
+		unsafe.Offsetof(sh.mu) + unsafe.Sizeof(sh.mu),
+		unsafe.Offsetof(sh.hot) + unsafe.Sizeof(sh.hot),
+		unsafe.Offsetof(sh.last) + unsafe.Sizeof(sh.last),
+		unsafe.Offsetof(sh.now) + unsafe.Sizeof(sh.now),
+		unsafe.Offsetof(sh.primaryA) + unsafe.Sizeof(sh.primaryA),
+	} {
+		require.LessOrEqual(t, end, uintptr(56))
+	}
+	require.Zero(t, unsafe.Sizeof(shard{})%64)
+	for _, shards := range []int{1, 2, 4, 64, 128, 1024} {
+		m := NewMemStore(MemStoreConfig{Shards: shards})
+		require.Contains(t, []uintptr{0, 8}, uintptr(unsafe.Pointer(&m.shards[0]))%64, "%d shards", shards)
+	}
+}
