@@ -259,10 +259,10 @@ func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.S
 
 // saveAny is save for any key.
 func (sh *shard) saveAny(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
-	if at == hotAt { // the hot key, leaving its place beside the mutex
-		if id == sh.hot.id {
-			sh.cool()
-		}
+	if id == sh.hot.id {
+		sh.cool() // the hot key, leaving its place beside the mutex
+	}
+	if at == hotAt {
 		at = resolve(&sh.tats, id, -1) // or gone, evicted for another key of a group
 	}
 	gcra := p.Kind == engine.KindGCRA
