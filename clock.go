@@ -50,13 +50,13 @@ type nanoClock struct {
 // now returns the clock's time in nanoseconds since the Unix epoch. A time
 // outside [0, maxTime] comes out outside it, and CheckTime refuses it.
 func (c nanoClock) now() int64 {
-	var d int64
 	if _, ok := c.clock.(systemClock); ok {
-		d = int64(time.Since(base)) // reads only the monotonic clock: faster
-	} else {
-		d = int64(c.clock.Now().Sub(base)) // Sub saturates rather than overflowing
+		// The monotonic clock alone, which is faster to read. It counts
+		// forwards from base, and cannot reach 2^63 ns past the epoch.
+		return baseNanos + int64(time.Since(base))
 	}
-	t := baseNanos + d // but this sum may wrap
+	d := int64(c.clock.Now().Sub(base)) // Sub saturates rather than overflowing
+	t := baseNanos + d                  // but this sum may wrap
 	switch {
 	case d > 0 && t < baseNanos:
 		t = math.MaxInt64

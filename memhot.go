@@ -1,9 +1,13 @@
 package sluice
 
-import "math"
+import (
+	"math"
 
-// A shard's hot key is the GCRA key of its GCRA table that it saved last,
-// if it also saved that key the time before: its TAT is kept beside the
+	"github.com/sluice-go/sluice/engine"
+)
+
+// A shard's hot key is a GCRA key of its GCRA table that an Allow saved
+// right after the shard saved it before: its TAT is kept beside the
 // shard's mutex, in the cache line that taking the mutex brings to the
 // deciding core, and its slot, in another line, is not touched while it
 // stays hot. Goroutines hammering one key then pass one cache line
@@ -23,16 +27,36 @@ type hotKey struct {
 // beside the mutex.
 const hotAt = math.MinInt
 
-// saveTAT writes the TAT of id, a GCRA key of the GCRA table, to its slot
-// at, as its expiry, and makes id the hot key if the shard saved it the
-// time before too, as known by its low 64 bits: two keys that share them,
-// once in 2^64, only make the wrong one hot.
-func (sh *shard) saveTAT(id keyID, at int, expires int64) {
-	sh.tats.slots[at].expires = expires
-	if id.lo != sh.last {
-		sh.last = id.lo
-		return
+// saveUsual is save for a GCRA key, live, of the shard's primary interval
+// and without a penalty's block, in its slot or hot, and reports whether
+// the key was one. It makes no call that the general save would have to
+// save its arguments for, and the decisions of the other algorithms do
+// not call it. An Allow that saves the key the shard saved last makes it
+// the hot key; the shard knows its last key by its low 64 bits, and two
+// keys that share them, once in 2^64, only make the wrong one hot.
+func (sh *shard) saveUsual(id keyID, at int, now int64, s *engine.State, d *engine.Decision, allow bool) bool {
+	if s.A != sh.primaryA || d.ResetAfter <= 0 || s.Until != 0 || sh.blocks != nil {
+		return false
 	}
+	expires := now + int64(d.ResetAfter)
+	switch {
+	case at == hotAt && id == sh.hot.id && sh.hot.expires != 0:
+		sh.hot.expires = expires
+	case at >= 0:
+		sh.tats.slots[at].expires = expires
+		if allow && id.lo == sh.last {
+			sh.heat(id, expires)
+		}
+		sh.last = id.lo
+	default:
+		return false
+	}
+	return true
+}
+
+// heat makes id, live until expires, the shard's hot key, cooling the
+// one before it.
+func (sh *shard) heat(id keyID, expires int64) {
 	sh.cool()
 	sh.hot = hotKey{id: id, expires: expires}
 }

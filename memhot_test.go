@@ -125,14 +125,15 @@ func TestMemStoreHotKeyOutlivesItsSlotsStaleExpiry(t *testing.T) {
 	ctx := context.Background()
 	lim, err := sluice.NewGCRA(sluice.PerSecond(1), 10, sluice.WithStore(st), sluice.WithClock(mock))
 	require.NoError(t, err)
-	// The second admission makes the key hot with a TAT 2s ahead; the
-	// third moves its TAT to 3s ahead beside the mutex only.
-	for range 3 {
+	// The third admission makes the key hot with a TAT 3 s ahead (the
+	// first adds it, the second is the shard's last save); the fourth
+	// moves its TAT to 4 s ahead beside the mutex only.
+	for range 4 {
 		d, err := lim.Allow(ctx, "k", 1)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 	}
-	mock.Add(2500 * time.Millisecond)
+	mock.Add(3500 * time.Millisecond)
 	_, err = lim.CanAccept(ctx, "other", 0) // the store sees the time
 	require.NoError(t, err)
 	require.Zero(t, st.Sweep(), "the sweep removed a key whose TAT is 0.5s ahead")

@@ -78,14 +78,16 @@ type shardData struct {
 	// 8 bytes into one, after an allocation header.
 	mu       sync.Mutex
 	hot      hotKey
-	last     uint64  // the low bits of the GCRA key decided last, from the GCRA table
+	last     uint64  // the low bits of the GCRA key saved last, from the GCRA table
 	now      int64   // latest time seen, for sweeps
 	primaryA float64 // primary as State.A
 
+	// What every other decision reads, in the next line.
+	blocks map[keyID]block // the penalty blocks of keys blocked
 	tats   table[tatSlot]
 	slots  table[slot]
-	logs   map[keyID][]engine.Entry // sliding log entries, beside their key's slot
-	blocks map[keyID]block          // the penalty blocks of keys blocked
+
+	logs map[keyID][]engine.Entry // sliding log entries, beside their key's slot
 
 	// primary is the emission interval of the GCRA keys in tats, which
 	// do not record it: the first a GCRA key was saved with. A GCRA key
@@ -167,7 +169,9 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 	// A denial records nothing, unless it carried a GCRA state over from
 	// another interval (engine.Params.Carries), which changed A.
 	if p.Records(op.Verb, d) || p.Kind == engine.KindGCRA && s.A != a {
-		sh.save(id, at, p, op.Now, &s, d, m.perShard)
+		if p.Kind != engine.KindGCRA || !sh.saveUsual(id, at, op.Now, &s, d, op.Verb == engine.VerbAllow) {
+			sh.save(id, at, p, op.Now, &s, d, m.perShard)
+		}
 	}
 	sh.mu.Unlock()
 	return nil
@@ -241,31 +245,13 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 // or forgets the key once it is fresh again. at is the key's slot, as load
 // found it (hotAt included), or -1.
 func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
-	// The usual GCRA key first, hot or in its slot, without a call that
-	// the general case below would have to save its arguments for.
-	if p.Kind == engine.KindGCRA && s.A == sh.primaryA && d.ResetAfter > 0 && s.Until == 0 && sh.blocks == nil {
-		expires := now + int64(d.ResetAfter)
-		switch {
-		case at == hotAt && id == sh.hot.id && sh.hot.expires != 0:
-			sh.hot.expires = expires
-			return
-		case at >= 0:
-			sh.saveTAT(id, at, expires)
-			return
-		}
-	}
-	sh.saveAny(id, at, p, now, s, d, bound)
-}
-
-// saveAny is save for any key.
-func (sh *shard) saveAny(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
-	if id == sh.hot.id {
-		sh.cool() // the hot key, leaving its place beside the mutex
-	}
-	if at == hotAt {
-		at = resolve(&sh.tats, id, -1) // or gone, evicted for another key of a group
-	}
 	gcra := p.Kind == engine.KindGCRA
+	if gcra && (at == hotAt || id == sh.hot.id) {
+		// The hot key leaves its place beside the mutex; or, in a group,
+		// it was cooled since it was loaded hot, and may have been evicted.
+		sh.cool()
+		at = resolve(&sh.tats, id, at)
+	}
 	if gcra && s.A != sh.primaryA && !sh.primaryOf(s) {
 		sh.saveOtherGCRA(id, at, p, now, s, d, bound)
 		return
@@ -287,7 +273,7 @@ func (sh *shard) saveAny(id keyID, at int, p *engine.Params, now int64, s *engin
 	expires := now + int64(d.ResetAfter)
 	if gcra {
 		// The TAT, s.Time, is when the key is fresh again: its expiry.
-		sh.saveTAT(id, at, expires)
+		sh.tats.slots[at].expires = expires
 	} else {
 		e := &sh.slots.slots[at]
 		e.time, e.a, e.b, e.expires = s.Time, s.A, s.B, expires
@@ -333,7 +319,9 @@ func (sh *shard) resave(id keyID, at int, p *engine.Params, now int64, s *engine
 			at = otherAt(at)
 		}
 	}
-	sh.save(id, at, p, now, s, d, bound)
+	if p.Kind != engine.KindGCRA || !sh.saveUsual(id, at, now, s, d, false) { // a group heats no key
+		sh.save(id, at, p, now, s, d, bound)
+	}
 }
 
 // resolve returns id's slot in t: at, if it still holds id, or where id
