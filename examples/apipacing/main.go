@@ -110,7 +110,11 @@ func report(ctx context.Context, out io.Writer, api *thirdPartyAPI) {
 	for s := 1; ; s++ {
 		select {
 		case <-ctx.Done():
-			return
+			select {
+			case <-tick.C: // the second that ends with the run is reported too
+			default:
+				return
+			}
 		case <-tick.C:
 		}
 		served, refused := api.tally()
