@@ -82,7 +82,7 @@ type shardData struct {
 	now      int64   // latest time seen, for sweeps
 	primaryA float64 // primary as State.A
 
-	// What every other decision reads, in the next line.
+	// What every other decision reads, in the next 64 bytes.
 	blocks map[keyID]block // the penalty blocks of keys blocked
 	tats   table[tatSlot]
 	slots  table[slot]
