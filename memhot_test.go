@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-go/sluice/internal/simclock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluice-go/sluice"
+	"github.com/sluice-go/sluice/internal/simclock"
 )
 
 // hotWorld is a one-shard MemStore and the limiters a hot-key trace

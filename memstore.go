@@ -78,7 +78,7 @@ type shardData struct {
 	// 8 bytes into one, after an allocation header.
 	mu       sync.Mutex
 	hot      hotKey
-	last     uint64  // the low bits of the GCRA key saved last, from the GCRA table
+	last     uint64  // the low 64 bits of the key saveUsual saved last
 	now      int64   // latest time seen, for sweeps
 	primaryA float64 // primary as State.A
 
