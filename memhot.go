@@ -27,6 +27,9 @@ type hotKey struct {
 // beside the mutex.
 const hotAt = math.MinInt
 
+// holds reports whether h is id's: the shard's hot key is id.
+func (h *hotKey) holds(id keyID) bool { return h.id == id && h.expires != 0 }
+
 // saveUsual is save for a GCRA key, live, of the shard's primary interval
 // and without a penalty's block, in its slot or hot, and reports whether
 // the key was one. It makes no call that the general save would have to
@@ -40,7 +43,7 @@ func (sh *shard) saveUsual(id keyID, at int, now int64, s *engine.State, d *engi
 	}
 	expires := now + int64(d.ResetAfter)
 	switch {
-	case at == hotAt && id == sh.hot.id && sh.hot.expires != 0:
+	case at == hotAt && sh.hot.holds(id):
 		sh.hot.expires = expires
 	case at >= 0:
 		sh.tats.slots[at].expires = expires

@@ -199,7 +199,7 @@ func conflict(key string, other, kind engine.Kind) error {
 func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (at int, other engine.Kind) {
 	gcra := p.Kind == engine.KindGCRA
 	if gcra {
-		if id == sh.hot.id && sh.hot.expires != 0 {
+		if id == sh.hot.id && sh.hot.expires != 0 { // sh.hot.holds(id), which inlined here costs two spills
 			if sh.hot.expires <= now {
 				return hotAt, 0 // fresh again, as below
 			}
@@ -246,7 +246,7 @@ func (sh *shard) load(id keyID, p *engine.Params, now int64, s *engine.State) (a
 // found it (hotAt included), or -1.
 func (sh *shard) save(id keyID, at int, p *engine.Params, now int64, s *engine.State, d *engine.Decision, bound int) {
 	gcra := p.Kind == engine.KindGCRA
-	if gcra && (at == hotAt || id == sh.hot.id) {
+	if gcra && (at == hotAt || sh.hot.holds(id)) {
 		// The hot key leaves its place beside the mutex; or, in a group,
 		// it was cooled since it was loaded hot, and may have been evicted.
 		sh.cool()
