@@ -58,7 +58,10 @@ func paths() []path {
 }
 
 // A keyed limiter is one library's per-key limiter behind one signature,
-// so that every library runs the same benchmark loop.
+// so that every library runs the same benchmark loop. Every adapter is a
+// pointer: a value of more than a word in an interface is called through
+// a wrapper the compiler makes, which copies the value, a cost that some
+// adapters would pay and the floor not.
 type keyed interface {
 	// Allow decides one request of cost one for key and reports whether
 	// it was admitted.
@@ -109,30 +112,30 @@ type sluiceGCRA struct {
 	store io.Closer
 }
 
-func newSluiceGCRA(l limit, store engine.Store, closer io.Closer) (sluiceGCRA, error) {
+func newSluiceGCRA(l limit, store engine.Store, closer io.Closer) (*sluiceGCRA, error) {
 	lim, err := sluice.NewGCRA(sluice.Per(1, l.per), float64(l.burst), sluice.WithStore(store))
 	if err != nil {
-		return sluiceGCRA{}, err
+		return nil, err
 	}
-	return sluiceGCRA{lim: lim, store: closer}, nil
+	return &sluiceGCRA{lim: lim, store: closer}, nil
 }
 
-func (s sluiceGCRA) Allow(ctx context.Context, key string) (bool, error) {
+func (s *sluiceGCRA) Allow(ctx context.Context, key string) (bool, error) {
 	d, err := s.lim.Allow(ctx, key, 1)
 	return d.Allowed, err
 }
 
-func (s sluiceGCRA) Warm(ctx context.Context, key string, n int) error {
+func (s *sluiceGCRA) Warm(ctx context.Context, key string, n int) error {
 	_, err := s.lim.Allow(ctx, key, float64(n))
 	return err
 }
 
-func (s sluiceGCRA) Close() error { return s.store.Close() }
+func (s *sluiceGCRA) Close() error { return s.store.Close() }
 
 // sluiceMem is sluice's GCRA on its default in-memory store, passed
 // explicitly so that the benchmarks can count the keys it holds.
 type sluiceMem struct {
-	sluiceGCRA
+	*sluiceGCRA
 	mem *sluice.MemStore
 }
 
@@ -142,11 +145,11 @@ func newSluice(l limit) (keyed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sluiceMem{sluiceGCRA: s, mem: mem}, nil
+	return &sluiceMem{sluiceGCRA: s, mem: mem}, nil
 }
 
 // Len returns the number of keys the store holds.
-func (s sluiceMem) Len() int { return s.mem.Len() }
+func (s *sluiceMem) Len() int { return s.mem.Len() }
 
 // rateMap is how golang.org/x/time/rate is used per key: a map of
 // limiters behind a mutex, a limiter made on a key's first request.
@@ -189,17 +192,17 @@ func (m *rateMap) Close() error { return nil }
 type rateSingle struct{ lim *rate.Limiter }
 
 func newRateSingle(l limit) (keyed, error) {
-	return rateSingle{rate.NewLimiter(rate.Every(l.per), l.burst)}, nil
+	return &rateSingle{rate.NewLimiter(rate.Every(l.per), l.burst)}, nil
 }
 
-func (r rateSingle) Allow(context.Context, string) (bool, error) { return r.lim.Allow(), nil }
+func (r *rateSingle) Allow(context.Context, string) (bool, error) { return r.lim.Allow(), nil }
 
-func (r rateSingle) Warm(_ context.Context, _ string, n int) error {
+func (r *rateSingle) Warm(_ context.Context, _ string, n int) error {
 	r.lim.AllowN(time.Now(), n)
 	return nil
 }
 
-func (rateSingle) Close() error { return nil }
+func (*rateSingle) Close() error { return nil }
 
 // throttledGCRA is throttled's GCRA on its unbounded in-memory store.
 // MaxBurst counts the requests beyond the first.
@@ -215,20 +218,20 @@ func newThrottled(l limit) (keyed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return throttledGCRA{lim}, nil
+	return &throttledGCRA{lim}, nil
 }
 
-func (t throttledGCRA) Allow(ctx context.Context, key string) (bool, error) {
+func (t *throttledGCRA) Allow(ctx context.Context, key string) (bool, error) {
 	limited, _, err := t.lim.RateLimitCtx(ctx, key, 1)
 	return !limited, err
 }
 
-func (t throttledGCRA) Warm(ctx context.Context, key string, n int) error {
+func (t *throttledGCRA) Warm(ctx context.Context, key string, n int) error {
 	_, _, err := t.lim.RateLimitCtx(ctx, key, n)
 	return err
 }
 
-func (throttledGCRA) Close() error { return nil }
+func (*throttledGCRA) Close() error { return nil }
 
 // sethvargoStore is sethvargo/go-limiter's in-memory store: a fixed
 // window per key, of the burst per the time a burst takes to come back.
@@ -239,39 +242,39 @@ func newSethvargo(l limit) (keyed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sethvargoStore{store}, nil
+	return &sethvargoStore{store}, nil
 }
 
-func (s sethvargoStore) Allow(ctx context.Context, key string) (bool, error) {
+func (s *sethvargoStore) Allow(ctx context.Context, key string) (bool, error) {
 	_, _, _, ok, err := s.store.Take(ctx, key)
 	return ok, err
 }
 
 // Warm takes one token whatever n is: the store cannot weigh a request,
 // and its windows outlast any run.
-func (s sethvargoStore) Warm(ctx context.Context, key string, _ int) error {
+func (s *sethvargoStore) Warm(ctx context.Context, key string, _ int) error {
 	_, _, _, _, err := s.store.Take(ctx, key)
 	return err
 }
 
-func (s sethvargoStore) Close() error { return s.store.Close(context.Background()) }
+func (s *sethvargoStore) Close() error { return s.store.Close(context.Background()) }
 
 // ululeLimiter is ulule/limiter's limiter on its in-memory store: a fixed
 // window per key, like sethvargo's.
 type ululeLimiter struct{ lim *ulule.Limiter }
 
 func newUlule(l limit) (keyed, error) {
-	return ululeLimiter{ulule.New(memory.NewStore(), ulule.Rate{Period: l.window(), Limit: int64(l.burst)})}, nil
+	return &ululeLimiter{ulule.New(memory.NewStore(), ulule.Rate{Period: l.window(), Limit: int64(l.burst)})}, nil
 }
 
-func (u ululeLimiter) Allow(ctx context.Context, key string) (bool, error) {
+func (u *ululeLimiter) Allow(ctx context.Context, key string) (bool, error) {
 	c, err := u.lim.Get(ctx, key)
 	return !c.Reached, err
 }
 
-func (u ululeLimiter) Warm(ctx context.Context, key string, n int) error {
+func (u *ululeLimiter) Warm(ctx context.Context, key string, n int) error {
 	_, err := u.lim.Increment(ctx, key, int64(n))
 	return err
 }
 
-func (ululeLimiter) Close() error { return nil }
+func (*ululeLimiter) Close() error { return nil }

@@ -46,13 +46,13 @@ func newSluiceRedis(c *redis.Client, l limit) (keyed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sluiceRedis{sluiceGCRA: lim, store: store}, nil
+	return &sluiceRedis{sluiceGCRA: lim, store: store}, nil
 }
 
 // sluiceRedis is sluice's GCRA on its Redis store, which can also decide
 // a batch of requests in one round trip.
 type sluiceRedis struct {
-	sluiceGCRA
+	*sluiceGCRA
 	store *redisstore.Store
 }
 
@@ -61,7 +61,7 @@ type batcher interface {
 	AllowBatch(ctx context.Context, keys []string) ([]bool, error)
 }
 
-func (s sluiceRedis) AllowBatch(ctx context.Context, keys []string) ([]bool, error) {
+func (s *sluiceRedis) AllowBatch(ctx context.Context, keys []string) ([]bool, error) {
 	p, _ := s.lim.Params()
 	reqs := make([]redisstore.Request, len(keys))
 	for i, k := range keys {
@@ -85,14 +85,14 @@ type redisRate struct {
 }
 
 func newRedisRate(c *redis.Client, l limit) (keyed, error) {
-	return redisRate{
+	return &redisRate{
 		lim:    redis_rate.NewLimiter(c),
 		limit:  redis_rate.Limit{Rate: 1, Period: l.per, Burst: l.burst},
 		client: c,
 	}, nil
 }
 
-func (r redisRate) Allow(ctx context.Context, key string) (bool, error) {
+func (r *redisRate) Allow(ctx context.Context, key string) (bool, error) {
 	res, err := r.lim.Allow(ctx, key, r.limit)
 	if err != nil {
 		return false, err
@@ -100,12 +100,12 @@ func (r redisRate) Allow(ctx context.Context, key string) (bool, error) {
 	return res.Allowed > 0, nil
 }
 
-func (r redisRate) Warm(ctx context.Context, key string, n int) error {
+func (r *redisRate) Warm(ctx context.Context, key string, n int) error {
 	_, err := r.lim.AllowN(ctx, key, r.limit, n)
 	return err
 }
 
-func (r redisRate) Close() error { return r.client.Close() }
+func (r *redisRate) Close() error { return r.client.Close() }
 
 // BenchmarkRedis measures decisions on 10,000 existing keys in a
 // redis-server it starts on 127.0.0.1, with the server's clock: one

@@ -25,7 +25,7 @@ type reserver interface {
 // benchmark builds (x/time/rate's ReserveN has no such bound).
 const bookingWithin = 30 * 365 * 24 * time.Hour
 
-func (s sluiceGCRA) BookAndCancel(ctx context.Context, key string) (time.Duration, error) {
+func (s *sluiceGCRA) BookAndCancel(ctx context.Context, key string) (time.Duration, error) {
 	r, err := s.lim.Reserve(ctx, key, 1, bookingWithin)
 	if err != nil {
 		return 0, err
@@ -67,7 +67,7 @@ type booking struct {
 	ctx context.Context
 }
 
-func (b booking) Allow(ctx context.Context, key string) (bool, error) {
+func (b *booking) Allow(ctx context.Context, key string) (bool, error) {
 	if b.ctx != nil {
 		ctx = b.ctx
 	}
@@ -137,7 +137,7 @@ func BenchmarkReserve(b *testing.B) {
 // booking a turn and giving it back under ctx (nil: the loop's).
 func benchReserve(b *testing.B, p peer, pa path, ks []string, ctx context.Context) {
 	k := newKeyed(b, p, pa.limit)
-	lim := booking{keyed: k, r: k.(reserver), ctx: ctx}
+	lim := &booking{keyed: k, r: k.(reserver), ctx: ctx}
 	warm(b, lim, ks, pa.warm)
 	expectTracked(b, k, len(ks))
 	runtime.GC()
