@@ -47,7 +47,8 @@ func TestCalendarWindowsThatCannotBeAreInvalid(t *testing.T) {
 func TestCalendarWindowDecidesOnlyInItsWindows(t *testing.T) {
 	const t0 = int64(1_800_000_000e9)
 	p := day(t0)
-	require.False(t, p.Usual(engine.VerbAllow, 1, t0+1), "never the usual request: its time is checked")
+	require.True(t, p.Usual(engine.VerbAllow, 1, t0+1), "the usual request in its windows")
+	require.False(t, p.Usual(engine.VerbAllow, 1, p.Windows[3]), "never the usual request after its windows")
 	for _, now := range []int64{t0 - 1, p.Windows[3], p.Windows[3] + 1} {
 		_, _, err := p.Step(engine.State{}, engine.Op{Verb: engine.VerbAllow, Cost: 1, Now: now})
 		require.ErrorIs(t, err, engine.ErrTimeOutOfRange, "at %d", now)

@@ -288,11 +288,12 @@ func (p *Params) check(op Op) error {
 
 // Usual reports whether an op of verb, cost and now is the common request,
 // which Check accepts: an Allow or a check of a cost that fits, at a time
-// in range, of a limit that is not a calendar window. It is five
-// comparisons, small enough to be inlined, for a store's hot path to call
-// Check only when it is false.
+// in range and, for a calendar window, in its windows. It is five
+// comparisons (seven for a calendar window), small enough to be inlined,
+// for a store's hot path to call Check only when it is false.
 func (p *Params) Usual(verb Verb, cost float64, now int64) bool {
-	return verb-VerbAllow <= VerbCheck-VerbAllow && p.inRange(cost, now) && p.Windows[3] == 0
+	return verb-VerbAllow <= VerbCheck-VerbAllow && p.inRange(cost, now) &&
+		(p.Windows[3] == 0 || p.Windows[0] <= now && now < p.Windows[3])
 }
 
 // inRange reports whether cost fits the limit, a number from zero to Limit

@@ -9,26 +9,36 @@ import (
 )
 
 // TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks pins the inlined
-// shortcut of Check: on the edges of every check, an Allow or Check is
-// usual iff the full checks accept it, and no fill-up is usual.
+// shortcut of Check: on the edges of every check, a calendar window's
+// included, an Allow or Check is usual iff the full checks accept it, and
+// no fill-up is usual.
 func TestUsualRequestsAreExactlyTheAcceptedAllowsAndChecks(t *testing.T) {
-	p := Params{Kind: KindGCRA, Limit: 5, Interval: 1e8}
-	require.NoError(t, p.Validate())
+	const w = int64(1e9) // a calendar window's windows: [w, 2w), [2w, 3w), [3w, 4w)
+	limits := []Params{
+		{Kind: KindGCRA, Limit: 5, Interval: 1e8},
+		{Kind: KindFixedWindow, Limit: 5, Interval: w, Windows: [4]int64{w, 2 * w, 3 * w, 4 * w}},
+	}
 	negZero := math.Copysign(0, -1) // the constant -0.0 is plain zero in Go
 	costs := []float64{0, math.SmallestNonzeroFloat64, 1, 5, math.Nextafter(5, 6), 6, negZero, -1, math.NaN(), math.Inf(1), math.Inf(-1)}
 	require.True(t, slices.ContainsFunc(costs, func(c float64) bool { return c == 0 && math.Signbit(c) }), "a negative zero is among the costs")
-	times := []int64{0, 1, maxTime - 1, maxTime, maxTime + 1, -1, math.MinInt64, math.MaxInt64}
-	for _, verb := range []Verb{0, VerbAllow, VerbCheck, VerbFill, VerbFill + 1} {
-		for _, cost := range costs {
-			for _, now := range times {
-				op := Op{Verb: verb, Cost: cost, Now: now}
-				err := CheckTime(now)
-				if err == nil {
-					err = p.CheckCost(verb, cost)
+	times := []int64{0, 1, w - 1, w, 4*w - 1, 4 * w, maxTime - 1, maxTime, maxTime + 1, -1, math.MinInt64, math.MaxInt64}
+	for _, p := range limits {
+		require.NoError(t, p.Validate())
+		for _, verb := range []Verb{0, VerbAllow, VerbCheck, VerbFill, VerbFill + 1} {
+			for _, cost := range costs {
+				for _, now := range times {
+					op := Op{Verb: verb, Cost: cost, Now: now}
+					err := CheckTime(now)
+					if err == nil {
+						err = p.CheckWindows(now)
+					}
+					if err == nil {
+						err = p.CheckCost(verb, cost)
+					}
+					accepted := err == nil && (verb == VerbAllow || verb == VerbCheck)
+					require.Equal(t, accepted, p.Usual(op.Verb, op.Cost, op.Now), "%v %+v", p, op)
+					require.Equal(t, err, p.Check(op), "%v %+v", p, op)
 				}
-				accepted := err == nil && (verb == VerbAllow || verb == VerbCheck)
-				require.Equal(t, accepted, p.Usual(op.Verb, op.Cost, op.Now), "%+v", op)
-				require.Equal(t, err, p.Check(op), "%+v", op)
 			}
 		}
 	}
