@@ -81,3 +81,36 @@ func (sh *shard) saveOtherGCRA(id keyID, at int, p *engine.Params, now int64, s 
 	e.time, e.a, e.b, e.expires = s.Time, s.A, 0, now+int64(d.ResetAfter)
 	sh.block(id, s)
 }
+
+// decideTAT decides op under p, which DecidesTAT, on the GCRA key id from
+// its TAT where the shard keeps it, beside the mutex or in its slot, and
+// reports whether it could: for a key the GCRA table holds, while no key
+// of the shard is blocked. It makes the decision and the changes to the
+// shard that load, Decide and save would, with no State between them.
+func (sh *shard) decideTAT(id keyID, p *engine.Params, op engine.Op, d *engine.Decision, bound int) bool {
+	if sh.blocks != nil || float64(p.Interval) != sh.primaryA {
+		return false
+	}
+	at, tat := hotAt, sh.hot.expires
+	if !sh.hot.holds(id) {
+		i, ok := sh.tats.find(id)
+		if !ok {
+			return false
+		}
+		e := &sh.tats.slots[i]
+		e.used()
+		at, tat = i, e.expires
+	}
+	tat = p.DecideTAT(tat, op, d)
+	if op.Verb != engine.VerbAllow || !d.Allowed {
+		return true
+	}
+	if at == hotAt && d.ResetAfter > 0 {
+		sh.hot.expires = tat // saveUsual's first case, without its call
+		return true
+	}
+	if s := (engine.State{Time: tat, A: sh.primaryA}); !sh.saveUsual(id, at, op.Now, &s, d, true) {
+		sh.save(id, at, p, op.Now, &engine.State{}, d, bound) // fresh again: forgotten
+	}
+	return true
+}

@@ -80,7 +80,7 @@ type shardData struct {
 	hot      hotKey
 	last     uint64  // the low 64 bits of the key saveUsual saved last
 	now      int64   // latest time seen, for sweeps
-	primaryA float64 // primary as State.A
+	primaryA float64 // the interval of the GCRA keys in tats, as State.A (memgcra.go)
 
 	// What every other decision reads, in the next 64 bytes.
 	blocks map[keyID]block // the penalty blocks of keys blocked
@@ -88,11 +88,6 @@ type shardData struct {
 	slots  table[slot]
 
 	logs map[keyID][]engine.Entry // sliding log entries, beside their key's slot
-
-	// primary is the emission interval of the GCRA keys in tats, which
-	// do not record it: the first a GCRA key was saved with. A GCRA key
-	// recorded with another lives in slots, with its interval (memgcra.go).
-	primary int64
 
 	evicted, evictedBlocked uint64 // keys evicted by MaxKeys, and those of them blocked
 }
@@ -157,6 +152,11 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 	id, sh := m.locate(key)
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
+	// The usual GCRA request, decided on the key's TAT where it lies.
+	if p.DecidesTAT(op.Verb) && sh.decideTAT(id, p, op, d, m.perShard) {
+		sh.mu.Unlock()
+		return nil
+	}
 	var s engine.State
 	at, other := sh.load(id, p, op.Now, &s)
 	if other != 0 {

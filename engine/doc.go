@@ -27,6 +27,12 @@
 // state, time and cost, and must return an error wrapping [ErrUnsupported] for
 // a Kind it cannot run: never a silent fallback.
 //
+// A store that keeps a GCRA key's state as its theoretical arrival time
+// alone, at the interval of the limit deciding it, may decide the usual
+// request on it with [Params.DecideTAT], wherever [Params.DecidesTAT]
+// holds: the function the GCRA's step runs for those requests, which
+// sluice's in-memory store calls on its GCRA table.
+//
 // # State and time
 //
 // Every algorithm except the sliding log keeps a fixed-shape [State]: one

@@ -7,10 +7,15 @@ import (
 	"github.com/sluice-go/sluice/internal/arith"
 )
 
+// stepGCRA is the GCRA: it keeps a key's theoretical arrival time (TAT),
+// its state's Time, at most the tolerance ahead of now, the burst's
+// nanoseconds at the emission interval. An Allow or a check is DecideTAT's
+// (which Decide calls itself on a state of p's interval), a reservation or
+// a cancel its own.
 func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 	t := p.Interval
-	stored := s.Time // the TAT, in p's interval
-	if s.A != float64(t) && s.A != 0 && stored > op.Now {
+	stored := s.Time
+	if p.foreign(s, op.Now) {
 		// A check decides as converted, and records nothing. (A strict or
 		// partial decision converts the state before its checks: see
 		// carryOnce.)
@@ -18,6 +23,12 @@ func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 		if op.Verb != VerbCheck {
 			s.Time, s.A = stored, float64(t)
 		}
+	}
+	if op.Verb != VerbReserve && op.Verb != VerbCancel {
+		if tat := p.DecideTAT(stored, *op, d); d.Allowed && op.Verb == VerbAllow {
+			s.Time, s.A = tat, float64(t)
+		}
+		return
 	}
 	tau, whole := wholeNanos(p.Limit, t)
 	if !whole {
@@ -36,51 +47,100 @@ func (p *Params) stepGCRA(s *State, op *Op, d *Decision) {
 			s.Time, s.A = s.Time-(p.gcraNanos(op.Cost)-1), float64(t)
 			tat = max(s.Time, op.Now)
 		}
-	} else {
-		c, whole := wholeNanos(op.Cost, t)
-		if !whole {
-			c = p.gcraNanos(op.Cost)
-		}
-		next := tat + c
-		allowAt := next - tau
-		later := op.Verb == VerbReserve && op.At > max(allowAt, op.Now)
-		if later {
-			// Booked no earlier than op.At, as an arrival then.
-			allowAt, next = op.At, max(stored, op.At)+p.gcraNanos(op.Cost)
-		}
-		switch {
-		case op.Now >= allowAt:
-			d.Allowed = true
-			tat = next
-			if op.Verb != VerbCheck {
-				s.Time, s.A = tat, float64(t)
-			}
-		case op.Verb != VerbReserve:
-			d.RetryAfter = after(allowAt, op.Now)
-		case allowAt-op.Now <= op.MaxDelay:
-			// Booked for allowAt, which it now owns: the next booking's
-			// instant comes c*T after it.
-			d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), allowAt
-			if later {
-				// Booked later than the GCRA needed: its TAT is not its
-				// instant plus the tolerance, and a cancel could not tell it
-				// from a later booking, so it cannot be given back.
-				d.At = 0
-			}
-			tat = next
-			s.Time, s.A = tat, float64(t)
-		default:
-			d.RetryAfter = after(allowAt-op.MaxDelay, op.Now)
-		}
+		p.describeGCRA(d, tat, tau, op.Now)
+		return
 	}
-	backlog := tat - op.Now
-	p.describe(d, float64(backlog)/float64(t))
+	c, whole := wholeNanos(op.Cost, t)
+	if !whole {
+		c = p.gcraNanos(op.Cost)
+	}
+	next := tat + c
+	allowAt := next - tau
+	later := op.At > max(allowAt, op.Now)
+	if later {
+		// Booked no earlier than op.At, as an arrival then.
+		allowAt, next = op.At, max(stored, op.At)+p.gcraNanos(op.Cost)
+	}
+	switch {
+	case op.Now >= allowAt:
+		d.Allowed = true
+		tat = next
+		s.Time, s.A = tat, float64(t)
+	case allowAt-op.Now <= op.MaxDelay:
+		// Booked for allowAt, which it now owns: the next booking's
+		// instant comes c*T after it.
+		d.Allowed, d.Delay, d.At = true, time.Duration(allowAt-op.Now), allowAt
+		if later {
+			// Booked later than the GCRA needed: its TAT is not its
+			// instant plus the tolerance, and a cancel could not tell it
+			// from a later booking, so it cannot be given back.
+			d.At = 0
+		}
+		tat = next
+		s.Time, s.A = tat, float64(t)
+	default:
+		d.RetryAfter = after(allowAt-op.MaxDelay, op.Now)
+	}
+	p.describeGCRA(d, tat, tau, op.Now)
+}
+
+// foreign reports whether s is a GCRA state whose TAT was computed with
+// another emission interval than p's (recorded in its A) and is still
+// ahead of now: one that a decision under p carries over (see
+// [Params.Carries]).
+func (p *Params) foreign(s *State, now int64) bool {
+	return s.A != float64(p.Interval) && s.A != 0 && s.Time > now
+}
+
+// DecidesTAT reports whether Decide, for a request of verb under p on a
+// GCRA key of p's interval, reads and writes the key's TAT alone, as
+// DecideTAT decides it: for an Allow or a check of the GCRA without a
+// penalty or counted denials.
+func (p *Params) DecidesTAT(verb Verb) bool {
+	return p.Kind == KindGCRA && p.Penalty == 0 && !p.CountDenied && verb-VerbAllow <= VerbCheck-VerbAllow
+}
+
+// DecideTAT is Decide for a store that keeps a GCRA key's state as its
+// theoretical arrival time alone, tat, recorded at p's interval (zero for
+// a key it does not hold): for p that Validate accepted and op that Check
+// accepted, whose verb p DecidesTAT, it writes the decision into *d, which
+// must be zero, and returns the TAT that an admitted Allow records. A TAT
+// not after op.Now leaves the key fresh again, as Decide leaves the zero
+// State.
+func (p *Params) DecideTAT(tat int64, op Op, d *Decision) int64 {
+	// The wholeNanos shortcuts, written out: no call on the usual path.
+	tau, whole := wholeNanos(p.Limit, p.Interval)
+	if !whole {
+		tau = p.gcraNanos(p.Limit)
+	}
+	c, whole := wholeNanos(op.Cost, p.Interval)
+	if !whole {
+		c = p.gcraNanos(op.Cost)
+	}
+	tat = max(tat, op.Now)
+	if next := tat + c; op.Now >= next-tau {
+		d.Allowed = true
+		tat = next
+	} else {
+		d.RetryAfter = after(next-tau, op.Now)
+	}
+	p.describeGCRA(d, tat, tau, op.Now)
+	return tat
+}
+
+// describeGCRA fills in d's amounts and ResetAfter from the TAT a
+// decision leaves, with the tolerance tau.
+func (p *Params) describeGCRA(d *Decision, tat, tau, now int64) {
+	backlog, t := tat-now, float64(p.Interval)
+	p.describe(d, float64(backlog)/t)
 	if d.Remaining > 0 {
 		// Remaining from the nanosecond arithmetic, not Limit - Used, so
 		// that a burst's last unit reads as exactly zero.
-		d.Remaining = min(float64(tau-backlog)/float64(t), p.Limit)
+		d.Remaining = min(float64(tau-backlog)/t, p.Limit)
 	}
-	d.ResetAfter = after(tat, op.Now)
+	if backlog > 0 {
+		d.ResetAfter = time.Duration(backlog)
+	}
 }
 
 // carryOnce converts a GCRA state for op, as the first of the steps it

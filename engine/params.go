@@ -460,8 +460,15 @@ func (p *Params) Decide(s *State, op Op, d *Decision) {
 	case p.Penalty > 0 || p.CountDenied:
 		p.decideStrict(s, &op, d)
 	case p.Kind == KindGCRA:
-		// decideKind for the usual limiter, called without its frame.
-		p.stepGCRA(s, &op, d)
+		// decideKind for the usual limiter, called without its frame, and
+		// an Allow or a check on a state of its interval without stepGCRA's.
+		if op.Verb-VerbAllow <= VerbCheck-VerbAllow && !p.foreign(s, op.Now) {
+			if tat := p.DecideTAT(s.Time, op, d); d.Allowed && op.Verb == VerbAllow {
+				s.Time, s.A = tat, float64(p.Interval)
+			}
+		} else {
+			p.stepGCRA(s, &op, d)
+		}
 		p.settle(s, op.Verb, d)
 	default:
 		p.decideKind(s, &op, d)
@@ -568,7 +575,7 @@ func (p *Params) Records(verb Verb, d *Decision) bool {
 // [Params.Records] says: the conversion is made once, at the first
 // decision under the new limit, so that a raised limit applies at once.
 func (p *Params) Carries(s *State, op *Op) bool {
-	return p.Kind == KindGCRA && s.A != float64(p.Interval) && s.A != 0 && s.Time > op.Now && op.Verb != VerbCheck
+	return p.Kind == KindGCRA && p.foreign(s, op.Now) && op.Verb != VerbCheck
 }
 
 // Frees reports whether a decision *d on op may let a waiter of p's

@@ -4,9 +4,10 @@
 -- in a state written before it was recorded).
 --
 -- Depends on: prelude, time.
--- Translates: Params.stepGCRA, carryOnce, carriedTAT and gcraNanos
--- (engine/gcra.go), arith.Nanos (internal/arith/arith.go), the GCRA's
--- part of Params.fullAt (engine/strict.go), and Params.settleGCRA
+-- Translates: Params.stepGCRA, DecideTAT (its Allow and check),
+-- describeGCRA, carryOnce, carriedTAT and gcraNanos (engine/gcra.go),
+-- arith.Nanos (internal/arith/arith.go), the GCRA's part of
+-- Params.fullAt (engine/strict.go), and Params.settleGCRA
 -- (engine/settle.go); and, noting each carry in stCarried,
 -- Params.Carries and Decide's conversion (engine/params.go).
 

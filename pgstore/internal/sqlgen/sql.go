@@ -366,7 +366,8 @@ func meterFull(at string) ([]string, [3]string) {
 	}
 }
 
-// gcra is Params.stepGCRA. tau is the burst in nanoseconds and cn the
+// gcra is Params.stepGCRA, with the DecideTAT it calls for an Allow or
+// a check. tau is the burst in nanoseconds and cn the
 // cost in nanoseconds, both rounded by Params.gcraNanos. The state's A
 // (a0) is the emission interval its TAT (t0) was computed with, zero in a
 // state written before intervals were recorded.
