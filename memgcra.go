@@ -91,6 +91,7 @@ func (sh *shard) decideTAT(id keyID, p *engine.Params, op engine.Op, d *engine.D
 	if sh.blocks != nil || float64(p.Interval) != sh.primaryA {
 		return false
 	}
+	// load's lookup, written out: as a call it costs the usual request 2 to 4 %.
 	at, tat := hotAt, sh.hot.expires
 	if !sh.hot.holds(id) {
 		i, ok := sh.tats.find(id)

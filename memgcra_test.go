@@ -54,7 +54,8 @@ func (m *MemStore) idOf(key string) keyID {
 
 // applyByState is apply without decideTAT: the key's State loaded,
 // decided and saved, as apply decides every request decideTAT declines.
-// It is the reference decideTAT is held to.
+// It is the reference decideTAT is held to. (apply does not call a method
+// for that path, which would cost the other algorithms 2 to 8 %.)
 func (m *MemStore) applyByState(key string, p *engine.Params, op engine.Op, d *engine.Decision) error {
 	id, sh := m.locate(key)
 	sh.mu.Lock()

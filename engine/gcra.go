@@ -138,7 +138,7 @@ func (p *Params) describeGCRA(d *Decision, tat, tau, now int64) {
 		// that a burst's last unit reads as exactly zero.
 		d.Remaining = min(float64(tau-backlog)/t, p.Limit)
 	}
-	if backlog > 0 {
+	if backlog > 0 { // after(tat, now), written out to keep this inlined
 		d.ResetAfter = time.Duration(backlog)
 	}
 }
