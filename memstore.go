@@ -150,10 +150,11 @@ func (m *MemStore) apply(key string, p *engine.Params, op engine.Op, d *engine.D
 		return ErrStoreClosed
 	}
 	id, sh := m.locate(key)
+	byTAT := p.DecidesTAT(op.Verb) // before the lock, which the test then does not lengthen
 	sh.mu.Lock()
 	sh.now = max(sh.now, op.Now)
 	// The usual GCRA request, decided on the key's TAT where it lies.
-	if p.DecidesTAT(op.Verb) && sh.decideTAT(id, p, op, d, m.perShard) {
+	if byTAT && sh.decideTAT(id, p, op, d, m.perShard) {
 		sh.mu.Unlock()
 		return nil
 	}
